@@ -1,0 +1,318 @@
+"""Command line: python -m playground {train,translate,evaluate,info} ... (see --help of each)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from pathlib import Path
+
+from playground.errors import PlaygroundError
+
+MODELS_DIR = Path("models")
+BUILTIN_PREFIX = "builtin:"
+BUDGETS = ("max_steps", "max_epochs", "max_minutes")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Shared pieces
+
+
+def add_decoding_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("decoding")
+    g.add_argument("--method", choices=["greedy", "sample", "beam"], default="greedy", help="search method (default greedy)")
+    g.add_argument("--beam-size", type=int, default=5, help="beams per sentence for --method beam (default 5)")
+    g.add_argument("--length-penalty", type=float, default=1.0,
+                   help="beam score = sum log p / length^A; 0 = raw sum, favours short outputs (default 1.0)")
+    g.add_argument("--nbest", type=int, default=1, help="hypotheses to print per sentence with beam search (default 1)")
+    g.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default 1.0)")
+    g.add_argument("--top-k", type=int, default=0, help="sample from the k most likely tokens only (0 = all)")
+    g.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling: smallest set with probability ≥ p (default 1.0)")
+    g.add_argument("--seed", type=int, default=0, help="random seed for sampling (default 0)")
+    g.add_argument("--max-len", type=int, default=None, help="maximum output tokens (default 2 x source + 10)")
+    g.add_argument("--batch-size", type=int, default=64, help="sentences decoded together (default 64)")
+    g.add_argument("--device", default="auto", help="auto, cpu, cuda or mps (default auto)")
+
+
+def decode_options(args: argparse.Namespace):
+    from playground.decode import DecodeOptions
+
+    return DecodeOptions(method=args.method, max_len=args.max_len, temperature=args.temperature, top_k=args.top_k,
+                         top_p=args.top_p, seed=args.seed, beam_size=args.beam_size,
+                         length_penalty=args.length_penalty, nbest=args.nbest if args.method == "beam" else 1,
+                         batch_size=args.batch_size)
+
+
+def load_model(args: argparse.Namespace):
+    from playground.device import resolve_device
+    from playground.package import load_package
+
+    return load_package(args.model, resolve_device(args.device))
+
+
+def read_lines(path: str) -> list[str]:
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError as err:
+        raise PlaygroundError(f"File not found: {path}") from err
+    except UnicodeDecodeError as err:
+        raise PlaygroundError(f"{path} is not UTF-8 text ({err}); save it as UTF-8 and try again.") from err
+    return [line.strip() for line in text.splitlines()]
+
+
+def out_folder(out: str) -> Path:
+    """A bare name goes under models/; a path is used as given."""
+    path = Path(out)
+    return MODELS_DIR / path if len(path.parts) == 1 else path
+
+
+def load_data(path: str, tgt_path: str | None, src_lang: str | None, tgt_lang: str | None, max_len: int):
+    from playground.data import load_parallel
+
+    if path.startswith(BUILTIN_PREFIX):
+        from playground.builtin_data import BUILTIN_DATASETS
+
+        name = path[len(BUILTIN_PREFIX):]
+        if name not in BUILTIN_DATASETS:
+            raise PlaygroundError(f"No built-in dataset {name!r}; choose one of {', '.join(BUILTIN_DATASETS)}.")
+        path = str(Path(__file__).resolve().parent.parent / "assets" / "datasets" / name / "train.tsv")
+    return load_parallel(path, tgt_path, src_lang=src_lang, tgt_lang=tgt_lang, max_len=max_len)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# train
+
+
+def add_config_flags(p: argparse.ArgumentParser) -> None:
+    """One flag per TrainConfig field, so every hyperparameter can be set (the preset gives the defaults)."""
+    from playground.train import TrainConfig
+
+    g = p.add_argument_group("hyperparameters (defaults come from the preset)")
+    for f in dataclasses.fields(TrainConfig):
+        flag = "--" + f.name.replace("_", "-")
+        if f.name in BUDGETS or f.name == "device":
+            continue  # declared with the budgets below
+        if f.type in ("bool", bool):
+            g.add_argument(flag, action=argparse.BooleanOptionalAction, default=None)
+        elif f.name == "betas":
+            g.add_argument(flag, type=float, nargs=2, default=None, metavar=("B1", "B2"), help="Adam betas (0.9 0.98)")
+        else:
+            kind = {"int": int, "float": float}.get(str(f.type).split(" ")[0], str)
+            g.add_argument(flag, type=kind, default=None)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from playground.data import split_pairs
+    from playground.presets import preset_config
+    from playground.train import TrainConfig, TrainData, run_training
+
+    budgets = {k: getattr(args, k) for k in BUDGETS}
+    overrides = {f.name: getattr(args, f.name, None) for f in dataclasses.fields(TrainConfig) if f.name not in BUDGETS}
+    cfg = preset_config(args.preset, **overrides)
+    if any(v is not None for v in budgets.values()):  # an explicit budget replaces the preset's budgets
+        cfg = dataclasses.replace(cfg, **budgets)
+    data = load_data(args.data, args.data_tgt, args.src_lang, args.tgt_lang, cfg.max_len)
+    say(args, data.summary())
+    if args.val:
+        val = load_data(args.val, args.val_tgt, args.src_lang, args.tgt_lang, cfg.max_len).pairs
+        train = data.pairs
+    else:
+        train, val = split_pairs(data.pairs, args.val_fraction, seed=cfg.seed)
+    src_lang = args.src_lang or data.src_lang or "src"
+    tgt_lang = args.tgt_lang or data.tgt_lang or "tgt"
+    out = out_folder(args.out)
+    train_data = TrainData(train, val, src_lang, tgt_lang, description=Path(args.data).name)
+    summary, failed = None, False
+    for event in run_training(cfg, train_data, out, args.resume):
+        kind = event["type"]
+        if kind == "start":
+            say(args, f"{event['params']:,} parameters on {event['device']} ({event['precision']}); "
+                      f"{event['train_pairs']:,} training / {event['val_pairs']:,} validation pairs, "
+                      f"{event['steps_per_epoch']} steps per epoch; saving to {out}")
+        elif kind == "step":
+            progress_line(args, event)
+        elif kind == "eval":
+            say(args, f"\nstep {event['step']}: val loss {event['val_loss']:.3f}, BLEU {event['bleu']:.1f}, "
+                      f"chrF {event['chrf']:.1f}, exact {event['exact_match']:.1%}")
+            for s in event["samples"][:2]:
+                say(args, f"  {s['source']}\n  → {s['hypothesis']}\n  (ref {s['reference']})")
+        elif kind == "error":
+            say(args, f"\nerror: {event['message']}", err=True)
+            failed = True
+        elif kind == "done":
+            summary = event["summary"]
+            say(args, f"\ndone ({event['reason']}): {summary['steps']} steps in {summary['wall_s']:.0f} s, "
+                      f"{summary['tokens_per_s']:.0f} tokens/s; package {out}")
+    if args.json and summary:
+        print(json.dumps(summary))
+    return 1 if failed else 0
+
+
+_last_progress = [0.0]
+
+
+def progress_line(args: argparse.Namespace, e: dict) -> None:
+    now = time.monotonic()
+    if args.json or now - _last_progress[0] < 0.5:
+        return
+    _last_progress[0] = now
+    planned = e.get("planned_steps")
+    done = f"{e['step']}/{planned}" if planned else str(e["step"])
+    eta = f", ETA {e['eta']:.0f}s" if e.get("eta") is not None else ""
+    sys.stderr.write(f"\rstep {done} | epoch {e['epoch']:.2f} | loss {e['loss']:.3f} | lr {e['lr']:.2e} | "
+                     f"{e['tokens_per_s']:.0f} tok/s | {e['elapsed']:.0f}s{eta}   ")
+    sys.stderr.flush()
+
+
+def say(args: argparse.Namespace, text: str, err: bool = False) -> None:
+    """Human-readable output; with --json it goes to stderr so the last stdout line stays the JSON result."""
+    print(text, file=sys.stderr if (err or args.json) else sys.stdout, flush=True)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# translate, evaluate, info
+
+
+def cmd_translate(args: argparse.Namespace) -> int:
+    from playground.decode import translate
+
+    sentences = list(args.text) + (read_lines(args.input) if args.input else [])
+    if not sentences:
+        raise PlaygroundError("Nothing to translate: give sentences as arguments or --input FILE (- for stdin).")
+    package = load_model(args)
+    results = translate(package.model, package.tokenizer, sentences, decode_options(args))
+    if args.json:
+        print(json.dumps([{"source": t.source, "hypotheses": [{"text": h.text, "score": h.score,
+                           "token_logprobs": h.token_logprobs} for h in t.hypotheses]} for t in results],
+                         ensure_ascii=False))
+        return 0
+    for t in results:
+        if len(t.hypotheses) == 1:
+            print(t.text)
+        else:
+            for rank, h in enumerate(t.hypotheses, 1):
+                print(f"{rank}\t{h.score:.4f}\t{h.text}")
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from playground.decode import translate
+    from playground.metrics import score
+
+    sources, references = read_lines(args.src), read_lines(args.ref)
+    if len(sources) != len(references):
+        raise PlaygroundError(f"{args.src} has {len(sources)} lines but {args.ref} has {len(references)}; "
+                              "they must be aligned line by line.")
+    package = load_model(args)
+    start = time.perf_counter()
+    hyps = [t.text for t in translate(package.model, package.tokenizer, sources, decode_options(args))]
+    scores = score(hyps, references)
+    result = {**scores.as_dict(), "method": args.method, "model": str(args.model),
+              "seconds": round(time.perf_counter() - start, 2)}
+    if args.output:
+        Path(args.output).write_text("\n".join(hyps) + "\n", encoding="utf-8")
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"BLEU = {scores.bleu:.2f}  ({scores.bleu_signature})")
+        print(f"chrF = {scores.chrf:.2f}  ({scores.chrf_signature})")
+        print(f"exact match = {scores.exact_match:.1%} of {scores.n} sentences ({args.method}, {result['seconds']} s)")
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from playground.package import package_info
+
+    info = package_info(args.model)
+    if args.json:
+        print(json.dumps(info, ensure_ascii=False))
+        return 0
+    c, m, t = info["config"], info["config"]["model"], info["training"]
+    print(f"{info['name']}: {c['src_lang']} → {c['tgt_lang']}, {c['num_parameters']:,} parameters, "
+          f"{info['size_bytes'] / 1e6:.1f} MB on disk")
+    print(f"  d_model {m['d_model']}, {m['n_heads']} heads, {m['n_encoder_layers']}+{m['n_decoder_layers']} layers, "
+          f"ff {m['d_ff']}, {m['activation']}, {m['positional_encoding']} positions, {m['norm_placement']}-LN, "
+          f"tied {m['tie_embeddings']}, max length {m['max_len']}")
+    print(f"  tokenizer {c['tokenizer']['kind']} ({'joint' if c['tokenizer']['joint'] else 'separate'}), "
+          f"vocabulary {m['src_vocab_size']:,}/{m['tgt_vocab_size']:,}")
+    if t:
+        print(f"  trained {t['steps']} steps ({t['epochs']:.2f} epochs) in {t['wall_s']:.0f} s on {t['device']} "
+              f"[{t['precision']}], data: {t['data']['description']} ({t['data']['train_pairs']:,} pairs)")
+        for label in ("last", "best"):
+            if t.get(label):
+                r = t[label]
+                print(f"  {label}: step {r['step']}, val loss {r['val_loss']:.3f}, BLEU {r['bleu']:.1f}, "
+                      f"chrF {r['chrf']:.1f}, exact match {r['exact_match']:.1%}")
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m playground", description=__doc__.split("\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    t = sub.add_parser("train", help="train a model on parallel text and save a package",
+                       description="Train an encoder-decoder Transformer on sentence pairs. DATA is a TSV/CSV/JSONL "
+                                   "file (optionally .gz), or two aligned files (--data + --data-tgt), or "
+                                   "builtin:NAME (reverse, numbers, mini-translation).")
+    t.add_argument("--data", required=True, help="training data file, or builtin:NAME")
+    t.add_argument("--data-tgt", help="target side when --data is the source side of two aligned files")
+    t.add_argument("--val", help="validation data file (default: a split of --data)")
+    t.add_argument("--val-tgt", help="target side of an aligned validation file pair")
+    t.add_argument("--val-fraction", type=float, default=0.05, help="share of --data held out when no --val is given")
+    t.add_argument("--src-lang", help="source language code (taken from the file's header when present)")
+    t.add_argument("--tgt-lang", help="target language code")
+    t.add_argument("--out", required=True, help="package folder; a bare name goes under models/")
+    t.add_argument("--preset", default="tiny", choices=["tiny", "small", "base"], help="starting hyperparameters")
+    t.add_argument("--max-steps", type=int, help="stop after N optimizer steps")
+    t.add_argument("--max-epochs", type=float, help="stop after N passes over the data")
+    t.add_argument("--max-minutes", type=float, help="stop after M minutes")
+    t.add_argument("--resume", help="continue training this package from its saved step")
+    t.add_argument("--device", help="auto, cpu, cuda or mps")
+    t.add_argument("--json", action="store_true", help="print the result as one JSON object on the last line")
+    add_config_flags(t)
+    t.set_defaults(func=cmd_train)
+
+    tr = sub.add_parser("translate", help="translate sentences with a package",
+                        description="Translate sentences given as arguments or in --input FILE (one per line); "
+                                    "prints one line per input (n-best: rank, score and text, tab-separated).")
+    tr.add_argument("--model", required=True, help="package folder")
+    tr.add_argument("--input", help="file with one sentence per line (- for stdin)")
+    tr.add_argument("text", nargs="*", help="sentences to translate")
+    tr.add_argument("--json", action="store_true", help="print results as JSON")
+    add_decoding_flags(tr)
+    tr.set_defaults(func=cmd_translate)
+
+    ev = sub.add_parser("evaluate", help="BLEU, chrF and exact match on a test set",
+                        description="Translate --src and score against --ref with sacreBLEU (cased, 13a).")
+    ev.add_argument("--model", required=True, help="package folder")
+    ev.add_argument("--src", required=True, help="source sentences, one per line")
+    ev.add_argument("--ref", required=True, help="reference translations, aligned with --src")
+    ev.add_argument("--output", help="also write the translations to this file")
+    ev.add_argument("--json", action="store_true", help="print the scores as one JSON object")
+    add_decoding_flags(ev)
+    ev.set_defaults(func=cmd_evaluate)
+
+    info = sub.add_parser("info", help="a package's config, size and metrics")
+    info.add_argument("--model", required=True, help="package folder")
+    info.add_argument("--json", action="store_true", help="print everything as JSON")
+    info.set_defaults(func=cmd_info)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except PlaygroundError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,287 @@
+"""Search: greedy, sampling (temperature, top-k, top-p) and beam search, batched and with a key/value cache."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+from playground.errors import PlaygroundError
+from playground.model import Transformer, TransformerConfig
+
+METHODS = ("greedy", "sample", "beam")
+
+
+@dataclass
+class DecodeOptions:
+    method: str = "greedy"
+    max_len: int | None = None  # target tokens; default 2 * source length + 10, capped by the model
+    temperature: float = 1.0
+    top_k: int = 0  # 0 = no limit
+    top_p: float = 1.0  # 1.0 = no nucleus cut
+    seed: int | None = 0
+    beam_size: int = 5
+    length_penalty: float = 1.0  # beam scores are sum(log p) / length ** length_penalty
+    nbest: int = 1
+    batch_size: int = 64
+    return_attention: bool = False
+
+    def check(self) -> None:
+        problems = []
+        if self.method not in METHODS:
+            problems.append(f"method must be one of {', '.join(METHODS)}, not {self.method!r}")
+        if self.temperature <= 0:
+            problems.append("temperature must be above 0 (use greedy for temperature → 0)")
+        if not 0 < self.top_p <= 1:
+            problems.append("top-p must be in (0, 1]")
+        if self.top_k < 0:
+            problems.append("top-k must be 0 (off) or positive")
+        if self.beam_size < 1 or self.nbest < 1 or self.batch_size < 1:
+            problems.append("beam size, n-best and batch size must be at least 1")
+        if self.method == "beam" and self.nbest > self.beam_size:
+            problems.append(f"n-best ({self.nbest}) cannot exceed the beam size ({self.beam_size})")
+        if problems:
+            raise PlaygroundError("Invalid decoding options: " + "; ".join(problems) + ".")
+
+
+@dataclass
+class Hypothesis:
+    ids: list[int]  # target tokens without <bos>, ending with <eos> when the model stopped
+    token_logprobs: list[float]
+    score: float  # sum of log-probabilities (beam: normalised by length ** length_penalty)
+    text: str = ""
+
+
+@dataclass
+class Translation:
+    source: str
+    source_ids: list[int]
+    hypotheses: list[Hypothesis]  # best first
+    attention: dict | None = None  # see attention_maps()
+
+    @property
+    def best(self) -> Hypothesis:
+        return self.hypotheses[0]
+
+    @property
+    def text(self) -> str:
+        return self.best.text
+
+
+@dataclass
+class SearchResult:
+    """Raw search output for one batch: per sentence, hypotheses best first."""
+
+    hypotheses: list[list[Hypothesis]] = field(default_factory=list)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Token-level helpers
+
+
+def source_ids(tokenizer, texts: list[str], cfg: TransformerConfig) -> list[list[int]]:
+    """Source tokens + <eos>, cut to the model's maximum length (the training data is encoded the same way)."""
+    return [ids[: cfg.max_len - 1] + [cfg.eos_id] for ids in tokenizer.encode_src_batch(texts)]
+
+
+def pad_batch(seqs: list[list[int]], pad_id: int, device) -> torch.Tensor:
+    out = torch.full((len(seqs), max(len(s) for s in seqs)), pad_id, dtype=torch.long)
+    for i, s in enumerate(seqs):
+        out[i, : len(s)] = torch.tensor(s, dtype=torch.long)
+    return out.to(device)
+
+
+def filter_logits(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
+    """Temperature, then keep the top-k tokens, then the smallest set whose probability reaches top-p."""
+    logits = logits / temperature
+    if top_k and top_k < logits.size(-1):
+        kth = logits.topk(top_k, dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_logits, order = logits.sort(dim=-1, descending=True)
+        cumulative = sorted_logits.softmax(-1).cumsum(-1)
+        # drop a token when the tokens before it already reach top_p (the first one always stays)
+        drop_sorted = (cumulative - sorted_logits.softmax(-1)) >= top_p
+        logits = logits.masked_fill(drop_sorted.scatter(-1, order, drop_sorted), float("-inf"))
+    return logits
+
+
+def length_limits(model: Transformer, src: torch.Tensor, max_len: int | None) -> torch.Tensor:
+    """Per sentence: at most max_len target tokens, by default 2 x its own source length + 10 (so a sentence
+    decodes the same alone or in a batch), and never past the model's positions (0 holds <bos>)."""
+    src_lengths = (src != model.cfg.pad_id).sum(1)
+    limits = torch.full_like(src_lengths, max_len) if max_len else 2 * src_lengths + 10
+    return limits.clamp(1, model.cfg.max_len - 1)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Searches over a padded source batch src [B,S]
+
+
+@torch.inference_mode()
+def greedy_or_sample(model: Transformer, src: torch.Tensor, opts: DecodeOptions) -> SearchResult:
+    """One token per step for every sentence; finished rows leave the batch so the rest runs on fewer."""
+    cfg, B = model.cfg, src.size(0)
+    limits = length_limits(model, src, opts.max_len)
+    max_len = int(limits.max())
+    generator = None
+    if opts.method == "sample":
+        generator = torch.Generator(device=src.device)
+        generator.manual_seed(opts.seed if opts.seed is not None else torch.seed())
+    state = model.start_decoding(src, max_len)
+    tokens = torch.full((B,), cfg.bos_id, dtype=torch.long, device=src.device)
+    rows = torch.arange(B, device=src.device)  # which sentence each live row belongs to
+    out_ids: list[list[int]] = [[] for _ in range(B)]
+    out_lp: list[list[float]] = [[] for _ in range(B)]
+    for _ in range(max_len):
+        logp = F.log_softmax(model.decode_step(tokens, state).float(), dim=-1)  # [live, V]
+        if generator is None:
+            tokens = logp.argmax(-1)
+        else:
+            probs = filter_logits(logp, opts.temperature, opts.top_k, opts.top_p).softmax(-1)
+            tokens = torch.multinomial(probs, 1, generator=generator).squeeze(1)
+        chosen_lp = logp.gather(1, tokens[:, None]).squeeze(1)
+        for row, tok, lp in zip(rows.tolist(), tokens.tolist(), chosen_lp.tolist()):
+            out_ids[row].append(tok)
+            out_lp[row].append(lp)
+        live = (tokens != cfg.eos_id) & (state.length < limits[rows])
+        if not live.any():
+            break
+        if not live.all():
+            keep = live.nonzero().squeeze(1)
+            state.select(keep)
+            rows, tokens = rows[keep], tokens[keep]
+    return SearchResult([[Hypothesis(ids, lps, sum(lps))] for ids, lps in zip(out_ids, out_lp)])
+
+
+@torch.inference_mode()
+def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions) -> SearchResult:
+    """Beam search: K beams per sentence; a hypothesis ends at <eos>; a sentence ends with K finished ones."""
+    cfg, B, K = model.cfg, src.size(0), opts.beam_size
+    limits = length_limits(model, src, opts.max_len)
+    max_len = int(limits.max())
+    device = src.device
+    state = model.start_decoding(src.repeat_interleave(K, dim=0), max_len)
+    scores = torch.full((B, K), float("-inf"), device=device)
+    scores[:, 0] = 0.0  # all beams start identical: let only the first one expand
+    history = torch.empty(B, K, 0, dtype=torch.long, device=device)
+    history_lp = torch.empty(B, K, 0, device=device)
+    tokens = torch.full((B * K,), cfg.bos_id, dtype=torch.long, device=device)
+    sentence = torch.arange(B, device=device)  # which sentence each live group of K rows belongs to
+    finished: list[list[Hypothesis]] = [[] for _ in range(B)]
+
+    def finish(b: int, ids: list[int], lps: list[float]) -> None:
+        total = sum(lps)
+        finished[b].append(Hypothesis(ids, lps, total / (len(ids) ** opts.length_penalty)))
+
+    for step in range(max_len):
+        n = sentence.numel()
+        logp = F.log_softmax(model.decode_step(tokens, state).float(), dim=-1)  # [n*K, V]
+        V = logp.size(-1)
+        candidates = (scores[:, :, None] + logp.view(n, K, V)).view(n, K * V)
+        top_scores, top_index = candidates.topk(2 * K, dim=1)  # at most K of them end in <eos>
+        beam, token = top_index // V, top_index % V  # [n, 2K]
+        token_lp = logp.view(n, K, V)[torch.arange(n, device=device)[:, None], beam, token]
+        is_eos = token == cfg.eos_id
+        at_limit = (step + 1 >= limits[sentence])[:, None]  # [n, 1]: this sentence's last step
+
+        # hypotheses that end here: <eos> among the K best candidates, and every open beam at the length limit
+        ends = (is_eos | at_limit) & (torch.arange(2 * K, device=device) < K)
+        if ends.any():
+            hist, hist_lp = history.tolist(), history_lp.tolist()
+            for i, j in ends.nonzero().tolist():
+                b = sentence[i].item()
+                if len(finished[b]) < K and top_scores[i, j] > float("-inf"):
+                    k = beam[i, j].item()
+                    finish(b, hist[i][k] + [token[i, j].item()], hist_lp[i][k] + [token_lp[i, j].item()])
+
+        # the K best candidates that do not end become the next beams
+        open_scores = top_scores.masked_fill(is_eos, float("-inf"))
+        scores, pick = open_scores.topk(K, dim=1)  # [n, K]
+        beam, token, token_lp = beam.gather(1, pick), token.gather(1, pick), token_lp.gather(1, pick)
+        history = torch.cat([history.gather(1, beam[:, :, None].expand_as(history)), token[:, :, None]], dim=2)
+        history_lp = torch.cat([history_lp.gather(1, beam[:, :, None].expand_as(history_lp)), token_lp[:, :, None]], dim=2)
+
+        done = torch.tensor([len(finished[b]) >= K for b in sentence.tolist()], device=device) | at_limit[:, 0]
+        if done.all():
+            break
+        keep = (~done).nonzero().squeeze(1)  # sentences still searching
+        rows = ((keep * K)[:, None] + beam[keep]).view(-1)  # their beams' rows in the decoder state
+        state.select(rows)
+        sentence, scores, history, history_lp = sentence[keep], scores[keep], history[keep], history_lp[keep]
+        tokens = token[keep].view(-1)
+
+    results = []
+    for hyps in finished:
+        hyps.sort(key=lambda h: h.score, reverse=True)
+        results.append(hyps[: opts.nbest])
+    return SearchResult(results)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Sentences in, translations out
+
+
+def model_device(model: Transformer) -> torch.device:
+    return next(model.parameters()).device
+
+
+def translate(model: Transformer, tokenizer, sentences: list[str], opts: DecodeOptions | None = None) -> list[Translation]:
+    """Translate many sentences: sorted by length into batches (less padding), results in input order."""
+    opts = opts or DecodeOptions()
+    opts.check()
+    model.eval()
+    device = model_device(model)
+    ids = source_ids(tokenizer, sentences, model.cfg)
+    order = sorted(range(len(sentences)), key=lambda i: len(ids[i]))
+    search = beam_search if opts.method == "beam" else greedy_or_sample
+    results: list[Translation | None] = [None] * len(sentences)
+    for start in range(0, len(order), opts.batch_size):
+        chunk = order[start : start + opts.batch_size]
+        found = search(model, pad_batch([ids[i] for i in chunk], model.cfg.pad_id, device), opts)
+        for i, hyps in zip(chunk, found.hypotheses):
+            for h in hyps:
+                h.text = tokenizer.decode_tgt(h.ids)
+            results[i] = Translation(sentences[i], ids[i], hyps)
+    if opts.return_attention:
+        for t in results:
+            t.attention = attention_maps(model, tokenizer, t.source_ids, [model.cfg.bos_id] + t.best.ids)
+    return results
+
+
+@torch.inference_mode()
+def attention_maps(model: Transformer, tokenizer, src_ids: list[int], tgt_in_ids: list[int]) -> dict:
+    """Teacher-forced attention of one pair: {"encoder"|"decoder"|"cross": float32 array [L,H,queries,keys],
+    "src_tokens": labels for source positions, "tgt_tokens": labels for target-input positions}."""
+    model.eval()
+    device = model_device(model)
+    src = torch.tensor([src_ids], device=device)
+    tgt = torch.tensor([tgt_in_ids], device=device)
+    _, att = model(src, tgt, return_attention=True)
+    maps = {kind: torch.stack([w[0] for w in ws]).float().cpu().numpy() for kind, ws in att.items()}
+    maps["src_tokens"] = tokenizer.src_tokens(src_ids)
+    maps["tgt_tokens"] = tokenizer.tgt_tokens(tgt_in_ids)
+    return maps
+
+
+@torch.inference_mode()
+def next_token_table(model: Transformer, tokenizer, src_ids: list[int], out_ids: list[int], k: int = 5) -> list[dict]:
+    """For each produced token: the model's top-k next tokens (teacher-forced on the output) with probabilities."""
+    model.eval()
+    device = model_device(model)
+    src = torch.tensor([src_ids], device=device)
+    tgt_in = torch.tensor([[model.cfg.bos_id] + out_ids[:-1]], device=device)
+    probs = model(src, tgt_in)[0].float().softmax(-1)  # [T,V]
+    top = probs.topk(min(k, probs.size(-1)), dim=-1)
+    rows = []
+    for t, chosen in enumerate(out_ids):
+        rows.append(
+            {
+                "step": t + 1,
+                "chosen": tokenizer.tgt_tokens([chosen])[0],
+                "chosen_prob": probs[t, chosen].item(),
+                "top": [(tokenizer.tgt_tokens([i])[0], p) for i, p in zip(top.indices[t].tolist(), top.values[t].tolist())],
+            }
+        )
+    return rows

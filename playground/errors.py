@@ -1,0 +1,17 @@
+"""The one error family the playground raises for bad input, with a message meant for people."""
+
+
+class PlaygroundError(Exception):
+    """Base class: the message says what is wrong and how to fix it."""
+
+
+class DataError(PlaygroundError):
+    """A data file cannot be read or has no usable sentence pairs."""
+
+
+class PackageError(PlaygroundError):
+    """A model package is missing, corrupt, or does not fit its config."""
+
+
+class TrainingError(PlaygroundError):
+    """A training run cannot start or had to stop (bad settings, NaN loss, out of memory)."""

@@ -1,0 +1,516 @@
+"""The training engine: token-budget batches, Adam with the paper's schedule, label smoothing, validation with
+sacreBLEU, packages saved on every validation and on stop, and one stream of events for the UI and the CLI."""
+
+from __future__ import annotations
+
+import math
+import random
+import threading
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Iterator
+
+import torch
+import torch.nn.functional as F
+
+from playground.decode import DecodeOptions, translate
+from playground.device import autocast, describe, resolve_device, resolve_precision, sync
+from playground.errors import PlaygroundError, TrainingError
+from playground.metrics import score
+from playground.model import Transformer, TransformerConfig
+from playground.package import load_package, load_resume_state, save_package
+from playground.tokenizer import BOS_ID, EOS_ID, PAD_ID, PairTokenizer, train_tokenizer
+
+SCHEDULES = ("noam", "inverse_sqrt", "cosine", "constant")
+OPTIMIZERS = ("adam", "adamw")
+EARLY_STOP_METRICS = ("bleu", "chrf", "val_loss", "exact_match")
+
+
+@dataclass
+class TrainConfig:
+    # model
+    d_model: int = 256
+    n_heads: int = 8
+    n_encoder_layers: int = 3
+    n_decoder_layers: int = 3
+    d_ff: int = 1024
+    activation: str = "relu"
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    positional_encoding: str = "sinusoidal"
+    norm_placement: str = "post"
+    tie_embeddings: bool = True
+    max_len: int = 128  # tokens per sentence; longer pairs are dropped when reading the data
+    # tokenizer
+    tokenizer: str = "bpe"
+    vocab_size: int = 8000
+    joint_vocab: bool = True
+    # optimisation
+    optimizer: str = "adam"
+    lr: float = 1.0  # noam: a scale on d_model^-0.5 * min(...); otherwise the peak learning rate
+    betas: tuple[float, float] = (0.9, 0.98)
+    eps: float = 1e-9
+    weight_decay: float = 0.0
+    schedule: str = "noam"
+    warmup_steps: int = 4000
+    label_smoothing: float = 0.1
+    clip_norm: float = 1.0  # 0 = no clipping
+    batch_tokens: int = 4096  # source + target tokens per batch, padding included
+    # budgets and validation
+    max_steps: int | None = None
+    max_epochs: float | None = None
+    max_minutes: float | None = None
+    eval_every: int = 500
+    eval_sentences: int = 200  # validation sentences decoded greedily for BLEU/chrF
+    early_stop_metric: str = "bleu"
+    patience: int | None = None  # validations without improvement before stopping; None = never
+    # machine
+    device: str = "auto"
+    precision: str = "auto"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        self.betas = tuple(self.betas)
+        problems = []
+        if self.schedule not in SCHEDULES:
+            problems.append(f"schedule must be one of {', '.join(SCHEDULES)}")
+        if self.optimizer not in OPTIMIZERS:
+            problems.append(f"optimizer must be one of {', '.join(OPTIMIZERS)}")
+        if self.early_stop_metric not in EARLY_STOP_METRICS:
+            problems.append(f"early-stop metric must be one of {', '.join(EARLY_STOP_METRICS)}")
+        if self.max_steps is None and self.max_epochs is None and self.max_minutes is None:
+            problems.append("set a budget: max steps, max epochs or max minutes")
+        if self.batch_tokens < 2 * self.max_len:
+            problems.append(f"batch tokens ({self.batch_tokens}) must hold at least one pair of the maximum "
+                            f"length (2 x {self.max_len}); raise batch tokens or lower the maximum length")
+        if self.eval_every < 1 or self.warmup_steps < 0 or not 0 <= self.label_smoothing < 1:
+            problems.append("eval-every must be ≥ 1, warmup ≥ 0 and label smoothing in [0, 1)")
+        if problems:
+            raise TrainingError("Invalid training settings: " + "; ".join(problems) + ".")
+
+    def model_config(self, src_vocab: int, tgt_vocab: int, joint: bool) -> TransformerConfig:
+        try:
+            return TransformerConfig(
+                src_vocab_size=src_vocab, tgt_vocab_size=tgt_vocab, d_model=self.d_model, n_heads=self.n_heads,
+                n_encoder_layers=self.n_encoder_layers, n_decoder_layers=self.n_decoder_layers, d_ff=self.d_ff,
+                activation=self.activation, dropout=self.dropout, attention_dropout=self.attention_dropout,
+                positional_encoding=self.positional_encoding, norm_placement=self.norm_placement,
+                joint_vocab=joint, tie_embeddings=self.tie_embeddings, max_len=self.max_len + 2,
+                pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID)
+        except ValueError as err:
+            raise TrainingError(f"Invalid model settings: {err}.") from err
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "TrainConfig":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in values.items() if k in known})
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Learning rate and loss
+
+
+def learning_rate(cfg: TrainConfig, step: int, total_steps: int | None = None) -> float:
+    """Learning rate at optimizer step `step` (1-based)."""
+    step = max(step, 1)
+    warmup = max(cfg.warmup_steps, 1)
+    if cfg.schedule == "noam":  # the paper: d^-0.5 * min(step^-0.5, step * warmup^-1.5)
+        return cfg.lr * cfg.d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+    if cfg.schedule == "inverse_sqrt":
+        return cfg.lr * min(step / warmup, math.sqrt(warmup / step))
+    if cfg.schedule == "cosine":
+        if step < warmup:
+            return cfg.lr * step / warmup
+        total = max(total_steps or step, warmup + 1)
+        progress = min((step - warmup) / (total - warmup), 1.0)
+        return cfg.lr * 0.5 * (1 + math.cos(math.pi * progress))
+    return cfg.lr  # constant
+
+
+def label_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, smoothing: float, pad_id: int) -> tuple[torch.Tensor, int]:
+    """Sum over non-pad tokens of (1-eps)*NLL + eps*mean_v(-log p_v), and the token count.
+    logits [B,T,V] (any dtype; computed in float32), target [B,T]."""
+    loss = F.cross_entropy(logits.flatten(0, 1).float(), target.flatten(), ignore_index=pad_id,
+                           label_smoothing=smoothing, reduction="sum")
+    return loss, int((target != pad_id).sum())
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Batches
+
+
+@dataclass
+class Batch:
+    src: torch.Tensor  # [B,S] source tokens + <eos>, padded
+    tgt_in: torch.Tensor  # [B,T] <bos> + target tokens
+    tgt_out: torch.Tensor  # [B,T] target tokens + <eos>
+    n_tokens: int  # real target tokens (what the loss is averaged over)
+    n_src_tokens: int
+
+
+def round_up(n: int, multiple: int = 8) -> int:
+    return (n + multiple - 1) // multiple * multiple
+
+
+def encode_pairs(tokenizer: PairTokenizer, pairs: list[tuple[str, str]], max_len: int) -> list[tuple[list[int], list[int]]]:
+    """Tokenise once, up front: source + <eos>, target without specials; pairs too long for the model are cut."""
+    src = tokenizer.encode_src_batch([s for s, _ in pairs])
+    tgt = tokenizer.encode_tgt_batch([t for _, t in pairs])
+    return [(s[:max_len] + [EOS_ID], t[:max_len]) for s, t in zip(src, tgt)]
+
+
+def make_batches(encoded: list[tuple[list[int], list[int]]], batch_tokens: int, seed: int) -> list[list[int]]:
+    """Indices of pairs grouped by length into batches of at most `batch_tokens` padded tokens (fairseq's
+    max-tokens): sort with a little seeded noise, cut greedily, shuffle the batch order."""
+    rng = random.Random(seed)
+    order = sorted(range(len(encoded)), key=lambda i: (len(encoded[i][0]) + rng.random(), len(encoded[i][1])))
+    batches, current, longest = [], [], 0
+    for i in order:
+        s, t = encoded[i]
+        pair_len = round_up(len(s)) + round_up(len(t) + 1)
+        if current and (len(current) + 1) * max(longest, pair_len) > batch_tokens:
+            batches.append(current)
+            current, longest = [], 0
+        current.append(i)
+        longest = max(longest, pair_len)
+    if current:
+        batches.append(current)
+    rng.shuffle(batches)
+    return batches
+
+
+def collate(encoded: list[tuple[list[int], list[int]]], indices: list[int], device: torch.device) -> Batch:
+    """Pad to a multiple of 8 (friendlier to matmul kernels) and move to the device in one copy."""
+    pairs = [encoded[i] for i in indices]
+    S = round_up(max(len(s) for s, _ in pairs))
+    T = round_up(max(len(t) for _, t in pairs) + 1)
+    src = torch.full((len(pairs), S), PAD_ID, dtype=torch.long)
+    tgt_in = torch.full((len(pairs), T), PAD_ID, dtype=torch.long)
+    tgt_out = torch.full((len(pairs), T), PAD_ID, dtype=torch.long)
+    for row, (s, t) in enumerate(pairs):
+        src[row, : len(s)] = torch.tensor(s)
+        tgt_in[row, : len(t) + 1] = torch.tensor([BOS_ID] + t)
+        tgt_out[row, : len(t) + 1] = torch.tensor(t + [EOS_ID])
+    n_tokens = sum(len(t) + 1 for _, t in pairs)
+    n_src = sum(len(s) for s, _ in pairs)
+    non_blocking = device.type == "cuda"
+    return Batch(src.to(device, non_blocking=non_blocking), tgt_in.to(device, non_blocking=non_blocking),
+                 tgt_out.to(device, non_blocking=non_blocking), n_tokens, n_src)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Optimizer state as safetensors + JSON (no pickle)
+
+
+def optimizer_to_safetensors(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict]:
+    state = optimizer.state_dict()
+    tensors, scalars = {}, {}
+    for index, values in state["state"].items():
+        for key, value in values.items():
+            if torch.is_tensor(value):
+                tensors[f"{index}.{key}"] = value
+            else:
+                scalars[f"{index}.{key}"] = value
+    return tensors, {"param_groups": state["param_groups"], "scalars": scalars}
+
+
+def optimizer_from_safetensors(optimizer: torch.optim.Optimizer, tensors: dict[str, torch.Tensor], meta: dict) -> None:
+    state: dict[int, dict] = {}
+    for name, value in list(tensors.items()) + list(meta["scalars"].items()):
+        index, key = name.split(".", 1)
+        state.setdefault(int(index), {})[key] = value
+    optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The run
+
+
+@dataclass
+class TrainData:
+    train: list[tuple[str, str]]
+    val: list[tuple[str, str]]
+    src_lang: str = "src"
+    tgt_lang: str = "tgt"
+    description: str = "user data"
+
+
+@dataclass
+class History:
+    """What the charts draw and training.json keeps."""
+
+    steps: list[int] = field(default_factory=list)
+    loss: list[float] = field(default_factory=list)
+    lr: list[float] = field(default_factory=list)
+    evals: list[dict] = field(default_factory=list)  # step, val_loss, bleu, chrf, exact_match
+    probe: list[dict] = field(default_factory=list)  # attention of a fixed validation pair at each validation
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+class Trainer:
+    """Owns one training run. Iterate `run()` for events; call `stop()` from any thread to end it cleanly.
+
+    Events are dicts with a "type": "start", "step", "eval", "saved", "done" or "error"."""
+
+    def __init__(self, cfg: TrainConfig, data: TrainData, out_dir: str | Path, resume_from: str | Path | None = None):
+        self.cfg, self.data, self.out_dir = cfg, data, Path(out_dir)
+        self.stop_requested = threading.Event()
+        if len(data.train) == 0 or len(data.val) == 0:
+            raise TrainingError("Training needs at least one training pair and one validation pair.")
+        torch.manual_seed(cfg.seed)
+        self.device = resolve_device(cfg.device)
+        self.precision = resolve_precision(cfg.precision, self.device)
+        self.step, self.epoch, self.batch_in_epoch, self.tokens_seen, self.elapsed_before = 0, 0, 0, 0, 0.0
+        self.history, self.best, self.bad_evals = History(), None, 0
+        if resume_from is not None:
+            self.resume(Path(resume_from))
+        else:
+            self.tokenizer = train_tokenizer(data.train, kind=cfg.tokenizer, vocab_size=cfg.vocab_size, joint=cfg.joint_vocab)
+            self.model = Transformer(cfg.model_config(self.tokenizer.src_vocab_size, self.tokenizer.tgt_vocab_size, self.tokenizer.joint))
+            self.model.to(self.device)
+            self.optimizer = self.make_optimizer()
+        self.train_set = encode_pairs(self.tokenizer, data.train, cfg.max_len)
+        self.val_set = encode_pairs(self.tokenizer, data.val, cfg.max_len)
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
+        self.probe_pair = data.val[0]
+        self.batches = make_batches(self.train_set, cfg.batch_tokens, seed=cfg.seed + self.epoch)
+
+    def make_optimizer(self) -> torch.optim.Optimizer:
+        kind = torch.optim.AdamW if self.cfg.optimizer == "adamw" else torch.optim.Adam
+        fused = {"fused": True} if self.device.type == "cuda" else {}
+        return kind(self.model.parameters(), lr=0.0, betas=self.cfg.betas, eps=self.cfg.eps,
+                    weight_decay=self.cfg.weight_decay, **fused)
+
+    def resume(self, folder: Path) -> None:
+        package = load_package(folder, self.device)
+        tensors, state = load_resume_state(folder)
+        self.model, self.tokenizer = package.model, package.tokenizer
+        self.optimizer = self.make_optimizer()
+        optimizer_from_safetensors(self.optimizer, tensors, state["optimizer"])
+        self.step, self.epoch, self.batch_in_epoch = state["step"], state["epoch"], state["batch_in_epoch"]
+        self.tokens_seen, self.elapsed_before = state["tokens_seen"], state["elapsed_s"]
+        self.history = History(**state["history"])
+        self.best, self.bad_evals = state["best"], state["bad_evals"]
+        torch.set_rng_state(torch.tensor(state["rng_state"], dtype=torch.uint8))
+
+    def stop(self) -> None:
+        self.stop_requested.set()
+
+    # -- budgets ------------------------------------------------------------------------------------------
+
+    def planned_steps(self, steps_per_epoch: int) -> int | None:
+        candidates = [self.cfg.max_steps] if self.cfg.max_steps else []
+        if self.cfg.max_epochs:
+            candidates.append(math.ceil(self.cfg.max_epochs * steps_per_epoch))
+        return min(candidates) if candidates else None
+
+    def budget_reached(self, planned: int | None, elapsed: float) -> str | None:
+        if planned is not None and self.step >= planned:
+            return "step budget reached" if self.cfg.max_steps == planned else "epoch budget reached"
+        if self.cfg.max_minutes and elapsed >= self.cfg.max_minutes * 60:
+            return "time budget reached"
+        return None
+
+    def eta(self, planned: int | None, elapsed: float, steps_done_here: int, run_time: float) -> float | None:
+        estimates = []
+        if planned is not None and steps_done_here:
+            estimates.append((planned - self.step) * run_time / steps_done_here)
+        if self.cfg.max_minutes:
+            estimates.append(self.cfg.max_minutes * 60 - elapsed)
+        return max(min(estimates), 0.0) if estimates else None
+
+    # -- one step -----------------------------------------------------------------------------------------
+
+    def train_step(self, batch: Batch, planned: int | None) -> tuple[float, float, float]:
+        self.model.train()
+        lr = learning_rate(self.cfg, self.step + 1, planned)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        with autocast(self.device, self.precision):
+            logits = self.model(batch.src, batch.tgt_in)
+        loss_sum, n_tokens = label_smoothed_loss(logits, batch.tgt_out, self.cfg.label_smoothing, PAD_ID)
+        loss = loss_sum / n_tokens
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scaler.scale(loss).backward()
+        self.scaler.unscale_(self.optimizer)
+        max_norm = self.cfg.clip_norm if self.cfg.clip_norm > 0 else float("inf")
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
+        loss_value = loss.item()
+        if math.isfinite(loss_value):
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        return loss_value, lr, float(grad_norm)
+
+    # -- validation ---------------------------------------------------------------------------------------
+
+    @torch.inference_mode()
+    def validation_loss(self) -> float:
+        self.model.eval()
+        total, count = 0.0, 0
+        for indices in make_batches(self.val_set, self.cfg.batch_tokens, seed=0):
+            batch = collate(self.val_set, indices, self.device)
+            with autocast(self.device, self.precision):
+                logits = self.model(batch.src, batch.tgt_in)
+            loss, n = label_smoothed_loss(logits, batch.tgt_out, 0.0, PAD_ID)  # plain NLL: comparable across runs
+            total, count = total + loss.item(), count + n
+        return total / max(count, 1)
+
+    def validate(self) -> dict:
+        val_loss = self.validation_loss()
+        sample = self.data.val[: self.cfg.eval_sentences]
+        with autocast(self.device, self.precision):
+            hyps = [t.text for t in translate(self.model, self.tokenizer, [s for s, _ in sample], DecodeOptions("greedy"))]
+        scores = score(hyps, [r for _, r in sample])
+        record = {"step": self.step, "val_loss": val_loss, "val_ppl": math.exp(min(val_loss, 50)),
+                  "bleu": scores.bleu, "chrf": scores.chrf, "exact_match": scores.exact_match}
+        self.history.evals.append(record)
+        self.history.probe.append({"step": self.step, **self.probe_attention()})
+        return {**record, "samples": [{"source": s, "reference": r, "hypothesis": h}
+                                      for (s, r), h in list(zip(sample, hyps))[:5]]}
+
+    def probe_attention(self) -> dict:
+        """Cross-attention (mean over heads, last layer) of a fixed validation pair, to watch alignment form."""
+        from playground.decode import attention_maps
+
+        src_ids = self.tokenizer.encode_src(self.probe_pair[0])[: self.cfg.max_len] + [EOS_ID]
+        tgt_ids = [BOS_ID] + self.tokenizer.encode_tgt(self.probe_pair[1])[: self.cfg.max_len]
+        maps = attention_maps(self.model, self.tokenizer, src_ids, tgt_ids)
+        return {"cross": maps["cross"].mean(axis=1).round(4).tolist(), "src_tokens": maps["src_tokens"],
+                "tgt_tokens": maps["tgt_tokens"]}
+
+    def improved(self, record: dict) -> bool:
+        metric = self.cfg.early_stop_metric
+        value = record[metric]
+        better = self.best is None or (value < self.best[metric] if metric == "val_loss" else value > self.best[metric])
+        if better:
+            self.best = {k: record[k] for k in ("step", "val_loss", "bleu", "chrf", "exact_match")}
+            self.bad_evals = 0
+        else:
+            self.bad_evals += 1
+        return better
+
+    # -- saving -------------------------------------------------------------------------------------------
+
+    def summary(self, elapsed: float) -> dict:
+        return {
+            "config": self.cfg.to_dict(),
+            "data": {"description": self.data.description, "train_pairs": len(self.data.train),
+                     "val_pairs": len(self.data.val), "src_lang": self.data.src_lang, "tgt_lang": self.data.tgt_lang},
+            "steps": self.step, "epochs": self.epoch + self.batch_in_epoch / max(len(self.batches), 1),
+            "tokens_seen": self.tokens_seen, "wall_s": elapsed, "device": describe(self.device),
+            "precision": self.precision, "params": self.model.num_parameters(),
+            "last": self.history.evals[-1] if self.history.evals else None, "best": self.best,
+            "history": self.history.as_dict(),
+        }
+
+    def save(self, elapsed: float) -> Path:
+        tensors, optimizer_meta = optimizer_to_safetensors(self.optimizer)
+        state = {"step": self.step, "epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch,
+                 "tokens_seen": self.tokens_seen, "elapsed_s": elapsed, "history": self.history.as_dict(),
+                 "best": self.best, "bad_evals": self.bad_evals, "optimizer": optimizer_meta,
+                 "rng_state": torch.get_rng_state().tolist(), "config": self.cfg.to_dict()}
+        return save_package(self.out_dir, self.model, self.tokenizer, src_lang=self.data.src_lang,
+                            tgt_lang=self.data.tgt_lang, training=self.summary(elapsed), resume=(tensors, state))
+
+    # -- the loop -----------------------------------------------------------------------------------------
+
+    def run(self) -> Iterator[dict]:
+        cfg = self.cfg
+        planned = self.planned_steps(len(self.batches))
+        start_time = time.perf_counter()
+        elapsed = self.elapsed_before
+        steps_here, tokens_window, window_start = 0, 0, start_time
+        last_good_loss, saved_step, reason = None, None, "finished"
+        yield {"type": "start", "params": self.model.num_parameters(), "device": describe(self.device),
+               "precision": self.precision, "planned_steps": planned, "steps_per_epoch": len(self.batches),
+               "train_pairs": len(self.train_set), "val_pairs": len(self.val_set), "step": self.step,
+               "vocab_size": self.tokenizer.tgt_vocab_size}
+        try:
+            while True:
+                elapsed = self.elapsed_before + time.perf_counter() - start_time
+                reason = self.budget_reached(planned, elapsed)
+                if reason:
+                    break
+                if self.stop_requested.is_set():
+                    reason = "stopped by the user"
+                    break
+                if self.batch_in_epoch >= len(self.batches):
+                    self.epoch, self.batch_in_epoch = self.epoch + 1, 0
+                    self.batches = make_batches(self.train_set, cfg.batch_tokens, seed=cfg.seed + self.epoch)
+                batch = collate(self.train_set, self.batches[self.batch_in_epoch], self.device)
+                try:
+                    loss, lr, grad_norm = self.train_step(batch, planned)
+                except torch.OutOfMemoryError:
+                    reason = "out of memory"
+                    yield {"type": "error", "step": self.step + 1, "message":
+                           f"The {self.device.type} ran out of memory at step {self.step + 1}; the last saved "
+                           "package was kept. Lower batch tokens, the maximum length or the model size."}
+                    return
+                if not math.isfinite(loss):
+                    yield {"type": "error", "step": self.step + 1, "message":
+                           f"The loss became {loss} at step {self.step + 1}; training stopped and the last good "
+                           f"package (step {saved_step if saved_step is not None else 'none yet'}) was kept. "
+                           "Lower the learning rate, raise the warmup, or use fp32 precision."}
+                    reason = "loss not finite"
+                    return
+                self.step, self.batch_in_epoch = self.step + 1, self.batch_in_epoch + 1
+                self.tokens_seen += batch.n_tokens + batch.n_src_tokens
+                tokens_window += batch.n_tokens + batch.n_src_tokens
+                steps_here += 1
+                last_good_loss = loss
+                self.history.steps.append(self.step)
+                self.history.loss.append(round(loss, 5))
+                self.history.lr.append(lr)
+                now = time.perf_counter()
+                elapsed = self.elapsed_before + now - start_time
+                tokens_per_s = tokens_window / max(now - window_start, 1e-9)
+                if now - window_start > 2.0:  # a sliding window keeps tokens/s current
+                    tokens_window, window_start = 0, now
+                yield {"type": "step", "step": self.step, "epoch": self.epoch + self.batch_in_epoch / len(self.batches),
+                       "loss": loss, "lr": lr, "grad_norm": grad_norm, "tokens_per_s": tokens_per_s,
+                       "elapsed": elapsed, "eta": self.eta(planned, elapsed, steps_here, now - start_time),
+                       "planned_steps": planned}
+                if self.step % cfg.eval_every == 0:
+                    record = self.validate()
+                    better = self.improved(record)
+                    yield {"type": "eval", **record, "best": self.best, "improved": better}
+                    saved_step = self.step
+                    yield {"type": "saved", "path": str(self.save(elapsed)), "step": self.step}
+                    if cfg.patience is not None and self.bad_evals >= cfg.patience:
+                        reason = f"early stopping: no {cfg.early_stop_metric} improvement in {cfg.patience} validations"
+                        break
+            if self.step != saved_step and self.step > 0:
+                record = self.validate()
+                self.improved(record)
+                yield {"type": "eval", **record, "best": self.best, "improved": False}
+                yield {"type": "saved", "path": str(self.save(elapsed)), "step": self.step}
+                saved_step = self.step
+            yield {"type": "done", "reason": reason, "summary": self.result(elapsed, last_good_loss)}
+        finally:
+            # the consumer went away (closed tab, Ctrl-C, cancelled job): keep the work done so far
+            if reason not in ("loss not finite", "out of memory") and self.step > 0 and self.step != saved_step:
+                self.save(self.elapsed_before + time.perf_counter() - start_time)
+
+    def result(self, elapsed: float, last_loss: float | None) -> dict:
+        sync(self.device)
+        last = self.history.evals[-1] if self.history.evals else {}
+        return {"steps": self.step, "epochs": self.epoch + self.batch_in_epoch / max(len(self.batches), 1),
+                "params": self.model.num_parameters(), "tokens_per_s": self.tokens_seen / max(elapsed, 1e-9),
+                "wall_s": elapsed, "device": describe(self.device), "precision": self.precision,
+                "train_loss": last_loss, "final": last, "best": self.best, "package": str(self.out_dir)}
+
+
+def run_training(cfg: TrainConfig, data: TrainData, out_dir: str | Path, resume_from: str | Path | None = None) -> Iterator[dict]:
+    """Convenience: build a Trainer and iterate its events; setup errors come out as one "error" event."""
+    try:
+        trainer = Trainer(cfg, data, out_dir, resume_from)
+    except PlaygroundError as err:
+        yield {"type": "error", "message": str(err)}
+        return
+    yield from trainer.run()

@@ -1,0 +1,130 @@
+import pytest
+import torch
+
+from playground.decode import DecodeOptions, beam_search, filter_logits, greedy_or_sample, next_token_table, translate
+from playground.errors import PlaygroundError
+
+SENTENCES = ["the cat sees the dog", "a dog runs", "the small bird sings", "we see a red ball a dog"]
+
+
+def peaked(model):
+    """Make the random model confident and likely to stop, so searches differ from uniform noise."""
+    with torch.no_grad():
+        model.output.weight.mul_(8)
+    return model
+
+
+def test_greedy_translations_are_independent_of_batching(model, tokenizer):
+    peaked(model)
+    together = translate(model, tokenizer, SENTENCES, DecodeOptions("greedy", batch_size=64))
+    alone = [translate(model, tokenizer, [s], DecodeOptions("greedy"))[0] for s in SENTENCES]
+    assert [t.best.ids for t in together] == [t.best.ids for t in alone]
+    for t in together:
+        assert len(t.best.token_logprobs) == len(t.best.ids)
+        assert t.best.score == pytest.approx(sum(t.best.token_logprobs))
+        assert t.text == tokenizer.decode_tgt(t.best.ids)
+
+
+def test_greedy_picks_the_argmax_of_full_recomputation(model, tokenizer):
+    peaked(model)
+    t = translate(model, tokenizer, SENTENCES[:1], DecodeOptions("greedy", max_len=6))[0]
+    src = torch.tensor([t.source_ids])
+    tgt = torch.tensor([[model.cfg.bos_id] + t.best.ids[:-1]])
+    logp = model(src, tgt)[0].log_softmax(-1)
+    assert logp.argmax(-1).tolist() == t.best.ids
+    torch.testing.assert_close(logp.max(-1).values, torch.tensor(t.best.token_logprobs), atol=1e-4, rtol=1e-4)
+
+
+def test_stops_at_eos_and_respects_max_len(model, tokenizer):
+    with torch.no_grad():  # make <eos> the best token everywhere
+        model.output.weight[model.cfg.eos_id] += 5 * model.output.weight.mean(0)
+    stopped = translate(model, tokenizer, SENTENCES, DecodeOptions("greedy", max_len=9))
+    for t in stopped:
+        assert len(t.best.ids) <= 9
+        assert model.cfg.eos_id not in t.best.ids[:-1]
+
+
+def test_sampling_repeats_with_a_seed_and_differs_across_seeds(model, tokenizer):
+    opts = lambda seed: DecodeOptions("sample", seed=seed, max_len=8, temperature=1.5)
+    a = [t.best.ids for t in translate(model, tokenizer, SENTENCES, opts(1))]
+    b = [t.best.ids for t in translate(model, tokenizer, SENTENCES, opts(1))]
+    c = [t.best.ids for t in translate(model, tokenizer, SENTENCES, opts(2))]
+    assert a == b
+    assert a != c
+
+
+def test_filter_logits_keeps_top_k_and_nucleus():
+    logits = torch.log(torch.tensor([[0.5, 0.2, 0.15, 0.1, 0.05]]))
+    kept = lambda out: torch.isfinite(out)[0].tolist()
+    assert kept(filter_logits(logits, 1.0, 2, 1.0)) == [True, True, False, False, False]
+    assert kept(filter_logits(logits, 1.0, 0, 0.6)) == [True, True, False, False, False]  # 0.5 < 0.6 ≤ 0.7
+    assert kept(filter_logits(logits, 1.0, 0, 0.5)) == [True, False, False, False, False]
+    assert kept(filter_logits(logits, 1.0, 0, 1.0)) == [True] * 5
+    sharper = filter_logits(logits, 0.5, 0, 1.0).softmax(-1)
+    assert sharper[0, 0] > 0.5
+
+
+def test_sampled_tokens_stay_inside_top_k(model, tokenizer):
+    src = torch.tensor([translate(model, tokenizer, SENTENCES[:1])[0].source_ids])
+    for seed in range(5):
+        out = greedy_or_sample(model, src, DecodeOptions("sample", top_k=2, seed=seed, max_len=6)).hypotheses[0][0]
+        tgt = torch.tensor([[model.cfg.bos_id] + out.ids[:-1]])
+        top2 = model(src, tgt)[0].topk(2, dim=-1).indices
+        assert all(tok in top2[t].tolist() for t, tok in enumerate(out.ids))
+
+
+def test_beam_of_one_equals_greedy(model, tokenizer):
+    peaked(model)
+    greedy = translate(model, tokenizer, SENTENCES, DecodeOptions("greedy", max_len=12))
+    beam = translate(model, tokenizer, SENTENCES, DecodeOptions("beam", beam_size=1, max_len=12))
+    assert [t.best.ids for t in greedy] == [t.best.ids for t in beam]
+
+
+def test_beam_nbest_is_sorted_distinct_and_at_least_as_good_as_greedy(model, tokenizer):
+    peaked(model)
+    opts = DecodeOptions("beam", beam_size=4, nbest=4, length_penalty=0.0, max_len=10)
+    greedy = translate(model, tokenizer, SENTENCES, DecodeOptions("greedy", max_len=10))
+    for g, t in zip(greedy, translate(model, tokenizer, SENTENCES, opts)):
+        scores = [h.score for h in t.hypotheses]
+        assert len(t.hypotheses) == 4 and scores == sorted(scores, reverse=True)
+        assert len({tuple(h.ids) for h in t.hypotheses}) == 4
+        for h in t.hypotheses:
+            assert h.score == pytest.approx(sum(h.token_logprobs), abs=1e-4)
+        if g.best.ids[-1] == model.cfg.eos_id:  # a finished greedy output is one of the beam's candidates
+            assert t.best.score >= g.best.score - 1e-4
+
+
+def test_beam_scores_match_the_model(model, tokenizer):
+    peaked(model)
+    t = translate(model, tokenizer, SENTENCES[:1], DecodeOptions("beam", beam_size=3, nbest=3, max_len=8))[0]
+    src = torch.tensor([t.source_ids])
+    for h in t.hypotheses:
+        tgt = torch.tensor([[model.cfg.bos_id] + h.ids[:-1]])
+        logp = model(src, tgt)[0].log_softmax(-1).gather(1, torch.tensor(h.ids)[:, None]).squeeze(1)
+        torch.testing.assert_close(logp, torch.tensor(h.token_logprobs), atol=1e-4, rtol=1e-4)
+
+
+def test_attention_maps_on_request(model, tokenizer):
+    t = translate(model, tokenizer, SENTENCES[:1], DecodeOptions("greedy", max_len=5, return_attention=True))[0]
+    att = t.attention
+    L, H = model.cfg.n_decoder_layers, model.cfg.n_heads
+    assert att["cross"].shape == (L, H, len(t.best.ids) + 1, len(t.source_ids))
+    assert att["encoder"].shape == (L, H, len(t.source_ids), len(t.source_ids))
+    assert len(att["src_tokens"]) == len(t.source_ids) and att["tgt_tokens"][0] == "<bos>"
+
+
+def test_next_token_table_lists_the_chosen_token(model, tokenizer):
+    peaked(model)
+    t = translate(model, tokenizer, SENTENCES[:1], DecodeOptions("greedy", max_len=5))[0]
+    rows = next_token_table(model, tokenizer, t.source_ids, t.best.ids, k=3)
+    assert len(rows) == len(t.best.ids)
+    for row in rows:
+        probs = [p for _, p in row["top"]]
+        assert probs == sorted(probs, reverse=True) and row["top"][0][0] == row["chosen"]
+
+
+def test_bad_options_get_a_clear_message(model, tokenizer):
+    with pytest.raises(PlaygroundError, match="n-best"):
+        translate(model, tokenizer, SENTENCES, DecodeOptions("beam", beam_size=2, nbest=3))
+    with pytest.raises(PlaygroundError, match="temperature"):
+        translate(model, tokenizer, SENTENCES, DecodeOptions("sample", temperature=0))
