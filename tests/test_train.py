@@ -1,0 +1,171 @@
+import math
+
+import pytest
+import torch
+
+from playground.errors import TrainingError
+from playground.package import load_package
+from playground.train import (TrainConfig, TrainData, Trainer, collate, encode_pairs, label_smoothed_loss,
+                              learning_rate, make_batches)
+
+WORDS = "a b c d e f g h i j".split()
+
+
+def reverse_pairs(n, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    pairs = []
+    for _ in range(n):
+        length = int(torch.randint(3, 7, (1,), generator=g))
+        seq = [WORDS[int(i)] for i in torch.randint(0, len(WORDS), (length,), generator=g)]
+        pairs.append((" ".join(seq), " ".join(reversed(seq))))
+    return pairs
+
+
+def tiny_cfg(**changes) -> TrainConfig:
+    values = dict(d_model=32, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=64, dropout=0.0,
+                  tokenizer="word", vocab_size=50, max_len=16, batch_tokens=256, schedule="inverse_sqrt", lr=3e-3,
+                  warmup_steps=10, max_steps=12, eval_every=6, eval_sentences=8, precision="fp32", device="cpu")
+    return TrainConfig(**{**values, **changes})
+
+
+DATA = TrainData(reverse_pairs(80), reverse_pairs(10, seed=1), "seq", "rev", "reverse test")
+
+
+def events_of(trainer, stop_after=None):
+    events = []
+    for event in trainer.run():
+        events.append(event)
+        if stop_after is not None and event["type"] == "step" and event["step"] == stop_after:
+            trainer.stop()
+    return events
+
+
+def test_noam_schedule_values_match_the_paper():
+    cfg = TrainConfig(d_model=512, warmup_steps=4000, schedule="noam", lr=1.0, max_steps=1)
+    assert learning_rate(cfg, 1) == pytest.approx(512**-0.5 * 4000**-1.5)
+    assert learning_rate(cfg, 4000) == pytest.approx(512**-0.5 * 4000**-0.5)  # the peak, ~7.0e-4
+    assert learning_rate(cfg, 16000) == pytest.approx(512**-0.5 * 16000**-0.5)
+    assert learning_rate(cfg, 4000) > learning_rate(cfg, 3999) and learning_rate(cfg, 4000) > learning_rate(cfg, 4001)
+
+
+def test_other_schedules_at_known_steps():
+    inv = TrainConfig(schedule="inverse_sqrt", lr=1e-3, warmup_steps=100, max_steps=1)
+    assert [learning_rate(inv, s) for s in (50, 100, 400)] == pytest.approx([5e-4, 1e-3, 5e-4])
+    cos = TrainConfig(schedule="cosine", lr=1e-3, warmup_steps=100, max_steps=1)
+    assert learning_rate(cos, 50, 1100) == pytest.approx(5e-4)
+    assert learning_rate(cos, 600, 1100) == pytest.approx(5e-4)  # half-way down the cosine
+    assert learning_rate(cos, 1100, 1100) == pytest.approx(0.0, abs=1e-12)
+    const = TrainConfig(schedule="constant", lr=1e-3, max_steps=1)
+    assert learning_rate(const, 1) == learning_rate(const, 10_000) == 1e-3
+
+
+def test_label_smoothed_loss_on_a_hand_computed_case():
+    logits = torch.log(torch.tensor([[[0.7, 0.1, 0.1, 0.1], [0.25, 0.25, 0.25, 0.25]]]))
+    target = torch.tensor([[0, 2]])
+    eps = 0.1
+    # (1-eps) * -log p(target) + eps * mean over the 4 classes of -log p; the padded second position counts 0
+    expected = (1 - eps) * -math.log(0.7) + eps * -(math.log(0.7) + 3 * math.log(0.1)) / 4
+    loss, n = label_smoothed_loss(logits, target, eps, pad_id=2)
+    assert n == 1 and loss.item() == pytest.approx(expected, rel=1e-5)
+    plain, _ = label_smoothed_loss(logits, torch.tensor([[0, 1]]), 0.0, pad_id=2)
+    assert plain.item() == pytest.approx(-math.log(0.7) - math.log(0.25), rel=1e-5)
+
+
+def test_batches_respect_the_token_budget_and_cover_every_pair_once(tokenizer):
+    pairs = reverse_pairs(200)
+    from playground.tokenizer import train_tokenizer
+
+    tok = train_tokenizer(pairs, kind="word", vocab_size=50)
+    encoded = encode_pairs(tok, pairs, 16)
+    batches = make_batches(encoded, batch_tokens=300, seed=3)
+    assert sorted(i for b in batches for i in b) == list(range(200))
+    for indices in batches:
+        batch = collate(encoded, indices, torch.device("cpu"))
+        assert batch.src.numel() + batch.tgt_in.numel() <= 300
+        assert batch.src.size(1) % 8 == 0 and batch.tgt_in.size(1) % 8 == 0
+        assert (batch.tgt_in[:, 0] == 2).all() and batch.n_tokens == int((batch.tgt_out != 0).sum())
+    assert make_batches(encoded, 300, seed=3) == batches and make_batches(encoded, 300, seed=4) != batches
+
+
+def test_run_emits_events_saves_and_records_history(tmp_path):
+    events = events_of(Trainer(tiny_cfg(), DATA, tmp_path / "run"))
+    kinds = [e["type"] for e in events]
+    assert kinds[0] == "start" and kinds[-1] == "done" and kinds.count("step") == 12
+    assert [e["step"] for e in events if e["type"] == "saved"] == [6, 12]
+    evals = [e for e in events if e["type"] == "eval"]
+    assert all({"val_loss", "bleu", "chrf", "exact_match", "samples"} <= e.keys() for e in evals)
+    summary = events[-1]["summary"]
+    assert summary["steps"] == 12 and summary["params"] > 0 and summary["tokens_per_s"] > 0
+    package = load_package(tmp_path / "run")
+    assert package.training["history"]["steps"] == list(range(1, 13))
+    assert len(package.training["history"]["probe"]) == 2
+
+
+def test_stop_is_honoured_within_one_step_and_resume_continues_exactly(tmp_path):
+    straight = events_of(Trainer(tiny_cfg(), DATA, tmp_path / "straight"))
+    straight_steps = [e for e in straight if e["type"] == "step"]
+
+    stopped = events_of(Trainer(tiny_cfg(), DATA, tmp_path / "run"), stop_after=4)
+    assert [e["step"] for e in stopped if e["type"] == "step"][-1] == 4
+    assert stopped[-1]["reason"] == "stopped by the user"
+    assert load_package(tmp_path / "run").training["steps"] == 4
+
+    resumed = events_of(Trainer(tiny_cfg(), DATA, tmp_path / "run", resume_from=tmp_path / "run"))
+    resumed_steps = [e for e in resumed if e["type"] == "step"]
+    assert resumed_steps[0]["step"] == 5
+    assert resumed_steps[0]["lr"] == pytest.approx(straight_steps[4]["lr"])
+    # same batches, same optimizer moments: the resumed run continues the uninterrupted one
+    assert [e["loss"] for e in resumed_steps] == pytest.approx([e["loss"] for e in straight_steps[4:]], rel=1e-4)
+
+
+def test_closing_the_event_stream_keeps_the_work(tmp_path):
+    trainer = Trainer(tiny_cfg(eval_every=100), DATA, tmp_path / "run")
+    stream = trainer.run()
+    for event in stream:
+        if event["type"] == "step" and event["step"] == 3:
+            break
+    stream.close()  # what a closed browser tab or Ctrl-C does to the generator
+    assert load_package(tmp_path / "run").training["steps"] == 3
+
+
+def test_nan_loss_stops_with_a_message_and_keeps_the_last_good_package(tmp_path, monkeypatch):
+    trainer = Trainer(tiny_cfg(), DATA, tmp_path / "run")
+    real_step = Trainer.train_step
+
+    def poisoned(self, batch, planned):
+        loss, lr, norm = real_step(self, batch, planned)
+        return (float("nan") if self.step >= 7 else loss), lr, norm
+
+    monkeypatch.setattr(Trainer, "train_step", poisoned)
+    events = events_of(trainer)
+    errors = [e for e in events if e["type"] == "error"]
+    assert len(errors) == 1 and "nan" in errors[0]["message"].lower() and "step 6" in errors[0]["message"]
+    assert load_package(tmp_path / "run").training["steps"] == 6
+
+
+def test_same_seed_same_loss_curve(tmp_path):
+    losses = lambda name: [e["loss"] for e in events_of(Trainer(tiny_cfg(max_steps=8), DATA, tmp_path / name))
+                           if e["type"] == "step"]
+    assert losses("a") == losses("b")
+
+
+def test_bf16_loss_is_close_to_fp32(tmp_path):
+    torch.manual_seed(0)
+    trainer = Trainer(tiny_cfg(), DATA, tmp_path / "run")
+    batch = collate(trainer.train_set, trainer.batches[0], trainer.device)
+    from playground.device import autocast
+
+    with torch.no_grad():
+        fp32 = label_smoothed_loss(trainer.model(batch.src, batch.tgt_in), batch.tgt_out, 0.1, 0)[0]
+        with autocast(trainer.device, "bf16"):
+            bf16 = label_smoothed_loss(trainer.model(batch.src, batch.tgt_in), batch.tgt_out, 0.1, 0)[0]
+    assert bf16.item() == pytest.approx(fp32.item(), rel=2e-2)
+
+
+def test_settings_errors_are_clear():
+    with pytest.raises(TrainingError, match="budget"):
+        TrainConfig(max_steps=None, max_epochs=None, max_minutes=None)
+    with pytest.raises(TrainingError, match="schedule"):
+        tiny_cfg(schedule="warm")
+    with pytest.raises(TrainingError, match="divisible"):
+        Trainer(tiny_cfg(d_model=30, n_heads=4), DATA, "unused")
