@@ -1,0 +1,551 @@
+"""Read the parallel text that users upload: detect its format, validate it, count what is dropped.
+
+Accepted layouts, detected from the content (not the file name); any of them may be gzip-compressed:
+
+- TSV or CSV with two columns, source then target, and an optional header row ("en<TAB>de", "source,target").
+  TSV lines are split on the tab as they are (MT corpora contain bare quotes); CSV (comma or semicolon)
+  is parsed with the csv module, so quoted fields may hold delimiters, quotes and line breaks.
+- JSON Lines: one {"src": ..., "tgt": ...} or {"translation": {"en": ..., "de": ...}} object per line.
+- Two aligned plain-text files (``path`` and ``tgt_path``), one sentence per line.
+
+Every side is NFC-normalised and its whitespace collapsed to single spaces, so that duplicates are found and
+tokenizers round-trip exactly. Rows that cannot be used are counted by reason in ``ParallelData.dropped``.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import math
+import os
+import random
+import re
+import statistics
+import unicodedata
+import zlib
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from itertools import chain
+from pathlib import Path
+
+from playground.errors import DataError
+
+Pair = tuple[str, str]
+
+DROP_REASONS = ("malformed", "empty side", "too long", "duplicate")
+ACCEPTED_FORMATS = (
+    "Accepted formats: a TSV or CSV file with two columns, source then target (an optional header row such as "
+    "'en<TAB>de' names the languages); a JSON Lines file with one {\"src\": ..., \"tgt\": ...} or "
+    "{\"translation\": {\"en\": ..., \"de\": ...}} object per line; or two aligned plain-text files with one "
+    "sentence per line (then upload the target-language file as well). Any of them may be gzip-compressed."
+)
+CHARS_PER_TOKEN_LIMIT = 8  # scripts without spaces (Chinese, Thai) are one "token" per sentence, so cap characters too
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+_CONTROL_BYTES = bytes(b for b in range(32) if b not in b"\t\n\v\f\r")
+_BINARY_SAMPLE_BYTES = 64 * 1024
+_DETECTION_SAMPLE_LINES = 200
+_EXAMPLE_LINES = 3  # line numbers remembered per drop reason, to point users at them
+_DELIMITER_NAMES = {"\t": "tab", ",": "comma", ";": "semicolon"}  # in order of preference on ties
+_LANG_CODE = re.compile(r"[a-z]{2,3}([-_][A-Za-z0-9]{2,4})?")  # "en", "deu", "pt-BR", "zh_Hans"
+_COLUMN_NAMES = {"src", "tgt", "source", "target", "input", "output"}
+_PLURAL_REASONS = {"duplicate": "duplicates"}
+
+
+@dataclass
+class ParallelData:
+    """Sentence pairs read from an upload, with an account of every row that was not kept."""
+
+    pairs: list[Pair]
+    dropped: dict[str, int]  # reason -> count, every reason in DROP_REASONS present
+    fmt: str  # "tsv", "csv", "jsonl" or "aligned", with a "+gzip" suffix when compressed
+    src_lang: str | None
+    tgt_lang: str | None
+    total_rows: int
+    dropped_lines: dict[str, list[int]] = field(default_factory=dict)  # reason -> first few 1-based line numbers
+
+    def summary(self) -> str:
+        """One paragraph for people: how many pairs were kept and why the others were dropped."""
+        languages = f", {self.src_lang} → {self.tgt_lang}" if self.src_lang and self.tgt_lang else ""
+        text = f"{_count(len(self.pairs), 'pair')} kept from {_count(self.total_rows, 'row')} ({self.fmt}{languages})"
+        reasons = [_describe_drops(reason, count, self.dropped_lines.get(reason, []))
+                   for reason, count in self.dropped.items() if count]
+        return f"{text}; dropped: {', '.join(reasons)}." if reasons else f"{text}; nothing dropped."
+
+
+def load_parallel(
+    path: str | os.PathLike,
+    tgt_path: str | os.PathLike | None = None,
+    *,
+    src_lang: str | None = None,
+    tgt_lang: str | None = None,
+    max_len: int = 256,
+    dedupe: bool = True,
+    max_bytes: int = 200 * 1024 * 1024,
+    max_rows: int = 2_000_000,
+) -> ParallelData:
+    """Read sentence pairs from one TSV/CSV/JSONL file, or from two aligned files (``path`` + ``tgt_path``).
+
+    ``max_len`` is the longest side kept, in whitespace tokens (and ``CHARS_PER_TOKEN_LIMIT * max_len``
+    characters). ``max_bytes`` (uncompressed, per file) and ``max_rows`` guard memory. Any problem with the
+    input raises ``DataError`` saying what is wrong, where, and how to fix it.
+    """
+    if max_len < 1:
+        raise DataError(f"max_len must be at least 1 token, not {max_len}.")
+    path = Path(path)
+    if tgt_path is not None:
+        rows = _PairFilter(path.name, max_len, dedupe, max_rows)
+        return _load_aligned(path, Path(tgt_path), src_lang, tgt_lang, rows, max_bytes)
+
+    text, compressed = _read_text(path, max_bytes)
+    lines = text.split("\n")
+    head = _head(lines)
+    sample = [line for line in head if line.strip()]  # not empty: the text is not blank
+    rows = _PairFilter(path.name, max_len, dedupe, max_rows)
+    first = sample[0].strip()
+    if first in ("{", "[") or (first.startswith("[") and _parses_as_json(text)):
+        raise DataError(
+            f"{path.name} is a JSON document, not JSON Lines. Write one complete JSON object per line "
+            "(no enclosing list, no pretty-printing), e.g. with pandas: df.to_json(path, orient='records', lines=True)."
+        )
+    if _looks_like_jsonl(sample):
+        fmt = "jsonl"
+        src_lang, tgt_lang = _read_jsonl(lines, rows, src_lang, tgt_lang)
+    else:
+        delimiter = _detect_delimiter(path.name, head)
+        fmt = "tsv" if delimiter == "\t" else "csv"
+        src_lang, tgt_lang = _read_delimited(text, delimiter, rows, src_lang, tgt_lang)
+    return rows.finish(fmt + ("+gzip" if compressed else ""), src_lang, tgt_lang)
+
+
+def split_pairs(
+    pairs: Sequence[Pair], val_fraction: float = 0.05, seed: int = 0, max_val: int = 1000
+) -> tuple[list[Pair], list[Pair]]:
+    """Split into (train, validation), deterministic for a given seed; both keep the original order.
+
+    The validation set gets ``val_fraction`` of the pairs, at most ``max_val`` and at least 1, and never all of them.
+    """
+    if len(pairs) < 2:
+        raise DataError(f"Need at least 2 sentence pairs to split into training and validation data, got {len(pairs)}.")
+    if not 0 <= val_fraction < 1:
+        raise DataError(f"val_fraction must be at least 0 and below 1, not {val_fraction}.")
+    n_val = min(max(1, round(len(pairs) * val_fraction)), max(1, max_val), len(pairs) - 1)
+    val_indices = set(random.Random(seed).sample(range(len(pairs)), n_val))
+    train = [pair for i, pair in enumerate(pairs) if i not in val_indices]
+    val = [pair for i, pair in enumerate(pairs) if i in val_indices]
+    return train, val
+
+
+@dataclass
+class SideStats:
+    """Lengths (in whitespace tokens) and vocabulary of one side, source or target."""
+
+    tokens: int  # total whitespace tokens
+    mean_len: float
+    median_len: float
+    max_len: int
+    p95_len: int  # 95th percentile, nearest rank
+    lengths: list[int]  # one per pair, the data for a length histogram
+    vocab_size: int  # distinct whitespace tokens
+    chars: int
+
+
+@dataclass
+class PairStats:
+    """Corpus statistics shown before training: how long the sentences are and how many words there are."""
+
+    num_pairs: int
+    src: SideStats
+    tgt: SideStats
+
+    def as_dict(self) -> dict:
+        """Plain nested dict (JSON-serialisable)."""
+        return asdict(self)
+
+
+def pair_stats(pairs: Sequence[Pair]) -> PairStats:
+    """Statistics of both sides; all zeros for no pairs."""
+    return PairStats(len(pairs), _side_stats([src for src, _ in pairs]), _side_stats([tgt for _, tgt in pairs]))
+
+
+def _side_stats(texts: list[str]) -> SideStats:
+    vocabulary: set[str] = set()
+    lengths = []
+    for text in texts:
+        words = text.split()
+        vocabulary.update(words)
+        lengths.append(len(words))
+    if not lengths:
+        return SideStats(0, 0.0, 0.0, 0, 0, [], 0, 0)
+    ordered = sorted(lengths)
+    return SideStats(
+        tokens=sum(lengths),
+        mean_len=sum(lengths) / len(lengths),
+        median_len=float(statistics.median(ordered)),
+        max_len=ordered[-1],
+        p95_len=ordered[math.ceil(0.95 * len(ordered)) - 1],
+        lengths=lengths,
+        vocab_size=len(vocabulary),
+        chars=sum(map(len, texts)),
+    )
+
+
+class _PairFilter:
+    """Cleans rows one at a time, keeps the usable pairs and counts the others by reason."""
+
+    def __init__(self, name: str, max_len: int, dedupe: bool, max_rows: int) -> None:
+        self.name = name
+        self.max_len = max_len
+        self.max_rows = max_rows
+        self.seen: set[Pair] | None = set() if dedupe else None
+        self.pairs: list[Pair] = []
+        self.dropped = dict.fromkeys(DROP_REASONS, 0)
+        self.dropped_lines: dict[str, list[int]] = {}
+        self.total_rows = 0
+        self.first_problem = ""
+
+    def add(self, line: int, src: str, tgt: str) -> None:
+        self._count_row()
+        src, tgt = _clean(src), _clean(tgt)
+        if not src or not tgt:
+            self._drop("empty side", line)
+        elif self._too_long(src) or self._too_long(tgt):
+            self._drop("too long", line)
+        elif self.seen is not None and (src, tgt) in self.seen:
+            self._drop("duplicate", line)
+        else:
+            if self.seen is not None:
+                self.seen.add((src, tgt))
+            self.pairs.append((src, tgt))
+
+    def add_malformed(self, line: int, problem: str) -> None:
+        self._count_row()
+        self._drop("malformed", line)
+        self.first_problem = self.first_problem or f"line {line}: {problem}"
+
+    def finish(self, fmt: str, src_lang: str | None, tgt_lang: str | None) -> ParallelData:
+        data = ParallelData(self.pairs, self.dropped, fmt, src_lang, tgt_lang, self.total_rows, self.dropped_lines)
+        malformed = self.dropped["malformed"]
+        if malformed * 2 > self.total_rows:  # a few broken rows are dropped; mostly broken means a wrong format
+            raise DataError(
+                f"{self.name}: {malformed:,} of {self.total_rows:,} rows are malformed, so it is not a usable "
+                f"{fmt.split('+')[0].upper()} file (first problem at {self.first_problem}). {ACCEPTED_FORMATS}"
+            )
+        if not self.pairs:
+            raise DataError(
+                f"No usable sentence pairs in {self.name}: {data.summary()} Every pair needs a non-empty source and "
+                f"target of at most {self.max_len} words (max_len) and {CHARS_PER_TOKEN_LIMIT * self.max_len} characters."
+            )
+        return data
+
+    def _count_row(self) -> None:
+        self.total_rows += 1
+        if self.total_rows > self.max_rows:
+            raise DataError(
+                f"{self.name} has more than {_count(self.max_rows, 'row')}, the limit (max_rows={self.max_rows}). "
+                "Upload a smaller sample of the corpus or raise the limit."
+            )
+
+    def _drop(self, reason: str, line: int) -> None:
+        self.dropped[reason] += 1
+        examples = self.dropped_lines.setdefault(reason, [])
+        if len(examples) < _EXAMPLE_LINES:
+            examples.append(line)
+
+    def _too_long(self, text: str) -> bool:
+        return len(text) > CHARS_PER_TOKEN_LIMIT * self.max_len or len(text.split()) > self.max_len
+
+
+def _clean(text: str) -> str:
+    """NFC (one code point for "é", however it was typed) and single spaces, so equal sentences compare equal."""
+    return " ".join(unicodedata.normalize("NFC", text).split())
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number:,} {noun}{'' if number == 1 else 's'}"
+
+
+def _describe_drops(reason: str, count: int, lines: list[int]) -> str:
+    label = _PLURAL_REASONS.get(reason, reason) if count != 1 else reason
+    where = f" (e.g. line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))})" if lines else ""
+    return f"{count:,} {label}{where}"
+
+
+def _read_text(path: Path, max_bytes: int) -> tuple[str, bool]:
+    """Decoded text of one file with \\n line ends, and whether it was gzip-compressed."""
+    name = path.name
+    if not path.is_file():
+        raise DataError(f"{name}: no such file ({path}). Check the path, or upload the file again.")
+    compressed = False
+    try:
+        with path.open("rb") as file:
+            compressed = file.read(2) == _GZIP_MAGIC  # magic bytes, not the extension: uploads get renamed
+            file.seek(0)
+            stream = gzip.GzipFile(fileobj=file) if compressed else file
+            data = stream.read(max_bytes + 1)  # one byte past the limit proves it is too big, without a gzip bomb
+    except (OSError, EOFError, zlib.error) as error:
+        if compressed:
+            raise DataError(
+                f"Cannot decompress {name}: the gzip data is corrupt or truncated ({error}). "
+                "Compress the file again, or upload it uncompressed."
+            ) from error
+        raise DataError(f"Cannot read {name}: {error}. Check that the file exists and is readable.") from error
+
+    after = " after decompression" if compressed else ""
+    if len(data) > max_bytes:
+        raise DataError(
+            f"{name} is larger than the limit of {_format_bytes(max_bytes)}{after} (max_bytes={max_bytes}). "
+            "Upload a smaller sample of the corpus or raise the limit."
+        )
+    if data[:2] in _UTF16_BOMS:
+        raise DataError(f"{name} is saved as UTF-16 text. Re-save it as UTF-8 (Save As → Encoding: UTF-8) and upload it again.")
+    nul = data.find(b"\x00")
+    sample = data[:_BINARY_SAMPLE_BYTES]
+    if nul >= 0 or sum(sample.count(byte) for byte in _CONTROL_BYTES) > len(sample) // 100:
+        where = f" (NUL byte on line {_line_of(data, nul)})" if nul >= 0 else ""
+        raise DataError(
+            f"{name} looks like a binary file{after}{where}, not text: perhaps a spreadsheet, archive or UTF-16 file. "
+            f"Export it as UTF-8 text first. {ACCEPTED_FORMATS}"
+        )
+    try:
+        text = data.decode("utf-8-sig")  # -sig: drop the byte-order mark that Excel and Notepad write
+    except UnicodeDecodeError as error:
+        raise DataError(
+            f"{name} line {_line_of(data, error.start)} is not valid UTF-8 (byte 0x{data[error.start]:02x}){after}; "
+            "the file was probably saved in another encoding such as Windows-1252 or Latin-1. Re-save it as UTF-8 "
+            "(Save As → Encoding: UTF-8) and upload it again."
+        ) from error
+    if not text or text.isspace():
+        raise DataError(f"{name} is empty{after}. Upload a file with one sentence pair per line. {ACCEPTED_FORMATS}")
+    return text.replace("\r\n", "\n").replace("\r", "\n"), compressed
+
+
+def _format_bytes(size: int) -> str:
+    return f"{size / 2**20:,.0f} MiB" if size >= 2**20 else f"{size:,} bytes"
+
+
+def _line_of(data: bytes, offset: int) -> int:
+    return data.count(b"\n", 0, offset) + 1
+
+
+def _head(lines: list[str]) -> list[str]:
+    """The lines up to the _DETECTION_SAMPLE_LINES-th non-blank one: a sample with true line numbers."""
+    non_blank = 0
+    for end, line in enumerate(lines, start=1):
+        non_blank += bool(line.strip())
+        if non_blank == _DETECTION_SAMPLE_LINES:
+            return lines[:end]
+    return lines
+
+
+def _looks_like_jsonl(sample: list[str]) -> bool:
+    """Most lines are {...}; a line that parses (or most ending in "}") tells JSON from CSV like "{n} items,{n} Stück"."""
+    objects = [line.strip() for line in sample if line.strip().startswith("{")]
+    if len(objects) * 2 <= len(sample):
+        return False
+    return sum(line.endswith("}") for line in objects) * 2 > len(objects) or any(map(_parses_as_json, objects))
+
+
+def _parses_as_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def _lines(text: str) -> list[str]:
+    """Lines without the trailing blank ones (a final line break, or a few, is not a missing sentence)."""
+    lines = text.split("\n")
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return lines
+
+
+def _load_aligned(
+    path: Path, tgt_path: Path, src_lang: str | None, tgt_lang: str | None, rows: _PairFilter, max_bytes: int
+) -> ParallelData:
+    src_text, src_compressed = _read_text(path, max_bytes)
+    tgt_text, tgt_compressed = _read_text(tgt_path, max_bytes)
+    src_lines, tgt_lines = _lines(src_text), _lines(tgt_text)
+    if len(src_lines) != len(tgt_lines):
+        raise DataError(
+            f"{path.name} has {len(src_lines):,} lines but {tgt_path.name} has {len(tgt_lines):,}: aligned files need "
+            "exactly one target line for each source line. Look for a sentence split over two lines or a missing line."
+        )
+    for line, (src, tgt) in enumerate(zip(src_lines, tgt_lines), start=1):
+        rows.add(line, src, tgt)
+    fmt = "aligned+gzip" if src_compressed or tgt_compressed else "aligned"
+    return rows.finish(fmt, src_lang or _lang_from_name(path), tgt_lang or _lang_from_name(tgt_path))
+
+
+def _lang_from_name(path: Path) -> str | None:
+    """The Moses/OPUS naming convention: "corpus.de-en.de" holds German."""
+    suffix = path.name.removesuffix(".gz").rpartition(".")[2]
+    return suffix if len(suffix) == 2 and suffix.isascii() and suffix.isalpha() and suffix.islower() else None
+
+
+def _detect_delimiter(name: str, head: list[str]) -> str:
+    """The delimiter that splits most head lines into the same number (>= 2) of columns; that number must be 2."""
+    sample = [line for line in head if line.strip()]
+    best: tuple[int, int, str] | None = None  # (lines, columns, delimiter)
+    for delimiter in _DELIMITER_NAMES:
+        widths = Counter(len(fields) for _, fields in _records("\n".join(head), delimiter, name))
+        if not widths:
+            continue
+        columns, lines = widths.most_common(1)[0]
+        if columns >= 2 and (best is None or lines > best[0]):
+            best = (lines, columns, delimiter)
+    if best is None or best[0] * 2 < len(sample):
+        raise DataError(
+            f"{name} is not a two-column file: its first line ({sample[0][:60]!r}) has no tab, comma or semicolon "
+            f"separating source and target. {ACCEPTED_FORMATS}"
+        )
+    _, columns, delimiter = best
+    if columns != 2:
+        raise DataError(
+            f"{name} has {columns} {_DELIMITER_NAMES[delimiter]}-separated columns, but exactly 2 are needed: "
+            "source then target. Remove the other columns and upload it again."
+        )
+    return delimiter
+
+
+def _records(text: str, delimiter: str, name: str) -> Iterator[tuple[int, list[str]]]:
+    """(first line number, fields) of each non-blank row; trailing empty fields (a trailing delimiter) are ignored."""
+    if delimiter == "\t":
+        numbered = ((line, text_line.split("\t")) for line, text_line in enumerate(text.split("\n"), start=1))
+    else:
+        numbered = _csv_records(text, delimiter, name)
+    for line, fields in numbered:
+        while len(fields) > 2 and not fields[-1].strip():
+            fields.pop()
+        if any(value.strip() for value in fields) or len(fields) > 1:
+            yield line, fields
+
+
+def _csv_records(text: str, delimiter: str, name: str) -> Iterator[tuple[int, list[str]]]:
+    reader = csv.reader(io.StringIO(text), delimiter=delimiter)
+    line = 1
+    try:
+        for fields in reader:
+            yield line, fields
+            line = reader.line_num + 1  # a quoted field may span lines
+    except csv.Error as error:
+        raise DataError(
+            f"Cannot parse {name} as CSV at line {line}: {error}. This usually means a quote (\") that is never closed; "
+            "quote fields as \"like this\" and double quotes inside them (\"\")."
+        ) from error
+
+
+def _read_delimited(
+    text: str, delimiter: str, rows: _PairFilter, src_lang: str | None, tgt_lang: str | None
+) -> tuple[str | None, str | None]:
+    records = _records(text, delimiter, rows.name)
+    src_column, tgt_column = 0, 1
+    first = next(records, None)
+    header = _header_kind(first[1]) if first else None
+    if header == "languages":  # "en<TAB>de": pick the columns by language
+        names = [value.strip() for value in first[1]]
+        src_lang, tgt_lang = _choose_languages(names, src_lang, tgt_lang, f"The header of {rows.name}")
+        src_column, tgt_column = names.index(src_lang), names.index(tgt_lang)
+    elif header is None and first:
+        records = chain([first], records)
+    for line, fields in records:
+        if len(fields) == 2:
+            rows.add(line, fields[src_column], fields[tgt_column])
+        else:
+            rows.add_malformed(line, f"{len(fields)} columns instead of 2")
+    return src_lang, tgt_lang
+
+
+def _header_kind(fields: list[str]) -> str | None:
+    """"names" for a header like "source,target", "languages" for one like "en<TAB>de", None for a data row."""
+    names = [value.strip() for value in fields]
+    if len(names) != 2 or names[0] == names[1]:
+        return None
+    if all(name.lower() in _COLUMN_NAMES for name in names):  # before languages: "src" looks like a language code
+        return "names"
+    if all(_LANG_CODE.fullmatch(name) for name in names):
+        return "languages"
+    return None
+
+
+def _choose_languages(
+    available: list[str], src_lang: str | None, tgt_lang: str | None, where: str
+) -> tuple[str, str]:
+    """Source and target among the available language keys, as asked for, else the only two there are."""
+    listed = ", ".join(repr(lang) for lang in available)
+    for lang in (src_lang, tgt_lang):
+        if lang is not None and lang not in available:
+            raise DataError(f"{where} has no language {lang!r}; available: {listed}. Choose the languages from those.")
+    if src_lang is not None and src_lang == tgt_lang:
+        raise DataError(f"Source and target language are both {src_lang!r}; choose two different ones from {listed}.")
+    if src_lang is not None and tgt_lang is not None:
+        return src_lang, tgt_lang
+    if len(available) != 2:
+        raise DataError(
+            f"{where} has {_count(len(available), 'language')} ({listed}); "
+            "choose the source and target language (src_lang, tgt_lang)."
+        )
+    first, second = available
+    if src_lang is None and tgt_lang is None:
+        return first, second
+    given = src_lang or tgt_lang
+    other = second if given == first else first
+    return (given, other) if src_lang else (other, given)
+
+
+def _read_jsonl(
+    lines: list[str], rows: _PairFilter, src_lang: str | None, tgt_lang: str | None
+) -> tuple[str | None, str | None]:
+    parsed: list[tuple[int, object, str]] = []  # (line, object or None, why not)
+    for line, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        try:
+            parsed.append((line, json.loads(text), ""))
+        except json.JSONDecodeError as error:
+            parsed.append((line, None, f"not valid JSON ({error.msg}, column {error.colno})"))
+        except (ValueError, RecursionError):  # a huge number, or nesting deeper than Python's recursion limit
+            parsed.append((line, None, "not valid JSON"))
+    layout = next((obj for _, obj, _ in parsed if _is_translation(obj) or _is_src_tgt(obj)), None)
+    if layout is None:
+        example = next(((line, obj) for line, obj, _ in parsed if isinstance(obj, dict)), None)
+        if example is not None:
+            line, obj = example
+            keys = f"the keys {', '.join(map(repr, obj))}" if obj else "an empty object"
+            raise DataError(
+                f"{rows.name} line {line} has {keys}, but no line has \"src\" and \"tgt\" or a "
+                f"\"translation\" object. {ACCEPTED_FORMATS}"
+            )
+        src_key, tgt_key, container = "src", "tgt", None  # every line is broken: finish() will say so
+    elif _is_translation(layout):
+        where = f"The \"translation\" objects in {rows.name}"
+        src_key, tgt_key = _choose_languages(list(layout["translation"]), src_lang, tgt_lang, where)
+        src_lang, tgt_lang, container = src_key, tgt_key, "translation"
+    else:
+        src_key, tgt_key, container = "src", "tgt", None
+    for line, obj, problem in parsed:
+        values = obj.get(container) if container and isinstance(obj, dict) else obj
+        if problem:
+            rows.add_malformed(line, problem)
+        elif not isinstance(values, dict) or src_key not in values or tgt_key not in values:
+            where = f"a \"{container}\" object with " if container else "an object with "
+            rows.add_malformed(line, f"not {where}{src_key!r} and {tgt_key!r}")
+        elif not all(isinstance(values[key], str) or values[key] is None for key in (src_key, tgt_key)):
+            rows.add_malformed(line, f"{src_key!r} and {tgt_key!r} must be strings")
+        else:
+            rows.add(line, values[src_key] or "", values[tgt_key] or "")
+    return src_lang, tgt_lang
+
+
+def _is_translation(obj: object) -> bool:
+    return isinstance(obj, dict) and isinstance(obj.get("translation"), dict) and bool(obj["translation"])
+
+
+def _is_src_tgt(obj: object) -> bool:
+    return isinstance(obj, dict) and "src" in obj and "tgt" in obj
