@@ -18,10 +18,11 @@ class Preset:
 PRESETS = {
     "tiny": Preset(
         "tiny",
-        "A few hundred thousand parameters: learns a built-in dataset in about two minutes on a laptop CPU.",
+        "About 1M parameters: learns a built-in dataset in under two minutes on a laptop CPU. Pre-LN, which "
+        "tolerates the high learning rate that makes it this quick.",
         dict(d_model=128, n_heads=4, n_encoder_layers=2, n_decoder_layers=2, d_ff=512, dropout=0.1,
-             vocab_size=1000, max_len=64, batch_tokens=3072, schedule="inverse_sqrt", lr=2e-3, warmup_steps=200,
-             label_smoothing=0.1, max_minutes=2.0, eval_every=100, eval_sentences=200),
+             norm_placement="pre", vocab_size=1000, max_len=64, batch_tokens=3072, schedule="inverse_sqrt", lr=3e-3,
+             warmup_steps=150, label_smoothing=0.1, max_minutes=1.5, eval_every=200, eval_sentences=200),
     ),
     "small": Preset(
         "small",
