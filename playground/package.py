@@ -338,7 +338,7 @@ def zip_members(zf: zipfile.ZipFile, zip_size: int) -> dict[str, zipfile.ZipInfo
     total = 0
     for info in zf.infolist():
         name = info.filename
-        if info.is_dir():
+        if not name or name.endswith("/"):
             continue
         if name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name) or ".." in Path(name).parts or "\\" in name:
             raise PackageError(f"The zip holds an unsafe path {name!r} (absolute or climbing out); it was refused.")
@@ -370,21 +370,14 @@ def import_zip(zip_path: str | os.PathLike, models_dir: str | os.PathLike, name:
     """Validate a package zip, extract it beside models/, load it once as a check, then move it in."""
     zip_path, models_dir = Path(zip_path), Path(models_dir)
     models_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        zf = zipfile.ZipFile(zip_path)
-    except (zipfile.BadZipFile, OSError) as err:
-        raise PackageError(f"{zip_path.name} is not a readable zip file ({err}).") from err
     tmp = Path(tempfile.mkdtemp(prefix=".import-", dir=models_dir))
     try:
-        with zf:
-            members = zip_members(zf, zip_path.stat().st_size)
-            for base, info in members.items():
-                with zf.open(info) as src, open(tmp / base, "wb") as dst:
-                    copied = copy_limited(src, dst, info.file_size)
-                if copied != info.file_size:
-                    raise PackageError(f"{base} in the zip is truncated or lies about its size.")
-            first = Path(next(iter(members.values())).filename).parts
-            folder_name = first[0] if len(first) == 2 else zip_path.stem
+        try:
+            folder_name = extract_zip(zip_path, tmp)
+        except PackageError:
+            raise
+        except Exception as err:  # zipfile is not hardened: hostile archives raise many kinds of errors
+            raise PackageError(f"{zip_path.name} is not a readable zip file ({type(err).__name__}: {err}).") from err
         load_package(tmp)  # refuse anything that does not load
         target = models_dir / unique_name(models_dir, check_name(name) if name else safe_stem(folder_name))
         config = read_json(tmp / CONFIG)
@@ -392,10 +385,20 @@ def import_zip(zip_path: str | os.PathLike, models_dir: str | os.PathLike, name:
         write_json(tmp / CONFIG, config)
         os.replace(tmp, target)
         return target
-    except zipfile.BadZipFile as err:
-        raise PackageError(f"{zip_path.name} is a corrupt zip ({err}).") from err
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def extract_zip(zip_path: Path, dest: Path) -> str:
+    """Check every member, then extract the flat package into dest; returns the folder name inside the zip."""
+    with zipfile.ZipFile(zip_path) as zf:
+        members = zip_members(zf, zip_path.stat().st_size)
+        for base, info in members.items():
+            with zf.open(info) as src, open(dest / base, "wb") as dst:
+                if copy_limited(src, dst, info.file_size) != info.file_size:
+                    raise PackageError(f"{base} in the zip is truncated or lies about its size.")
+        first = Path(next(iter(members.values())).filename).parts
+        return first[0] if len(first) == 2 else zip_path.stem
 
 
 def copy_limited(src, dst, limit: int) -> int:
