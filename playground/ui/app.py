@@ -1,0 +1,82 @@
+"""The web UI: one Blocks app assembled from one small builder per tab (the heavy lifting is in playground/)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import gradio as gr
+
+from playground.ui import attention_tab, data_tab, models_tab, train_tab, translate_tab
+from playground.ui.state import Session, default_model, friendly, model_names
+
+CONCURRENCY = 2  # events of one kind running at once (2 CPU cores on a free Space); training: 1 at a time
+CSS = """
+#train-status { font-variant-numeric: tabular-nums; }
+#train-status progress { width: 10em; height: 0.8em; vertical-align: middle; }
+"""
+
+INTRO = """# Transformer Playground
+Train a small encoder–decoder Transformer ("Attention Is All You Need") on parallel text, watch it learn, translate
+with greedy, sampling or beam search, and look inside its attention. **Data** → **Train** → **Translate** /
+**Attention**; packages land in `models/` (**Models**)."""
+
+
+def build_app(models_dir: str | os.PathLike = "models") -> gr.Blocks:
+    """The whole app; `models_dir` holds the packages (created when missing). Nothing heavy runs here."""
+    from playground.device import describe, resolve_device
+
+    models_dir = Path(models_dir)
+    models_dir.mkdir(parents=True, exist_ok=True)
+    with gr.Blocks(title="Transformer Playground") as demo:
+        session = gr.State(Session())
+        gr.Markdown(INTRO + f"  \n<small>Running on {describe(resolve_device('auto'))}.</small>")
+        with gr.Tabs():
+            with gr.Tab("1 · Data", id="data"):
+                data_tab.build(session)
+            with gr.Tab("2 · Train", id="train") as train_page:
+                train = train_tab.build(session, models_dir)
+            with gr.Tab("3 · Translate", id="translate") as translate_page:
+                translate = translate_tab.build(session, models_dir)
+            with gr.Tab("4 · Attention", id="attention") as attention_page:
+                attention = attention_tab.build(session, models_dir)
+            with gr.Tab("5 · Models", id="models") as models_page:
+                models = models_tab.build(session, models_dir)
+
+        @friendly
+        def pickers(session: Session, translate_model: str | None, attention_model: str | None,
+                    models_model: str | None, resume_from: str | None):
+            """Fresh choices for every model picker, keeping what each had selected where it still exists."""
+            names = model_names(models_dir)
+            own = Path(session.run_dir).name if session.run_dir else None
+
+            def pick(keep):
+                return gr.update(choices=names, value=default_model(models_dir, names, keep))
+
+            return (pick(translate_model), pick(attention_model), pick(own if own in names else models_model),
+                    models_tab.models_frame(models_dir), train_tab.resume_dropdown(models_dir, session, resume_from))
+
+        picker_inputs = [session, translate.model, attention.model, models.model, train.resume_from]
+        picker_outputs = [translate.model, attention.model, models.model, models.table, train.resume_from]
+        refresh = dict(fn=pickers, inputs=picker_inputs, outputs=picker_outputs, api_visibility="private",
+                       show_progress="hidden")
+        for event in (train.start_event, train.resume_event, *models.changed):
+            event.then(**refresh)
+        for page in (train_page, translate_page, attention_page, models_page):
+            page.select(**refresh)
+        train_page.select(**train.first_estimate)
+        demo.load(**refresh)
+    demo.queue(default_concurrency_limit=CONCURRENCY)
+    return demo
+
+
+def launch_options() -> dict:
+    """Theme and CSS (Gradio 6 takes them in launch(), not in Blocks())."""
+    return {"theme": gr.themes.Soft(), "css": CSS}
+
+
+def launch(demo: gr.Blocks, **kwargs):
+    """Serve on 0.0.0.0:7860; GRADIO_SERVER_NAME / GRADIO_SERVER_PORT override, as do keyword arguments."""
+    options = {"server_name": os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"),
+               "server_port": int(os.environ.get("GRADIO_SERVER_PORT", "7860")), **launch_options(), **kwargs}
+    return demo.launch(**options)

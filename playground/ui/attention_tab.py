@@ -1,0 +1,243 @@
+"""Attention tab: heatmaps of encoder self-, decoder self- and cross-attention for one sentence pair (the
+model's own translation, or a target typed in and teacher-forced), per head, averaged, or all heads at once;
+plus the cross-attention of a fixed validation pair at each validation of training."""
+
+from __future__ import annotations
+
+import importlib.util
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradio as gr
+import numpy as np
+
+from playground import plots
+from playground.errors import PlaygroundError
+from playground.ui.state import (Session, default_model, friendly, gpu, load_model, model_dropdown, model_names,
+                                 package_folder)
+
+KINDS = [("Cross-attention (decoder → encoder)", "cross"), ("Encoder self-attention", "encoder"),
+         ("Decoder self-attention (masked)", "decoder")]
+KIND_NAMES = {value: label for label, value in KINDS}
+VIEWS = ["one head", "mean over heads", "all heads (layers × heads)"]
+TARGET_MODES = ["the model's translation", "my target (teacher-forced)"]
+PNG_HELP = ("PNG export needs the optional `kaleido` package and a Chrome/Chromium browser on the server, which "
+            "this installation does not have. Use the camera icon (“Download plot as a PNG”) in the chart's toolbar "
+            "instead, or export HTML.")
+
+
+@dataclass
+class AttentionTab:
+    model: gr.Dropdown
+    refresh: gr.Button
+
+
+def png_export_available() -> bool:
+    return importlib.util.find_spec("kaleido") is not None
+
+
+def axis_tokens(att: dict, kind: str) -> tuple[list[str], list[str]]:
+    """(key tokens, query tokens) of an attention kind."""
+    src, tgt = att["src_tokens"], att["tgt_tokens"]
+    return {"encoder": (src, src), "decoder": (tgt, tgt), "cross": (src, tgt)}[kind]
+
+
+def render(att: dict | None, kind: str, view: str, layer: int, head: int):
+    """The figure for the stored maps: one head, the mean over heads, or the layers x heads grid."""
+    if not att:
+        return plots.empty_figure("Type a source sentence and press “Show attention”.", height=400)
+    weights = att["maps"][kind]  # [L, H, q, k]
+    n_layers, n_heads = weights.shape[:2]
+    layer, head = min(max(int(layer), 0), n_layers - 1), min(max(int(head), 0), n_heads - 1)
+    keys, queries = axis_tokens(att, kind)
+    name = KIND_NAMES[kind]
+    if view == VIEWS[2]:
+        return plots.attention_grid(weights, keys, queries, f"{name}: all {n_layers} layers × {n_heads} heads")
+    if view == VIEWS[1]:
+        return plots.attention_heatmap(weights[layer].mean(axis=0), keys, queries,
+                                       f"{name}: layer {layer}, mean over {n_heads} heads")
+    return plots.attention_heatmap(weights[layer, head], keys, queries, f"{name}: layer {layer}, head {head}")
+
+
+def sliders(att: dict | None, kind: str, layer: int, head: int):
+    if not att:
+        return gr.update(), gr.update()
+    n_layers, n_heads = att["maps"][kind].shape[:2]
+    return (gr.update(maximum=max(n_layers - 1, 1), value=min(int(layer), n_layers - 1), interactive=n_layers > 1),
+            gr.update(maximum=max(n_heads - 1, 1), value=min(int(head), n_heads - 1), interactive=n_heads > 1))
+
+
+def compute_maps(package, source: str, target_mode: str, target: str) -> dict:
+    from playground.decode import DecodeOptions, attention_maps, source_ids, translate
+
+    model, tokenizer = package.model, package.tokenizer
+    source = (source or "").strip()
+    if not source:
+        raise PlaygroundError("Type a source sentence first.")
+    src_ids = source_ids(tokenizer, [source], model.cfg)[0]
+    if target_mode == TARGET_MODES[1]:
+        target = (target or "").strip()
+        if not target:
+            raise PlaygroundError("Type the target sentence to teacher-force, or choose “the model's translation”.")
+        out_ids = tokenizer.encode_tgt(target)
+    else:
+        hyp = translate(model, tokenizer, [source], DecodeOptions("greedy"))[0].best
+        out_ids, target = list(hyp.ids), hyp.text
+        if out_ids and out_ids[-1] == model.cfg.eos_id:
+            out_ids = out_ids[:-1]
+    tgt_in = [model.cfg.bos_id] + out_ids[: model.cfg.max_len - 1]
+    maps = attention_maps(model, tokenizer, src_ids, tgt_in)
+    return {"maps": {k: np.asarray(maps[k]) for k in ("encoder", "decoder", "cross")},
+            "src_tokens": list(maps["src_tokens"]), "tgt_tokens": list(maps["tgt_tokens"]),
+            "model": package.name, "source": source, "target": target}
+
+
+def read_probe(models_dir: Path, name: str | None) -> list:
+    from playground.package import package_info
+
+    if not name:
+        return []
+    try:
+        training = package_info(package_folder(models_dir, name))["training"] or {}
+    except PlaygroundError:
+        return []
+    return list((training.get("history") or {}).get("probe") or [])
+
+
+def probe_figure(probe: list, index: int):
+    if not probe:
+        return plots.empty_figure("This model has no attention history (it was not trained here, or never validated).")
+    index = min(max(int(index), 0), len(probe) - 1)
+    p = probe[index]
+    cross = np.asarray(p["cross"], dtype=float)
+    if cross.ndim == 3:  # [layers, queries, keys] (mean over heads per layer): show the last layer
+        cross = cross[-1]
+    return plots.attention_heatmap(cross, p["src_tokens"], p["tgt_tokens"],
+                                   f"Cross-attention of a validation pair at step {p['step']:,} "
+                                   f"(last layer, mean over heads; validation {index + 1} of {len(probe)})")
+
+
+def build(session: gr.State, models_dir: Path) -> AttentionTab:
+    models_dir = Path(models_dir)
+    names = model_names(models_dir)
+    first = default_model(models_dir, names)
+    first_probe = read_probe(models_dir, first)
+
+    @gpu
+    @friendly
+    def show_attention(session: Session, model: str, source: str, target_mode: str = TARGET_MODES[0],
+                       target: str = "", kind: str = "cross", view: str = VIEWS[0], layer: int = 0, head: int = 0):
+        """Compute the attention of one pair and draw it; returns the figure, the target used and a note."""
+        package = load_model(models_dir, model)
+        session.attention = compute_maps(package, source, target_mode, target)
+        att = session.attention
+        note = (f"**{att['model']}** · {len(att['src_tokens'])} source tokens (with `<eos>`), "
+                f"{len(att['tgt_tokens'])} target inputs (from `<bos>`); rows are queries, columns keys. "
+                "Hover for the weights.")
+        return (render(att, kind, view, layer, head), att["target"], note, *sliders(att, kind, layer, head))
+
+    @friendly
+    def redraw(session: Session, kind: str = "cross", view: str = VIEWS[0], layer: int = 0, head: int = 0):
+        """Draw the last computed maps again with another kind, view, layer or head."""
+        return render(session.attention, kind, view, layer, head)
+
+    @friendly
+    def switch(session: Session, kind: str, view: str, layer: int, head: int):
+        """Another kind has its own number of layers: the sliders follow (their change redraws)."""
+        return (redraw(session, kind, view, layer, head), *sliders(session.attention, kind, layer, head))
+
+    def current_figure(session: Session, kind: str, view: str, layer: int, head: int):
+        if not session.attention:
+            raise PlaygroundError("Show some attention first, then export it.")
+        return render(session.attention, kind, view, layer, head)
+
+    @friendly
+    def export_html(session: Session, kind: str = "cross", view: str = VIEWS[0], layer: int = 0, head: int = 0):
+        """The current chart as a self-contained HTML file (works offline; zoom and hover included)."""
+        fig = current_figure(session, kind, view, layer, head)
+        path = Path(tempfile.mkdtemp(prefix="attention-")) / f"attention-{kind}.html"
+        fig.write_html(str(path), include_plotlyjs=True, full_html=True)
+        return str(path)
+
+    @friendly
+    def export_png(session: Session, kind: str = "cross", view: str = VIEWS[0], layer: int = 0, head: int = 0):
+        """The current chart as PNG (needs kaleido on the server; otherwise use the chart's camera button)."""
+        fig = current_figure(session, kind, view, layer, head)
+        if not png_export_available():
+            gr.Warning(PNG_HELP)
+            return None
+        path = Path(tempfile.mkdtemp(prefix="attention-")) / f"attention-{kind}.png"
+        try:
+            fig.write_image(str(path), scale=2)
+        except Exception:  # noqa: BLE001 - kaleido present but no browser to drive, or similar
+            gr.Warning(PNG_HELP)
+            return None
+        return str(path)
+
+    @friendly
+    def pick_model(model: str):
+        probe = read_probe(models_dir, model)
+        n = len(probe)
+        return (gr.update(maximum=max(n - 1, 1), value=max(n - 1, 0), visible=n > 0, interactive=n > 1),
+                probe_figure(probe, n - 1))
+
+    @friendly
+    def show_probe(model: str, index: int = 0):
+        """Cross-attention of the model's fixed validation pair at the index-th validation of its training."""
+        return probe_figure(read_probe(models_dir, model), index)
+
+    @friendly
+    def refresh_models(model: str | None = None):
+        """The model picker's fresh choices (newest first), keeping `model` selected when it still exists."""
+        return model_dropdown(models_dir, model)
+
+    with gr.Row():
+        with gr.Column(scale=1):
+            with gr.Row():
+                model = gr.Dropdown(names, value=first, label="Model", scale=4, allow_custom_value=True)
+                refresh = gr.Button("↻", scale=0, min_width=40)
+            source = gr.Textbox(label="Source sentence", lines=2)
+            target_mode = gr.Radio(TARGET_MODES, value=TARGET_MODES[0], label="Target side")
+            target = gr.Textbox(label="Target (filled with the model's translation; edit it and choose "
+                                      "“my target” to teacher-force your own)", lines=2)
+            show = gr.Button("Show attention", variant="primary")
+            kind = gr.Radio(KINDS, value="cross", label="Attention")
+            view = gr.Radio(VIEWS, value=VIEWS[0], label="View")
+            layer = gr.Slider(0, 1, 0, step=1, label="Layer")
+            head = gr.Slider(0, 1, 0, step=1, label="Head")
+            with gr.Row():
+                html_btn = gr.Button("Export HTML", size="sm")
+                png_btn = gr.Button("Export PNG", size="sm")
+            export = gr.File(label="Exported chart", interactive=False, height=90)
+            gr.Markdown("" if png_export_available() else
+                        "PNG export is not installed on this server: use the camera icon in the chart's toolbar.")
+        with gr.Column(scale=2):
+            note = gr.Markdown()
+            plot = gr.Plot(render(None, "cross", VIEWS[0], 0, 0), show_label=False)
+            with gr.Accordion("Attention over training", open=True):
+                gr.Markdown("The trainer records the cross-attention (last layer, mean over heads) of one fixed "
+                            "validation pair at every validation: slide to watch the alignment form.")
+                probe_step = gr.Slider(0, max(len(first_probe) - 1, 1), max(len(first_probe) - 1, 0), step=1,
+                                       label="Validation", visible=bool(first_probe),
+                                       interactive=len(first_probe) > 1)
+                probe_plot = gr.Plot(probe_figure(first_probe, len(first_probe) - 1), show_label=False)
+
+    view_inputs = [session, kind, view, layer, head]
+    show.click(show_attention, [session, model, source, target_mode, target, kind, view, layer, head],
+               [plot, target, note, layer, head], api_name="attention")
+    source.submit(show_attention, [session, model, source, target_mode, target, kind, view, layer, head],
+                  [plot, target, note, layer, head], api_visibility="private")
+    kind.change(switch, view_inputs, [plot, layer, head], api_visibility="private", show_progress="hidden")
+    view.change(redraw, view_inputs, [plot], api_name="attention_view", show_progress="hidden")
+    for control in (layer, head):
+        control.change(redraw, view_inputs, [plot], api_visibility="private", show_progress="hidden",
+                       trigger_mode="always_last")
+    html_btn.click(export_html, view_inputs, [export], api_name="export_attention_html")
+    png_btn.click(export_png, view_inputs, [export], api_name="export_attention_png")
+    refresh.click(refresh_models, [model], [model], api_name="attention_models", show_progress="hidden")
+    model.change(pick_model, [model], [probe_step, probe_plot], api_visibility="private", show_progress="hidden")
+    probe_step.change(show_probe, [model, probe_step], [probe_plot], api_name="attention_probe",
+                      show_progress="hidden", trigger_mode="always_last")
+    return AttentionTab(model, refresh)
+

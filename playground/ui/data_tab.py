@@ -1,0 +1,229 @@
+"""Data tab: upload parallel text or pick a built-in dataset, look at it, choose direction and validation split."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradio as gr
+import pandas as pd
+
+from playground import plots
+from playground.errors import DataError
+from playground.ui.state import Session, friendly
+
+ASSETS = Path(__file__).resolve().parents[2] / "assets" / "datasets"
+PREVIEW_ROWS = 20
+MAX_LEN_WORDS = 256  # longest side kept when reading (the model's own max_len cuts tokens later)
+
+
+@dataclass
+class DataTab:
+    summary: gr.Markdown
+    preview: gr.Dataframe
+    dropped: gr.Dataframe
+    lengths: gr.Plot
+    src_lang: gr.Textbox
+    tgt_lang: gr.Textbox
+    val_fraction: gr.Slider
+
+
+def builtin_choices() -> list[tuple[str, str]]:
+    from playground.builtin_data import BUILTIN_DATASETS
+
+    return [(f"{d.title} ({name})", name) for name, d in BUILTIN_DATASETS.items()]
+
+
+def read_builtin(name: str):
+    """A built-in dataset's training pairs: its shipped TSV when present (fast), else generated on the spot."""
+    from playground.builtin_data import BUILTIN_DATASETS
+    from playground.data import DROP_REASONS, ParallelData, load_parallel
+
+    if name not in BUILTIN_DATASETS:
+        raise DataError(f"There is no built-in dataset {name!r}; choose one of {', '.join(BUILTIN_DATASETS)}.")
+    dataset = BUILTIN_DATASETS[name]
+    path = ASSETS / name / "train.tsv"
+    if path.is_file():
+        data = load_parallel(path, src_lang=dataset.src_lang, tgt_lang=dataset.tgt_lang, max_len=MAX_LEN_WORDS)
+    else:
+        train, _ = dataset.generate(0)
+        data = ParallelData(list(train), dict.fromkeys(DROP_REASONS, 0), "generated", dataset.src_lang,
+                            dataset.tgt_lang, len(train))
+    return data
+
+
+def read_upload(files) -> tuple[object, str]:
+    """One file (TSV/CSV/JSONL, maybe gzipped) or two aligned plain-text files, source first."""
+    from playground.data import load_parallel
+
+    paths = [Path(f if isinstance(f, str) else f.name) for f in (files or [])]
+    if not paths:
+        raise DataError("Upload a file first: one TSV/CSV/JSONL file, or two aligned text files (source, then target).")
+    if len(paths) > 2:
+        raise DataError(f"{len(paths)} files were uploaded; upload one file with both sides, or two aligned files "
+                        "(source first, then target).")
+    if len(paths) == 1:
+        return load_parallel(paths[0], max_len=MAX_LEN_WORDS), paths[0].name
+    return load_parallel(paths[0], paths[1], max_len=MAX_LEN_WORDS), f"{paths[0].name} + {paths[1].name}"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# What the tab shows
+
+
+def split_sizes(n_pairs: int, val_fraction: float) -> tuple[int, int]:
+    """(train, validation) sizes that playground.data.split_pairs will produce."""
+    if n_pairs < 2:
+        return n_pairs, 0
+    n_val = min(max(1, round(n_pairs * val_fraction)), 1000, n_pairs - 1)
+    return n_pairs - n_val, n_val
+
+
+def summary_markdown(session: Session) -> str:
+    data = session.data
+    if data is None:
+        return "*No data loaded yet: pick a built-in dataset or upload a file.*"
+    stats = session.stats()
+    n_train, n_val = split_sizes(len(data.pairs), session.val_fraction)
+    return "\n".join([
+        f"### {session.description}",
+        f"{data.summary()}",
+        "",
+        f"**Direction:** `{session.src_lang}` → `{session.tgt_lang}` · **split:** {n_train:,} training / {n_val:,} "
+        f"validation pairs ({session.val_fraction:.0%} held out, at most 1,000)",
+        "",
+        "| side | words | mean length | median | 95th pct. | longest | distinct words |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+        *(f"| {name} (`{lang}`) | {s.tokens:,} | {s.mean_len:.1f} | {s.median_len:g} | {s.p95_len} | {s.max_len} | "
+          f"{s.vocab_size:,} |" for name, lang, s in (("source", session.src_lang, stats.src),
+                                                      ("target", session.tgt_lang, stats.tgt))),
+    ])
+
+
+def preview_frame(session: Session) -> pd.DataFrame:
+    src, tgt = f"source ({session.src_lang})", f"target ({session.tgt_lang})"
+    if src == tgt:
+        tgt += " "
+    rows = session.pairs[:PREVIEW_ROWS]
+    return pd.DataFrame(rows, columns=[src, tgt]) if rows else pd.DataFrame(columns=[src, tgt])
+
+
+def dropped_frame(session: Session) -> pd.DataFrame:
+    data = session.data
+    columns = ["reason", "rows dropped", "example lines"]
+    if data is None:
+        return pd.DataFrame(columns=columns)
+    rows = [[reason, count, ", ".join(map(str, data.dropped_lines.get(reason, [])))]
+            for reason, count in data.dropped.items()]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def length_figure(session: Session):
+    if session.data is None:
+        return plots.length_histogram([], [])
+    stats = session.stats()
+    return plots.length_histogram(stats.src.lengths, stats.tgt.lengths, session.src_lang, session.tgt_lang)
+
+
+def show(session: Session):
+    """Outputs of every data handler: summary, preview, dropped rows, histogram, language boxes."""
+    return (summary_markdown(session), preview_frame(session), dropped_frame(session), length_figure(session),
+            session.src_lang, session.tgt_lang)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Handlers
+
+
+def _adopt(session: Session, data, description: str, val_fraction: float | None) -> None:
+    session.data, session.description = data, description
+    session.src_lang, session.tgt_lang = data.src_lang or "src", data.tgt_lang or "tgt"
+    if val_fraction is not None:
+        session.val_fraction = float(val_fraction)
+
+
+@friendly
+def load_builtin(session: Session, name: str, val_fraction: float = 0.05):
+    """Load a built-in dataset (reverse, numbers, mini-translation) into this session."""
+    from playground.builtin_data import BUILTIN_DATASETS
+
+    data = read_builtin(name)
+    _adopt(session, data, f"Built-in: {BUILTIN_DATASETS[name].title}", val_fraction)
+    return show(session)
+
+
+@friendly
+def load_files(session: Session, files, val_fraction: float = 0.05):
+    """Load uploaded parallel text: one TSV/CSV/JSONL file, or two aligned files (source first, then target)."""
+    data, description = read_upload(files)
+    _adopt(session, data, f"Uploaded: {description}", val_fraction)
+    return show(session)
+
+
+@friendly
+def swap_direction(session: Session):
+    """Swap source and target: train the other direction."""
+    if session.data is None:
+        raise DataError("Load data first, then swap its direction.")
+    data = session.data
+    data.pairs = [(t, s) for s, t in data.pairs]
+    data.src_lang, data.tgt_lang = data.tgt_lang, data.src_lang
+    session.src_lang, session.tgt_lang = session.tgt_lang, session.src_lang
+    return show(session)
+
+
+@friendly
+def set_languages(session: Session, src_lang: str, tgt_lang: str):
+    session.src_lang = (src_lang or "").strip() or "src"
+    session.tgt_lang = (tgt_lang or "").strip() or "tgt"
+    return summary_markdown(session), preview_frame(session), length_figure(session)
+
+
+@friendly
+def set_val_fraction(session: Session, val_fraction: float):
+    session.val_fraction = float(val_fraction)
+    return summary_markdown(session)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Layout
+
+
+def build(session: gr.State) -> DataTab:
+    gr.Markdown("Pick a built-in dataset or upload your own parallel text, then check it below. "
+                "The data stays in this browser session only.")
+    with gr.Row():
+        with gr.Column(scale=1):
+            builtin = gr.Dropdown(builtin_choices(), value="numbers", label="Built-in dataset",
+                                  info="Made by code in the repo; nothing is downloaded.")
+            builtin_btn = gr.Button("Load built-in dataset", variant="primary")
+        with gr.Column(scale=1):
+            files = gr.File(file_count="multiple", label="…or upload parallel text",
+                            file_types=[".tsv", ".csv", ".txt", ".jsonl", ".json", ".gz", ".de", ".en", ".fr",
+                                        ".es", ".src", ".tgt"])
+            gr.Markdown("One **TSV/CSV** (source, target columns; a header like `en<TAB>de` names the languages) or "
+                        "**JSON Lines** (`{\"src\": …, \"tgt\": …}`) file, or **two aligned text files** with one "
+                        "sentence per line — select both at once, source first. gzip is fine.")
+    with gr.Row():
+        src_lang = gr.Textbox(label="Source language", value="src", scale=2)
+        tgt_lang = gr.Textbox(label="Target language", value="tgt", scale=2)
+        swap = gr.Button("⇄ Swap direction", scale=1)
+        val_fraction = gr.Slider(0.01, 0.3, value=0.05, step=0.01, label="Validation split",
+                                 info="Share of pairs held out for validation (at most 1,000)", scale=3)
+    summary = gr.Markdown(summary_markdown(Session()))
+    with gr.Row():
+        with gr.Column(scale=3):
+            preview = gr.Dataframe(label=f"First {PREVIEW_ROWS} pairs", interactive=False, wrap=True, max_height=420)
+        with gr.Column(scale=2):
+            lengths = gr.Plot(plots.length_histogram([], []), show_label=False)
+            dropped = gr.Dataframe(label="Dropped rows by reason", interactive=False)
+
+    outputs = [summary, preview, dropped, lengths, src_lang, tgt_lang]
+    builtin_btn.click(load_builtin, [session, builtin, val_fraction], outputs, api_name="load_builtin")
+    files.upload(load_files, [session, files, val_fraction], outputs, api_name="load_files")
+    swap.click(swap_direction, [session], outputs, api_name="swap_direction")
+    gr.on([src_lang.blur, src_lang.submit, tgt_lang.blur, tgt_lang.submit], set_languages,
+          [session, src_lang, tgt_lang], [summary, preview, lengths], api_name="set_languages", show_progress="hidden")
+    val_fraction.change(set_val_fraction, [session, val_fraction], [summary], api_name="set_val_fraction",
+                        show_progress="hidden", trigger_mode="always_last")
+    return DataTab(summary, preview, dropped, lengths, src_lang, tgt_lang, val_fraction)

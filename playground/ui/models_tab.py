@@ -1,0 +1,146 @@
+"""Models tab: every package in models/ with its metrics; model card and config; download as zip, upload a zip,
+delete (with a confirmation)."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradio as gr
+import pandas as pd
+
+from playground.errors import PackageError
+from playground.ui.state import default_model, friendly, model_names, package_folder
+
+COLUMNS = ["name", "direction", "architecture", "parameters", "steps", "BLEU", "chrF", "val loss", "size (MB)", "saved"]
+
+
+@dataclass
+class ModelsTab:
+    table: gr.Dataframe
+    model: gr.Dropdown
+    refresh: gr.Button
+    changed: list  # events after which the set of packages may have changed (import, delete)
+
+
+def models_frame(models_dir: Path) -> pd.DataFrame:
+    """One row per package, from its JSON files (no weights loaded); a broken package says so."""
+    from playground.package import list_packages, package_info
+
+    rows = []
+    for folder in list_packages(models_dir):
+        try:
+            info = package_info(folder)
+        except PackageError as err:
+            rows.append([folder.name, "⚠️ broken", str(err)[:80], None, None, None, None, None, None, None])
+            continue
+        config, training = info["config"], info["training"] or {}
+        last = training.get("last") or {}
+        m, tok = config.get("model") or {}, config.get("tokenizer") or {}
+        architecture = (f"{m.get('n_encoder_layers', '?')}+{m.get('n_decoder_layers', '?')} layers, "
+                        f"d_model {m.get('d_model', '?')}, {m.get('n_heads', '?')} heads, "
+                        f"{tok.get('kind', '?')} {m.get('src_vocab_size', '?')}")
+        rows.append([
+            folder.name, f"{config.get('src_lang', '?')} → {config.get('tgt_lang', '?')}", architecture,
+            config.get("num_parameters"), training.get("steps"),
+            round(last["bleu"], 2) if "bleu" in last else None, round(last["chrf"], 2) if "chrf" in last else None,
+            round(last["val_loss"], 3) if "val_loss" in last else None, round(info["size_bytes"] / 1e6, 2),
+            config.get("saved_at", time.strftime("%Y-%m-%d %H:%M", time.localtime(folder.stat().st_mtime))),
+        ])
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def card(models_dir: Path, name: str | None) -> tuple[str, dict]:
+    """The model card (README.md) and config.json of a package."""
+    from playground.package import CARD, package_info
+
+    if not name:
+        return "*No model selected.*", {}
+    folder = package_folder(models_dir, name)
+    info = package_info(folder)
+    text = (folder / CARD).read_text(encoding="utf-8") if (folder / CARD).is_file() else f"# {name}\n\n(no model card)"
+    files = ", ".join(f"`{f}` ({size / 1e6:.2f} MB)" for f, size in sorted(info["files"].items()))
+    return f"{text}\n\n**Files:** {files}", info["config"]
+
+
+def build(session: gr.State, models_dir: Path) -> ModelsTab:
+    models_dir = Path(models_dir)
+    names = model_names(models_dir)
+    first = default_model(models_dir, names)
+
+    @friendly
+    def refresh_all(keep: str | None = None):
+        """All packages with their metrics (newest first), and the picker's choices."""
+        names = model_names(models_dir)
+        return models_frame(models_dir), gr.update(choices=names, value=default_model(models_dir, names, keep))
+
+    @friendly
+    def model_card(name: str):
+        """The model card (Markdown) and config (JSON) of a package."""
+        return card(models_dir, name)
+
+    @friendly
+    def export_model(name: str):
+        """Zip a package (weights, tokenizer, config, card) for download."""
+        from playground.package import export_zip
+
+        return str(export_zip(package_folder(models_dir, name), tempfile.mkdtemp(prefix="package-")))
+
+    @friendly
+    def import_model(file):
+        """Add a package from a zip file (checked before anything is written to models/)."""
+        from playground.package import import_zip
+
+        if not file:
+            raise PackageError("Choose a package zip to upload.")
+        path = Path(file if isinstance(file, str) else file.name)
+        folder = import_zip(path, models_dir)
+        gr.Info(f"Imported {folder.name}.")
+        table, dropdown = refresh_all(folder.name)
+        return f"✅ Imported **{folder.name}**.", table, dropdown, None
+
+    @friendly
+    def delete_model(name: str, confirm: bool = False):
+        """Delete a package from models/ (confirm must be True)."""
+        from playground.package import delete_package
+
+        if not name:
+            raise PackageError("Choose the model to delete.")
+        if not confirm:
+            raise PackageError(f"Tick “Yes, delete {name}” first: deleting cannot be undone.")
+        delete_package(models_dir, name)
+        table, dropdown = refresh_all(None)
+        return f"🗑 Deleted **{name}**.", table, dropdown, gr.update(value=False)
+
+    def pick(evt: gr.SelectData):
+        row = evt.row_value or []
+        return gr.update(value=row[0]) if row else gr.update()
+
+    with gr.Row():
+        table = gr.Dataframe(models_frame(models_dir), label="Model packages in models/ (click a row)",
+                             interactive=False, wrap=True, scale=5)
+        refresh = gr.Button("↻ Refresh", scale=0, min_width=100)
+    with gr.Row():
+        with gr.Column(scale=3):
+            model = gr.Dropdown(names, value=first, label="Model", allow_custom_value=True)
+            card_md = gr.Markdown(card(models_dir, first)[0] if first else "*No model selected.*")
+            with gr.Accordion("config.json", open=False):
+                config = gr.JSON(card(models_dir, first)[1] if first else {})
+        with gr.Column(scale=2):
+            download_btn = gr.Button("⬇ Download as zip")
+            download = gr.File(label="Package zip", interactive=False, height=90)
+            upload = gr.File(label="Upload a package zip", file_types=[".zip"], height=120)
+            status = gr.Markdown()
+            with gr.Group():
+                confirm = gr.Checkbox(False, label="Yes, delete the selected model (cannot be undone)")
+                delete_btn = gr.Button("🗑 Delete", variant="stop")
+
+    refresh.click(refresh_all, [model], [table, model], api_name="list_models", show_progress="hidden")
+    table.select(pick, None, [model], api_visibility="private")
+    model.change(model_card, [model], [card_md, config], api_name="model_card", show_progress="hidden")
+    download_btn.click(export_model, [model], [download], api_name="export_model")
+    imported = upload.upload(import_model, [upload], [status, table, model, upload], api_name="import_model")
+    deleted = delete_btn.click(delete_model, [model, confirm], [status, table, model, confirm], api_name="delete_model")
+    return ModelsTab(table, model, refresh, [imported, deleted])

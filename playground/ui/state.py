@@ -1,0 +1,189 @@
+"""What the tabs share: the per-session state, the read-only model cache, error handling and the ZeroGPU hook.
+
+Each browser session gets its own `Session` (held in a `gr.State`, so Gradio copies a fresh one per visitor):
+its data, its training run and the last results the tabs show. The only module-level state is the cache of
+loaded models, keyed by folder and weights file modification time, so a retrained package is loaded afresh.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from playground.errors import PackageError, PlaygroundError
+
+log = logging.getLogger("playground.ui")
+
+DEMO_MODEL = "demo-en-de"
+CACHE_SIZE = 4  # loaded models kept in memory
+
+
+# ----------------------------------------------------------------------------------------------------------
+# ZeroGPU: on a Hugging Face Space with the `spaces` package, GPU work runs inside @spaces.GPU; elsewhere a no-op
+
+
+try:  # pragma: no cover - only on Hugging Face Spaces
+    import spaces as _spaces
+except ImportError:  # the usual case: a laptop, a server, CI
+    _spaces = None
+
+
+def gpu(fn=None, *, duration: int = 60):
+    """`spaces.GPU(duration=...)` when the `spaces` package is importable (ZeroGPU Spaces), else the function itself."""
+    def wrap(f):
+        return _spaces.GPU(duration=duration)(f) if _spaces is not None else f
+    return wrap(fn) if fn is not None else wrap
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Per-session state
+
+
+@dataclass
+class Session:
+    """One browser session's data, training run and last results (never shared between sessions)."""
+
+    data: Any = None  # playground.data.ParallelData of the loaded data, or None
+    description: str = ""  # where the data came from ("built-in: numbers", "corpus.tsv")
+    src_lang: str = "src"
+    tgt_lang: str = "tgt"
+    val_fraction: float = 0.05
+    trainer: Any = None  # the running playground.train.Trainer, so that Stop can reach it
+    run_dir: str | None = None  # package folder of this session's latest run
+    estimated: bool = False  # the Train tab has timed a configuration for this session
+    translations: list = field(default_factory=list)  # one dict per row of the translation table
+    attention: dict | None = None  # the last attention maps and what they were computed from
+
+    _stats: tuple | None = None  # (the pairs list, its PairStats): statistics are computed once per data
+
+    @property
+    def pairs(self) -> list[tuple[str, str]]:
+        return list(self.data.pairs) if self.data is not None else []
+
+    def stats(self):
+        """playground.data.pair_stats of the loaded pairs (cached until the data or its direction changes)."""
+        from playground.data import pair_stats
+
+        pairs = self.data.pairs if self.data is not None else []
+        if self._stats is None or self._stats[0] is not pairs:
+            self._stats = (pairs, pair_stats(pairs))
+        return self._stats[1]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Errors: people see a sentence, never a traceback
+
+
+def _as_gradio_error(err: Exception) -> gr.Error:
+    if isinstance(err, gr.Error):
+        return err
+    if isinstance(err, PlaygroundError):
+        return gr.Error(str(err), print_exception=False)
+    log.exception("unexpected error in a UI handler")
+    return gr.Error(f"Something went wrong ({type(err).__name__}: {err}). The details are in the server log.",
+                    print_exception=False)
+
+
+def friendly(fn):
+    """Turn PlaygroundError (and any other exception) raised by a handler into a readable gr.Error."""
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def generator_wrapper(*args, **kwargs):
+            try:
+                yield from fn(*args, **kwargs)
+            except Exception as err:  # noqa: BLE001 - everything reaches people as a sentence
+                raise _as_gradio_error(err) from err
+        return generator_wrapper
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as err:  # noqa: BLE001
+            raise _as_gradio_error(err) from err
+    return wrapper
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Models on disk, and the cache of loaded ones
+
+
+def model_names(models_dir: str | Path) -> list[str]:
+    """Package names in models_dir, newest first."""
+    from playground.package import list_packages
+
+    return [p.name for p in list_packages(models_dir)]
+
+
+def default_model(models_dir: str | Path, names: list[str] | None = None, keep: str | None = None) -> str | None:
+    """`keep` if it still exists, else the demo model if present, else the newest package (None when there is none)."""
+    names = model_names(models_dir) if names is None else names
+    if keep in names:
+        return keep
+    if DEMO_MODEL in names:
+        return DEMO_MODEL
+    return names[0] if names else None
+
+
+def model_dropdown(models_dir: str | Path, keep: str | None = None) -> dict:
+    """A gr.update for a model picker: fresh choices, the selection kept when possible."""
+    names = model_names(models_dir)
+    return gr.update(choices=names, value=default_model(models_dir, names, keep))
+
+
+def package_folder(models_dir: str | Path, name: str | None) -> Path:
+    from playground.package import check_name, is_package
+
+    if not name:
+        raise PackageError("Choose a model first (train one on the Train tab, or upload a package on the Models tab).")
+    folder = Path(models_dir) / check_name(name)
+    if not is_package(folder):
+        raise PackageError(f"There is no model package named {name!r} (any more); press ↻ to refresh the list.")
+    return folder
+
+
+class ModelCache:
+    """Loaded packages keyed by (folder, weights mtime): switching models is fast, a retrained one reloads."""
+
+    def __init__(self, size: int = CACHE_SIZE):
+        self.size = size
+        self.items: OrderedDict[tuple[str, int], Any] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, folder: str | Path):
+        from playground.device import resolve_device
+        from playground.package import WEIGHTS, load_package
+
+        folder = Path(folder).resolve()
+        try:
+            key = (str(folder), (folder / WEIGHTS).stat().st_mtime_ns)
+        except OSError as err:
+            raise PackageError(f"No model package at {folder.name}: {err.strerror}.") from err
+        with self.lock:
+            if key in self.items:
+                self.items.move_to_end(key)
+                return self.items[key]
+        package = load_package(folder, resolve_device("auto"))
+        with self.lock:
+            for old in [k for k in self.items if k[0] == key[0]]:  # an older version of the same folder
+                del self.items[old]
+            self.items[key] = package
+            while len(self.items) > self.size:
+                self.items.popitem(last=False)
+        return package
+
+
+MODELS = ModelCache()
+
+
+def load_model(models_dir: str | Path, name: str | None):
+    """The loaded Package for a model picker's value (cached)."""
+    return MODELS.get(package_folder(models_dir, name))

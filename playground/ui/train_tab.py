@@ -1,0 +1,548 @@
+"""Train tab: preset, every hyperparameter, an estimate of the run time, Start/Stop/Resume and live charts.
+
+The Start handler is a generator that iterates `Trainer.run()` itself and yields UI updates a few times a
+second. The trainer sits in the session state so Stop can call `trainer.stop()`; when the browser tab closes,
+Gradio closes the generator, which closes `run()`, whose `finally` saves the package.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradio as gr
+import pandas as pd
+
+from playground import plots
+from playground.errors import DataError, PackageError, PlaygroundError, TrainingError
+from playground.ui.state import Session, friendly, gpu
+
+UPDATE_EVERY = 0.3  # seconds between UI updates while training (evals, the end and errors always update)
+BUDGETS = ("max_steps", "max_epochs", "max_minutes")
+RESUMABLE_OVERRIDES = (  # what Resume takes from the form; the rest (architecture, tokenizer) comes from the package
+    "lr", "schedule", "warmup_steps", "label_smoothing", "clip_norm", "batch_tokens", "weight_decay", *BUDGETS,
+    "eval_every", "eval_sentences", "early_stop_metric", "patience", "device", "precision", "accumulate",
+    "average_last",
+)
+SAMPLE_COLUMNS = ["step", "source", "reference", "model output"]
+EXTRA_LABELS = {"accumulate": "Gradient accumulation (batches per optimizer step)",
+                "average_last": "Average the weights of the last K validations at the end (0 = off)"}
+
+
+@dataclass
+class TrainTab:
+    controls: dict
+    model_name: gr.Textbox
+    resume_from: gr.Dropdown
+    status: gr.Markdown
+    start_event: object
+    resume_event: object
+    first_estimate: dict  # listener arguments to time the configuration when the tab is first opened
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Settings <-> TrainConfig
+
+
+def optional_fields() -> set[str]:
+    """TrainConfig fields that may be None (budgets, patience): 0 on the form means "not set"."""
+    from playground.train import TrainConfig
+
+    return {f.name for f in dataclasses.fields(TrainConfig) if "None" in str(f.type)}
+
+
+def preset_values(name: str) -> dict:
+    """Every form value for a preset: TrainConfig defaults, the preset's settings on top, budgets it lacks off."""
+    from playground.presets import PRESETS
+    from playground.train import TrainConfig
+
+    if name not in PRESETS:
+        raise TrainingError(f"Unknown preset {name!r}: choose one of {', '.join(PRESETS)}.")
+    values = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
+    values.update({k: None for k in BUDGETS})
+    values.update(PRESETS[name].settings)
+    beta1, beta2 = values.pop("betas")
+    values.update(beta1=beta1, beta2=beta2)
+    optional = optional_fields()
+    return {k: (0 if k in optional and v is None else v) for k, v in values.items()}
+
+
+def build_config(values: dict):
+    """A TrainConfig from the form (0 = no budget / no patience); bad settings raise TrainingError."""
+    from playground.train import TrainConfig
+
+    v = dict(values)
+    missing = [k for k, x in v.items() if x is None or x == ""]
+    if missing:
+        verb = "is" if len(missing) == 1 else "are"
+        raise TrainingError(f"Fill in every setting: {', '.join(missing)} {verb} empty.")
+    v["betas"] = (float(v.pop("beta1")), float(v.pop("beta2")))
+    for f in dataclasses.fields(TrainConfig):
+        if f.name in v and f.name != "betas":
+            kind = str(f.type)
+            if kind.startswith("int"):
+                v[f.name] = int(round(float(v[f.name])))
+            elif kind.startswith("float"):
+                v[f.name] = float(v[f.name])
+    for k in optional_fields() & set(v):
+        v[k] = v[k] if v[k] and v[k] > 0 else None
+    cfg = TrainConfig(**v)
+    cfg.model_config(cfg.vocab_size, cfg.vocab_size, True)  # d_model / heads and friends, checked now
+    return cfg
+
+
+ESTIMATING = "  \n⏱ Estimating the duration on this machine…"
+STALE = "  \n⏱ Press **Estimate duration** to time this configuration on this machine."
+
+
+def preset_line(name: str) -> str:
+    from playground.presets import PRESETS
+
+    return f"**{name}**: {PRESETS[name].description}"
+
+
+def parameter_line(values: dict) -> str:
+    from playground.estimate import count_parameters
+
+    try:
+        cfg = build_config(values)
+    except TrainingError as err:
+        return f"⚠️ {err}"
+    n = count_parameters(cfg)
+    return (f"**{n:,} parameters** ({n / 1e6:.2f} M) with a joint vocabulary of {cfg.vocab_size:,} "
+            f"(the trained tokenizer's vocabulary can come out smaller).")
+
+
+def data_shape(session: Session, tokenizer: str, batch_tokens: int) -> tuple[int | None, int | None]:
+    """(mean tokens per sentence, batches per epoch) of the session's data, roughly; (None, None) without data."""
+    from playground.estimate import data_tokens, steps_per_epoch
+
+    if session.data is None or not session.data.pairs:
+        return None, None
+    stats = session.stats()
+    src = data_tokens(stats.src.tokens, stats.src.chars, tokenizer)
+    tgt = data_tokens(stats.tgt.tokens, stats.tgt.chars, tokenizer)
+    mean = max(2, round((src + tgt) / (2 * max(stats.num_pairs, 1))) + 1)
+    return mean, steps_per_epoch(src, tgt, stats.num_pairs, batch_tokens)
+
+
+def planned_steps(cfg, epoch_steps: int | None, estimated: int | None = None) -> tuple[int, str]:
+    """Steps for the LR preview and where the number comes from: the steps budget, epochs x batches per epoch,
+    the steps the estimate expects to fit in the minutes budget, or else a few warmups' worth."""
+    candidates = [(cfg.max_steps, "steps budget")] if cfg.max_steps else []
+    if cfg.max_epochs and epoch_steps:
+        candidates.append((math.ceil(cfg.max_epochs * epoch_steps), "epochs budget"))
+    if candidates:
+        return min(candidates)
+    if cfg.max_minutes and estimated:
+        return estimated, "what fits in the minutes budget, estimated"
+    return max(10 * cfg.warmup_steps, 1000), "no step budget: the first steps"
+
+
+def lr_preview_figure(session: Session, values: dict, estimated_steps: int | None = None):
+    from playground.train import learning_rate
+
+    try:
+        cfg = build_config(values)
+    except TrainingError as err:
+        return plots.empty_figure(str(err), "Learning-rate schedule")
+    _, epoch_steps = data_shape(session, cfg.tokenizer, cfg.batch_tokens)
+    total, source = planned_steps(cfg, epoch_steps, estimated_steps)
+    total = max(int(total), 2)
+    stride = max(1, total // 400)
+    steps = list(range(1, total + 1, stride)) + ([total] if (total - 1) % stride else [])
+    return plots.lr_figure(steps, [learning_rate(cfg, s, total) for s in steps],
+                           f"Learning-rate schedule: {cfg.schedule} over {total:,} steps ({source})",
+                           mark_step=cfg.warmup_steps if 0 < cfg.warmup_steps < total else None)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Progress text
+
+
+def clock(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "?"
+    seconds = int(max(seconds, 0))
+    if seconds >= 3600:
+        return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+    return f"{seconds // 60}:{seconds % 60:02d}"
+
+
+def bar(fraction: float) -> str:
+    """An HTML progress bar (Markdown keeps the <progress> element)."""
+    return f'<progress value="{max(0.0, min(fraction, 1.0)):.3f}" max="1"></progress>'
+
+
+def progress_line(name: str, e: dict, cfg, last_eval: dict | None) -> str:
+    planned = e.get("planned_steps")
+    if planned:
+        fraction, of = e["step"] / planned, f"/{planned:,}"
+    elif cfg.max_minutes:
+        fraction, of = e["elapsed"] / (cfg.max_minutes * 60), ""
+    else:
+        fraction, of = 0.0, ""
+    parts = [f"step **{e['step']:,}**{of}", f"{bar(fraction)} {fraction:.0%}", f"epoch {e['epoch']:.2f}",
+             f"loss {e['loss']:.3f}", f"lr {e['lr']:.2e}", f"{e['tokens_per_s']:,.0f} tokens/s",
+             f"elapsed {clock(e['elapsed'])}", f"ETA {clock(e.get('eta'))}"]
+    line = f"⏳ Training `{name}`: " + " · ".join(parts)
+    if last_eval:
+        line += (f"  \nLast validation (step {last_eval['step']:,}): loss {last_eval['val_loss']:.3f}, "
+                 f"BLEU {last_eval['bleu']:.1f}, chrF {last_eval['chrf']:.1f}")
+    return line
+
+
+def done_line(name: str, folder: Path, e: dict) -> str:
+    s = e["summary"]
+    final = s.get("final") or {}
+    best = s.get("best") or {}
+    metrics = (f"final BLEU {final.get('bleu', 0):.1f}, chrF {final.get('chrf', 0):.1f}, val loss "
+               f"{final.get('val_loss', float('nan')):.3f}" if final else "no validation")
+    if best:
+        metrics += f" (best BLEU {best.get('bleu', 0):.1f} at step {best.get('step', '?')})"
+    return (f"✅ **Done** ({e['reason']}): {s['steps']:,} steps, {s['epochs']:.2f} epochs in {clock(s['wall_s'])}, "
+            f"{s['tokens_per_s']:,.0f} tokens/s on {s['device']}; {metrics}.  \nSaved as **`{name}`** "
+            f"(`{folder}`): try it on the Translate and Attention tabs.")
+
+
+def samples_frame(e: dict) -> pd.DataFrame:
+    rows = [[e["step"], s["source"], s["reference"], s["hypothesis"]] for s in e.get("samples", [])]
+    return pd.DataFrame(rows, columns=SAMPLE_COLUMNS)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The run
+
+
+def split_data(session: Session, seed: int):
+    from playground.data import split_pairs
+    from playground.train import TrainData
+
+    if session.data is None:
+        raise DataError("Load data on the Data tab first (a built-in dataset or your own file).")
+    train, val = split_pairs(session.pairs, session.val_fraction, seed=seed)
+    return TrainData(train, val, session.src_lang, session.tgt_lang, description=session.description or "user data")
+
+
+def run_trainer(session: Session, make_trainer, name: str, folder: Path, cfg):
+    """Shared by Start and Resume: build the trainer, iterate its events, yield throttled UI updates.
+
+    Outputs: status, loss chart, validation chart, LR chart, BLEU/chrF chart, samples table."""
+    if session.trainer is not None:
+        raise TrainingError("This tab is already training; press Stop first (or wait for it to finish).")
+    skip = gr.skip()
+    yield (f"⏳ Preparing `{name}`: training the tokenizer, encoding the data, building the model…",
+           skip, skip, skip, skip, skip)
+    try:
+        trainer = make_trainer()
+    except PlaygroundError as err:
+        yield (f"❌ {err}", skip, skip, skip, skip, skip)
+        raise
+    session.trainer, session.run_dir = trainer, str(folder)
+    events = trainer.run()
+    history = trainer.history  # for a resumed run it holds the earlier steps too: the charts continue
+
+    def charts(all_of_them: bool) -> tuple:
+        loss = plots.loss_figure(history.steps, history.loss, history.evals)
+        lr = plots.lr_figure(history.steps, history.lr)
+        if not all_of_them:  # between validations only the per-step curves change
+            return loss, skip, lr, skip
+        return loss, plots.val_loss_figure(history.evals), lr, plots.metrics_figure(history.evals)
+
+    last_eval = history.evals[-1] if history.evals else None
+    last_yield, status, last_step, samples, averaged = 0.0, "", None, skip, ""
+    try:
+        for e in events:
+            kind = e["type"]
+            if kind == "start":
+                status = (f"⏳ Training `{name}`: {e['params']:,} parameters on {e['device']} ({e['precision']}), "
+                          f"{e['train_pairs']:,} training / {e['val_pairs']:,} validation pairs, "
+                          f"{e['steps_per_epoch']:,} steps per epoch, vocabulary {e['vocab_size']:,}.")
+                yield (status, *charts(True), skip)
+                last_yield = time.monotonic()
+            elif kind == "step":
+                last_step = e
+                status = progress_line(name, e, cfg, last_eval)
+                if time.monotonic() - last_yield >= UPDATE_EVERY:
+                    yield (status, *charts(False), skip)
+                    last_yield = time.monotonic()
+            elif kind == "eval":
+                last_eval, samples = e, samples_frame(e)
+                if last_step is not None:
+                    status = progress_line(name, last_step, cfg, last_eval)
+                yield (status, *charts(True), samples)
+                last_yield = time.monotonic()
+            elif kind == "error":
+                yield (f"❌ {e['message']}", *charts(True), samples)
+                raise TrainingError(e["message"])
+            elif kind == "averaged":
+                averaged = (f"  \nThe weights of steps {', '.join(map(str, e.get('steps', [])))} were averaged into "
+                            f"**`{Path(e['path']).name}`**.")
+            elif kind == "done":
+                yield (done_line(name, folder, e) + averaged, *charts(True), samples)
+    finally:
+        events.close()  # a closed tab closes this generator: run()'s finally then saves the package
+        session.trainer = None
+
+
+def _train(session: Session, model_name: str, models_dir: Path, values: dict):
+    from playground.package import check_name, unique_name
+    from playground.train import Trainer
+
+    cfg = build_config(values)
+    name = check_name((model_name or "").strip())
+    unique = unique_name(models_dir, name)
+    if unique != name:
+        gr.Warning(f"A model named {name!r} already exists, so this run is saved as {unique!r}.")
+    folder = Path(models_dir) / unique
+    data = split_data(session, cfg.seed)
+    yield from run_trainer(session, lambda: Trainer(cfg, data, folder), unique, folder, cfg)
+
+
+def _resume(session: Session, resume_from: str, models_dir: Path, values: dict):
+    from playground.package import RESUME_STATE, package_info
+    from playground.train import TrainConfig, Trainer
+    from playground.ui.state import package_folder
+
+    folder = package_folder(models_dir, resume_from)
+    if not (folder / RESUME_STATE).is_file():
+        raise PackageError(f"{folder.name} holds no training state to resume from (it was imported, or not trained "
+                           "here): start a new run instead.")
+    training = package_info(folder)["training"] or {}
+    saved = dict(training.get("config") or {})
+    if not saved:
+        raise PackageError(f"{folder.name} has no training config to resume with.")
+    form = build_config(values).to_dict()
+    saved.update({k: form[k] for k in RESUMABLE_OVERRIDES if k in form})
+    # the budgets on the form come on top of what the package already did
+    if form["max_steps"]:
+        saved["max_steps"] = int(training.get("steps", 0)) + form["max_steps"]
+    if form["max_epochs"]:
+        saved["max_epochs"] = float(training.get("epochs", 0)) + form["max_epochs"]
+    if form["max_minutes"]:
+        saved["max_minutes"] = float(training.get("wall_s", 0)) / 60 + form["max_minutes"]
+    cfg = TrainConfig.from_dict(saved)
+    data = split_data(session, cfg.seed)
+    yield from run_trainer(session, lambda: Trainer(cfg, data, folder, resume_from=folder), folder.name, folder, cfg)
+
+
+@friendly
+def stop_training(session: Session) -> None:
+    """Stop this session's run after the current step; it validates once more and saves the package."""
+    if session.trainer is None:
+        gr.Info("Nothing is training in this tab.")
+        return
+    session.trainer.stop()
+    gr.Info("Stopping after the current step; the model is validated once more and saved.")
+
+
+def resumable(models_dir: Path) -> list[str]:
+    from playground.package import RESUME_STATE, list_packages
+
+    return [p.name for p in list_packages(models_dir) if (p / RESUME_STATE).is_file()]
+
+
+def resume_dropdown(models_dir: Path, session: Session | None = None, keep: str | None = None) -> dict:
+    names = resumable(models_dir)
+    own = Path(session.run_dir).name if session and session.run_dir else None
+    value = keep if keep in names else own if own in names else (names[0] if names else None)
+    return gr.update(choices=names, value=value)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Layout
+
+
+def _controls(values: dict) -> dict:
+    """One component per TrainConfig field (betas as two numbers), grouped; keys are the field names."""
+    from playground.device import PRECISIONS
+    from playground.tokenizer import TOKENIZER_KINDS
+    from playground.train import EARLY_STOP_METRICS, OPTIMIZERS, SCHEDULES, TrainConfig
+
+    import torch
+
+    devices = ["auto", "cpu"] + (["cuda"] if torch.cuda.is_available() else []) + (
+        ["mps"] if torch.backends.mps.is_available() else [])
+    c = {}
+    gr.Markdown("**Model**")
+    with gr.Row():
+        c["n_encoder_layers"] = gr.Slider(1, 12, values["n_encoder_layers"], step=1, label="Encoder layers")
+        c["n_decoder_layers"] = gr.Slider(1, 12, values["n_decoder_layers"], step=1, label="Decoder layers")
+        c["d_model"] = gr.Number(values["d_model"], label="d_model", precision=0, minimum=4, step=8)
+        c["n_heads"] = gr.Dropdown([1, 2, 4, 8, 16, 32], value=values["n_heads"], label="Attention heads",
+                                   info="must divide d_model")
+        c["d_ff"] = gr.Number(values["d_ff"], label="Feed-forward size (d_ff)", precision=0, minimum=1, step=64)
+    with gr.Row():
+        c["dropout"] = gr.Slider(0, 0.5, values["dropout"], step=0.05, label="Dropout")
+        c["attention_dropout"] = gr.Slider(0, 0.5, values["attention_dropout"], step=0.05, label="Attention dropout")
+        c["activation"] = gr.Radio(["relu", "gelu"], value=values["activation"], label="Activation")
+        c["positional_encoding"] = gr.Radio(["sinusoidal", "learned"], value=values["positional_encoding"],
+                                            label="Positional encoding")
+        c["norm_placement"] = gr.Radio(["post", "pre"], value=values["norm_placement"], label="LayerNorm placement",
+                                       info="post = the paper; pre = steadier")
+    with gr.Row():
+        c["tie_embeddings"] = gr.Checkbox(values["tie_embeddings"], label="Tie embeddings and output layer")
+        c["max_len"] = gr.Number(values["max_len"], label="Max tokens per sentence", precision=0, minimum=4)
+    gr.Markdown("**Tokenizer**")
+    with gr.Row():
+        c["tokenizer"] = gr.Dropdown(list(TOKENIZER_KINDS), value=values["tokenizer"], label="Tokenizer kind")
+        c["vocab_size"] = gr.Number(values["vocab_size"], label="Vocabulary size", precision=0, minimum=8)
+        c["joint_vocab"] = gr.Checkbox(values["joint_vocab"], label="One joint vocabulary for both sides")
+    gr.Markdown("**Optimisation**")
+    with gr.Row():
+        c["optimizer"] = gr.Radio(list(OPTIMIZERS), value=values["optimizer"], label="Optimizer")
+        c["lr"] = gr.Number(values["lr"], label="Learning rate", info="noam: a scale on d_model^-0.5; else the peak",
+                            step=1e-4)
+        c["beta1"] = gr.Number(values["beta1"], label="Adam β1", step=0.01)
+        c["beta2"] = gr.Number(values["beta2"], label="Adam β2", step=0.001)
+        c["eps"] = gr.Number(values["eps"], label="Adam ε")
+        c["weight_decay"] = gr.Number(values["weight_decay"], label="Weight decay", minimum=0, step=0.01)
+    with gr.Row():
+        c["schedule"] = gr.Dropdown(list(SCHEDULES), value=values["schedule"], label="LR schedule")
+        c["warmup_steps"] = gr.Number(values["warmup_steps"], label="Warmup steps", precision=0, minimum=0, step=50)
+        c["label_smoothing"] = gr.Slider(0, 0.5, values["label_smoothing"], step=0.01, label="Label smoothing")
+        c["clip_norm"] = gr.Number(values["clip_norm"], label="Gradient clip norm (0 = off)", minimum=0, step=0.5)
+        c["batch_tokens"] = gr.Number(values["batch_tokens"], label="Batch tokens", precision=0, minimum=16, step=512,
+                                      info="source + target tokens per batch, padding included")
+    gr.Markdown("**Budget and validation** (the first budget reached ends the run; 0 = not set)")
+    with gr.Row():
+        c["max_steps"] = gr.Number(values["max_steps"], label="Max steps", precision=0, minimum=0, step=100)
+        c["max_epochs"] = gr.Number(values["max_epochs"], label="Max epochs", minimum=0, step=1)
+        c["max_minutes"] = gr.Number(values["max_minutes"], label="Max minutes", minimum=0, step=1)
+        c["eval_every"] = gr.Number(values["eval_every"], label="Validate every (steps)", precision=0, minimum=1,
+                                    step=50)
+        c["eval_sentences"] = gr.Number(values["eval_sentences"], label="Sentences decoded per validation",
+                                        precision=0, minimum=1, step=50)
+    with gr.Row():
+        c["early_stop_metric"] = gr.Dropdown(list(EARLY_STOP_METRICS), value=values["early_stop_metric"],
+                                             label="Early-stopping metric")
+        c["patience"] = gr.Number(values["patience"], label="Patience (validations, 0 = never stop early)",
+                                  precision=0, minimum=0)
+        c["device"] = gr.Dropdown(devices, value=values["device"] if values["device"] in devices else "auto",
+                                  label="Device")
+        c["precision"] = gr.Dropdown(list(PRECISIONS), value=values["precision"], label="Precision",
+                                     info="auto measures what is fastest here")
+        c["seed"] = gr.Number(values["seed"], label="Seed", precision=0)
+    extra = [f for f in dataclasses.fields(TrainConfig) if f.name not in c and f.name != "betas" and f.name in values]
+    if extra:  # settings the trainer gained after this form was written still get a field
+        gr.Markdown("**More**")
+        with gr.Row():
+            for f in extra:
+                label = EXTRA_LABELS.get(f.name, f.name.replace("_", " ").capitalize())
+                kind = str(f.type)
+                if kind.startswith("bool"):
+                    c[f.name] = gr.Checkbox(values[f.name], label=label)
+                elif kind.startswith(("int", "float")):
+                    c[f.name] = gr.Number(values[f.name], label=label, precision=0 if kind.startswith("int") else None)
+                else:
+                    c[f.name] = gr.Textbox(str(values[f.name]), label=label)
+    return c
+
+
+def build(session: gr.State, models_dir: Path) -> TrainTab:
+    from playground.presets import PRESETS
+
+    models_dir = Path(models_dir)
+    values = preset_values("tiny")
+
+    @friendly
+    def apply_preset(session: Session, preset: str):
+        """The preset's settings in every field, its description, parameter count and LR preview."""
+        vals = preset_values(preset)
+        return (*[gr.update(value=vals[k]) for k in controls], preset_line(preset),
+                parameter_line(vals) + ESTIMATING, lr_preview_figure(session, vals))
+
+    @friendly
+    def refresh_preview(session: Session, **values):
+        return parameter_line(values) + STALE, lr_preview_figure(session, values)
+
+    @friendly
+    def first_estimate(session: Session, **values):
+        """The first time this session opens the Train tab, time the form's configuration."""
+        if session.estimated:
+            return gr.skip(), gr.skip()
+        return estimate(session, **values)
+
+    @gpu
+    @friendly
+    def estimate(session: Session, **values):
+        """Time a few training steps of this configuration on this machine; estimate the whole run."""
+        from playground.estimate import estimate_training
+
+        cfg = build_config(values)
+        seq_len, epoch_steps = data_shape(session, cfg.tokenizer, cfg.batch_tokens)
+        est = estimate_training(cfg, seq_len=seq_len, epoch_steps=epoch_steps)
+        session.estimated = True
+        caveat = "" if session.data is not None else " Load data first for a better guess (sentence lengths, epochs)."
+        return (f"{parameter_line(values)}  \n⏱ Estimated duration: **{est.describe()}**, validations included."
+                f"{caveat}", lr_preview_figure(session, values, est.steps))
+
+    @gpu(duration=120)
+    @friendly
+    def train(session: Session, model_name: str, **values):
+        """Train a new model on this session's data; yields status, charts and sample translations as it runs."""
+        yield from _train(session, model_name, models_dir, values)
+
+    @gpu(duration=120)
+    @friendly
+    def resume(session: Session, resume_from: str, **values):
+        """Continue training a package saved by a run: the budgets on the form are added to what it already did."""
+        yield from _resume(session, resume_from, models_dir, values)
+
+    with gr.Row():
+        with gr.Column(scale=2):
+            preset = gr.Radio(list(PRESETS), value="tiny", label="Preset")
+            preset_info = gr.Markdown(preset_line("tiny"))
+            params_info = gr.Markdown(parameter_line(values) + STALE)
+        with gr.Column(scale=1):
+            model_name = gr.Textbox("my-model", label="Model name",
+                                    info="Saved as models/<name>; an existing name gets a -2, -3… suffix.")
+            estimate_btn = gr.Button("⏱ Estimate duration")
+    with gr.Accordion("Advanced: every hyperparameter", open=False):
+        controls = _controls(values)
+    with gr.Row():
+        start_btn = gr.Button("▶ Start training", variant="primary", scale=2)
+        stop_btn = gr.Button("■ Stop", variant="stop", scale=1)
+        resume_btn = gr.Button("↻ Resume", scale=1)
+        resume_from = gr.Dropdown(resumable(models_dir), value=None, label="Resume from", scale=2,
+                                  allow_custom_value=True,
+                                  info="a package saved by a training run; the budgets above are added to it")
+    status = gr.Markdown("Load data on the Data tab, choose a preset, then press **Start training**.",
+                         elem_id="train-status", min_height=50)
+    with gr.Row():
+        loss_plot = gr.Plot(plots.loss_figure([], []), show_label=False)
+        val_plot = gr.Plot(plots.val_loss_figure([]), show_label=False)
+    with gr.Row():
+        lr_plot = gr.Plot(lr_preview_figure(Session(), values), show_label=False)
+        metrics_plot = gr.Plot(plots.metrics_figure([]), show_label=False)
+    samples = gr.Dataframe(pd.DataFrame(columns=SAMPLE_COLUMNS), label="Sample translations at the last validation",
+                           interactive=False, wrap=True)
+
+    estimating = dict(show_progress="minimal", concurrency_limit=1, concurrency_id="estimate")
+    preset.change(apply_preset, [session, preset], [*controls.values(), preset_info, params_info, lr_plot],
+                  api_name="apply_preset", show_progress="hidden").then(
+        estimate, [session], [params_info, lr_plot], inputs_kwargs=controls, api_name="estimate_preset",
+        api_visibility="private", **estimating)
+    gr.on([c.input for c in controls.values()], refresh_preview, [session], [params_info, lr_plot],
+          inputs_kwargs=controls, api_visibility="private", show_progress="hidden", trigger_mode="always_last")
+    estimate_btn.click(estimate, [session], [params_info, lr_plot], inputs_kwargs=controls, api_name="estimate",
+                       **estimating)
+
+    outputs = [status, loss_plot, val_plot, lr_plot, metrics_plot, samples]
+    waiting = ("⏳ Waiting for the training slot: one run trains at a time on this machine, so if another session is "
+               "training, yours starts as soon as it finishes (the queue position shows here).")
+    train_kwargs = dict(inputs_kwargs=controls, show_progress="full", show_progress_on=[status],
+                        concurrency_limit=1, concurrency_id="train")
+    start_event = start_btn.click(lambda: waiting, None, [status], queue=False, api_visibility="private",
+                                  show_progress="hidden").then(
+        train, [session, model_name], outputs, api_name="train", **train_kwargs)
+    resume_event = resume_btn.click(lambda: waiting, None, [status], queue=False, api_visibility="private",
+                                    show_progress="hidden").then(
+        resume, [session, resume_from], outputs, api_name="resume", **train_kwargs)
+    stop_btn.click(stop_training, [session], None, api_name="stop", concurrency_limit=None, show_progress="hidden")
+    return TrainTab(controls, model_name, resume_from, status, start_event, resume_event,
+                    dict(fn=first_estimate, inputs=[session], outputs=[params_info, lr_plot], inputs_kwargs=controls,
+                         api_visibility="private", **estimating))

@@ -1,0 +1,201 @@
+"""Translate tab: pick a model, type sentences, decode greedily, by sampling or with beam search, and look at
+the model's next-token choices for any output row."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradio as gr
+import pandas as pd
+
+from playground import plots
+from playground.errors import PlaygroundError
+from playground.ui.state import (MODELS, Session, default_model, friendly, gpu, load_model, model_dropdown, model_names,
+                                 package_folder)
+
+MAX_SENTENCES = 200
+TOP_K = 5  # candidates per step in the next-token view
+RESULT_COLUMNS = ["#", "rank", "source", "translation", "score", "mean log-prob", "tokens"]
+NEXT_COLUMNS = ["step", "chosen token", "p(chosen)", "top candidates"]
+
+
+@dataclass
+class TranslateTab:
+    model: gr.Dropdown
+    refresh: gr.Button
+
+
+def model_summary(models_dir: Path, name: str | None) -> str:
+    """One line about a package, from its JSON files only (no weights loaded)."""
+    from playground.package import package_info
+
+    if not name:
+        return "*No model yet: train one on the Train tab or upload a package on the Models tab.*"
+    try:
+        info = package_info(package_folder(models_dir, name))
+    except PlaygroundError as err:
+        return f"⚠️ {err}"
+    config, training = info["config"], info["training"] or {}
+    line = f"`{config['src_lang']}` → `{config['tgt_lang']}` · {config.get('num_parameters', 0):,} parameters"
+    final = training.get("last") or {}
+    if training:
+        line += f" · {training.get('steps', 0):,} steps"
+    if final:
+        line += f" · BLEU {final.get('bleu', 0):.1f}, chrF {final.get('chrf', 0):.1f} on its validation sample"
+    return line
+
+
+def decode_options(method: str, temperature: float, top_k: int, top_p: float, seed: int, beam_size: int,
+                   length_penalty: float, nbest: int, max_len: int):
+    from playground.decode import DecodeOptions
+
+    return DecodeOptions(
+        method=method, max_len=int(max_len) if max_len else None, temperature=float(temperature),
+        top_k=int(top_k or 0), top_p=float(top_p), seed=int(seed) if seed is not None else None,
+        beam_size=int(beam_size), length_penalty=float(length_penalty),
+        nbest=int(nbest) if method == "beam" else 1)
+
+
+def run_translation(package, sentences: list[str], opts, samples: int = 1):
+    """translate(); for sampling with samples > 1, one draw per seed (seed, seed+1, …), ranked by score."""
+    from dataclasses import replace
+
+    from playground.decode import translate
+
+    results = translate(package.model, package.tokenizer, sentences, opts)
+    if opts.method == "sample" and samples > 1:
+        for i in range(1, samples):
+            more = translate(package.model, package.tokenizer, sentences, replace(opts, seed=(opts.seed or 0) + i))
+            for t, extra in zip(results, more, strict=True):
+                t.hypotheses.extend(extra.hypotheses)
+        for t in results:
+            t.hypotheses.sort(key=lambda h: h.score, reverse=True)
+    return results
+
+
+def next_token_view(session: Session, row: int, k: int = TOP_K):
+    """Figure and table of the model's top-k next tokens at each step of one output row (1 = the first row)."""
+    from playground.decode import next_token_table
+
+    if not session.translations:
+        return plots.next_token_figure([]), pd.DataFrame(columns=NEXT_COLUMNS)
+    row = int(row)
+    if not 1 <= row <= len(session.translations):
+        raise PlaygroundError(f"There is no row {row}: the table has {len(session.translations)} rows (1 = the first).")
+    entry = session.translations[row - 1]
+    package = MODELS.get(entry["folder"])
+    rows = next_token_table(package.model, package.tokenizer, entry["src_ids"], entry["out_ids"], int(k))
+    title = f"Row {row}: “{entry['text'][:60]}” — top {int(k)} next tokens at each step"
+    table = pd.DataFrame([[r["step"], r["chosen"], round(r["chosen_prob"], 4),
+                           ", ".join(f"{tok} ({p:.2f})" for tok, p in r["top"])] for r in rows], columns=NEXT_COLUMNS)
+    return plots.next_token_figure(rows, title), table
+
+
+def build(session: gr.State, models_dir: Path) -> TranslateTab:
+    models_dir = Path(models_dir)
+    names = model_names(models_dir)
+    first = default_model(models_dir, names)
+
+    @gpu
+    @friendly
+    def translate_text(session: Session, model: str, text: str, method: str = "greedy", temperature: float = 1.0,
+                       top_k: int = 0, top_p: float = 1.0, seed: int = 0, beam_size: int = 5,
+                       length_penalty: float = 1.0, nbest: int = 1, max_len: int = 0):
+        """Translate one sentence per line; returns the results table, a note, and row 1's next-token view."""
+        package = load_model(models_dir, model)
+        sentences = [line.strip() for line in (text or "").splitlines() if line.strip()]
+        if not sentences:
+            raise PlaygroundError("Type at least one sentence to translate (one per line).")
+        if len(sentences) > MAX_SENTENCES:
+            raise PlaygroundError(f"{len(sentences)} lines is more than this page translates at once "
+                                  f"({MAX_SENTENCES}); use `python -m playground translate --input FILE` for files.")
+        opts = decode_options(method, temperature, top_k, top_p, seed, beam_size, length_penalty, nbest, max_len)
+        start = time.perf_counter()
+        results = run_translation(package, sentences, opts, samples=int(nbest) if method == "sample" else 1)
+        seconds = time.perf_counter() - start
+        rows, session.translations = [], []
+        for i, t in enumerate(results):
+            for rank, h in enumerate(t.hypotheses):
+                n = max(len(h.token_logprobs), 1)
+                rows.append([i + 1, rank + 1, t.source if rank == 0 else "", h.text, round(h.score, 3),
+                             round(sum(h.token_logprobs) / n, 3), len(h.ids)])
+                session.translations.append({"folder": str(package.path), "src_ids": t.source_ids,
+                                             "out_ids": h.ids, "source": t.source, "text": h.text})
+        score = "log p / length^α" if method == "beam" else "sum of log p"
+        note = (f"{len(sentences)} sentence{'s' if len(sentences) > 1 else ''} with **{package.name}** "
+                f"({package.config['src_lang']} → {package.config['tgt_lang']}), {method}, in {seconds:.2f} s. "
+                f"Score = {score}. Click a row to see the model's next-token choices for it.")
+        return (pd.DataFrame(rows, columns=RESULT_COLUMNS), note, 1, *next_token_view(session, 1))
+
+    @friendly
+    def next_tokens(session: Session, row: int = 1, k: int = TOP_K):
+        """The top-k next tokens (teacher-forced on the output) at each step of a row of the last results.
+        Rows count from 1, as in the table."""
+        return next_token_view(session, row, k)
+
+    def pick_row(session: Session, k: int, evt: gr.SelectData):
+        row = (evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index) + 1
+        try:
+            return (row, *next_token_view(session, row, k))
+        except PlaygroundError as err:
+            raise gr.Error(str(err), print_exception=False) from err
+
+    @friendly
+    def show_controls(method: str):
+        return (gr.update(visible=method == "sample"), gr.update(visible=method == "beam"),
+                gr.update(visible=method != "greedy", label="n-best" if method == "beam" else "samples per sentence"))
+
+    @friendly
+    def refresh_models(model: str | None = None):
+        """The model picker's fresh choices (newest first), keeping `model` selected when it still exists."""
+        return model_dropdown(models_dir, model)
+
+    with gr.Row():
+        with gr.Column(scale=1):
+            with gr.Row():
+                model = gr.Dropdown(names, value=first, label="Model", scale=4, allow_custom_value=True)
+                refresh = gr.Button("↻", scale=0, min_width=40)
+            model_info = gr.Markdown(model_summary(models_dir, first))
+            text = gr.Textbox(label="Source sentences (one per line)", lines=5,
+                              placeholder="Type in the model's source language, one sentence per line.")
+            method = gr.Radio(["greedy", "sample", "beam"], value="greedy", label="Decoding")
+            with gr.Row(visible=False) as sample_row:
+                temperature = gr.Slider(0.05, 2.0, 1.0, step=0.05, label="Temperature")
+                top_k = gr.Number(0, label="Top-k (0 = off)", precision=0, minimum=0)
+                top_p = gr.Slider(0.05, 1.0, 1.0, step=0.05, label="Top-p")
+                seed = gr.Number(0, label="Seed", precision=0)
+            with gr.Row(visible=False) as beam_row:
+                beam_size = gr.Slider(1, 16, 5, step=1, label="Beam size")
+                length_penalty = gr.Slider(0.0, 2.0, 1.0, step=0.1, label="Length penalty α")
+            with gr.Row():
+                nbest = gr.Slider(1, 8, 1, step=1, label="n-best", visible=False)
+                max_len = gr.Number(0, label="Max output tokens (0 = auto)", precision=0, minimum=0)
+            translate_btn = gr.Button("Translate", variant="primary")
+        with gr.Column(scale=2):
+            note = gr.Markdown()
+            results = gr.Dataframe(pd.DataFrame(columns=RESULT_COLUMNS), label="Translations", interactive=False,
+                                   wrap=True)
+            with gr.Row():
+                row = gr.Number(1, label="Table row for the next-token view (1 = first)", precision=0, minimum=1,
+                                scale=2)
+                k = gr.Slider(2, 10, TOP_K, step=1, label="Candidates per step", scale=2)
+                show_row = gr.Button("Show", scale=1)
+            next_plot = gr.Plot(plots.next_token_figure([]), show_label=False)
+            next_table = gr.Dataframe(pd.DataFrame(columns=NEXT_COLUMNS), label="Next-token table", interactive=False,
+                                      wrap=True)
+
+    method.change(show_controls, [method], [sample_row, beam_row, nbest], api_visibility="private",
+                  show_progress="hidden")
+    refresh.click(refresh_models, [model], [model], api_name="translate_models", show_progress="hidden")
+    model.change(lambda m: model_summary(models_dir, m), [model], [model_info], api_visibility="private",
+                 show_progress="hidden")
+    inputs = [session, model, text, method, temperature, top_k, top_p, seed, beam_size, length_penalty, nbest, max_len]
+    outputs = [results, note, row, next_plot, next_table]
+    translate_btn.click(translate_text, inputs, outputs, api_name="translate")
+    text.submit(translate_text, inputs, outputs, api_visibility="private")
+    results.select(pick_row, [session, k], [row, next_plot, next_table], api_visibility="private")
+    show_row.click(next_tokens, [session, row, k], [next_plot, next_table], api_name="next_tokens")
+    return TranslateTab(model, refresh)
+

@@ -1,0 +1,235 @@
+"""The web UI end to end: launch the Gradio app in-process and drive it with gradio_client, the way a browser or
+an API user would: load data, train a tiny model, translate three ways, look at attention, manage packages."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import zipfile
+from pathlib import Path
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from gradio_client import Client, handle_file  # noqa: E402
+from gradio_client.exceptions import AppError  # noqa: E402
+
+from playground import plots  # noqa: E402
+from playground.ui.app import build_app  # noqa: E402
+
+MODEL = "tiny-test"
+# a model small enough to train in a second or two on two busy CPU cores
+TINY = dict(d_model=32, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=64, vocab_size=200, max_len=32,
+            batch_tokens=512, max_steps=30, max_minutes=0, max_epochs=0, eval_every=15, eval_sentences=16,
+            warmup_steps=10, lr=3e-3, schedule="inverse_sqrt", precision="fp32", device="cpu")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def models_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("models")
+
+
+@pytest.fixture(scope="module")
+def app(models_dir):
+    # one intra-op thread: these models are far too small to gain from two, and on a shared 2-core machine two
+    # OpenMP threads competing with a neighbour's process can make every step 10x slower
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    demo = build_app(models_dir)
+    port = free_port()
+    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True)
+    yield f"http://127.0.0.1:{port}/"
+    demo.close()
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def client(app) -> Client:
+    """One client = one browser session: its gr.State (data, run, last results) persists across calls."""
+    return Client(app, verbose=False)
+
+
+@pytest.fixture(scope="module")
+def trained(client, models_dir) -> list:
+    """Load the built-in reversal data and train MODEL; returns every UI update the run streamed."""
+    summary = client.predict("reverse", 0.05, api_name="/load_builtin")[0]
+    assert "pairs kept" in summary and "`seq` → `rev`" in summary
+    job = client.submit(model_name=MODEL, api_name="/train", **TINY)
+    updates = list(job)
+    job.result()
+    assert (models_dir / MODEL / "model.safetensors").is_file()
+    return updates
+
+
+def test_api_names(client):
+    names = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
+    for name in ("/load_builtin", "/load_files", "/swap_direction", "/train", "/stop", "/resume", "/estimate",
+                 "/translate", "/next_tokens", "/attention", "/export_attention_html", "/attention_probe",
+                 "/list_models", "/model_card", "/export_model", "/import_model", "/delete_model"):
+        assert name in names
+
+
+def test_training_streams_status_charts_and_samples(trained, models_dir):
+    statuses = [u[0] for u in trained]
+    assert statuses[0].startswith("⏳ Preparing")
+    assert any("step **15**/30" in s or "step **30**/30" in s for s in statuses), statuses
+    final = trained[-1]
+    assert final[0].startswith("✅ **Done**") and MODEL in final[0]
+    loss_chart = final[1]
+    assert loss_chart["type"] == "plotly" and "train (EMA" in loss_chart["plot"]
+    samples = [u[5] for u in trained if isinstance(u[5], dict) and u[5].get("data")]
+    assert samples and samples[-1]["headers"] == ["step", "source", "reference", "model output"]
+    assert len(statuses) < 30  # throttled: not one update per step
+
+
+def test_translate_with_every_method(client, trained):
+    text = "a b c d\n1 2 3"
+    greedy = client.predict(MODEL, text, "greedy", api_name="/translate")
+    assert [row[0] for row in greedy[0]["data"]] == [1, 2]
+    assert "greedy" in greedy[1]
+    sample = client.predict(MODEL, text, "sample", temperature=0.8, top_k=10, top_p=0.9, seed=3, nbest=2,
+                            api_name="/translate")
+    assert len(sample[0]["data"]) == 4  # two samples per sentence
+    beam = client.predict(MODEL, text, "beam", beam_size=3, length_penalty=0.6, nbest=2, api_name="/translate")
+    rows = beam[0]["data"]
+    assert len(rows) == 4 and [r[1] for r in rows] == [1, 2, 1, 2]
+    assert rows[0][4] >= rows[1][4]  # n-best sorted by score
+    plot, table = client.predict(2, 4, api_name="/next_tokens")  # row 2: the 2nd beam of sentence 1
+    assert plot["type"] == "plotly" and table["headers"][:2] == ["step", "chosen token"]
+    assert all(len(r[3].split(", ")) == 4 for r in table["data"])
+
+
+def test_attention_views_and_export(client, trained):
+    plot, target, note, layer, head = client.predict(MODEL, "a b c d", api_name="/attention", target="")
+    assert plot["type"] == "plotly" and '"type":"heatmap"' in plot["plot"].replace(" ", "")
+    assert "0:" in plot["plot"]  # position-prefixed token labels
+    assert MODEL in note
+    plot, *_ = client.predict(MODEL, "a b c d", "my target (teacher-forced)", "d c b a", "decoder",
+                              "all heads (layers × heads)", api_name="/attention")
+    assert "head 1" in plot["plot"]
+    html = client.predict("encoder", "mean over heads", 0, 0, api_name="/export_attention_html")
+    page = Path(html).read_text(encoding="utf-8")
+    assert page.lower().lstrip().startswith("<!doctype html>") and "plotly" in page
+    probe = client.predict(MODEL, 1, api_name="/attention_probe")
+    assert "validation 2 of 2" in probe["plot"]
+
+
+def test_models_tab_lists_cards_exports_imports_and_deletes(client, trained, models_dir):
+    table, picker = client.predict(api_name="/list_models")
+    row = dict(zip(table["headers"], table["data"][0], strict=True))
+    assert row["name"] == MODEL and row["steps"] >= 30 and row["architecture"].startswith("1+1 layers, d_model 32")
+    card, config = client.predict(MODEL, api_name="/model_card")
+    assert card.startswith(f"# {MODEL}") and config["name"] == MODEL
+    zip_path = client.predict(MODEL, api_name="/export_model")
+    assert {Path(n).name for n in zipfile.ZipFile(zip_path).namelist()} >= {"config.json", "model.safetensors"}
+    status, table, picker, _ = client.predict(handle_file(zip_path), api_name="/import_model")
+    assert f"{MODEL}-2" in status and (models_dir / f"{MODEL}-2").is_dir()
+    with pytest.raises(AppError, match="Tick"):
+        client.predict(f"{MODEL}-2", False, api_name="/delete_model")
+    client.predict(f"{MODEL}-2", True, api_name="/delete_model")
+    assert not (models_dir / f"{MODEL}-2").exists()
+
+
+def test_resume_adds_the_budget_to_the_saved_run(client, trained, models_dir):
+    result = client.predict(MODEL, api_name="/resume", **{**TINY, "max_steps": 10})
+    assert result[0].startswith("✅ **Done**") and "40 steps" in result[0]
+    training = json.loads((models_dir / MODEL / "training.json").read_text(encoding="utf-8"))
+    assert training["steps"] == 40 and training["history"]["steps"][0] == 1  # the charts keep the first 30 steps
+
+
+def test_estimate_times_the_configuration_here(client, trained):
+    text, lr_chart = client.predict(api_name="/estimate", **TINY)
+    assert lr_chart["type"] == "plotly" and "steps budget" in lr_chart["plot"]
+    assert "parameters" in text and "Estimated duration" in text and "30 steps" in text
+
+
+def wait_for_steps(job, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any("step **" in str(o[0]) for o in job.outputs()):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"no training progress within {timeout} s: {job.outputs()}")
+
+
+def test_stop_ends_the_run_cleanly(app, models_dir):
+    client = Client(app, verbose=False)
+    client.predict("numbers", 0.05, api_name="/load_builtin")
+    job = client.submit(model_name="stopped", api_name="/train", **{**TINY, "max_steps": 10**6, "eval_every": 10**6})
+    wait_for_steps(job)
+    client.predict(api_name="/stop")
+    result = job.result(timeout=60)
+    assert "stopped by the user" in result[0]
+    assert (models_dir / "stopped" / "model.safetensors").is_file()
+
+
+def test_closing_the_tab_keeps_the_work_done(app, models_dir):
+    client = Client(app, verbose=False)
+    client.predict("reverse", 0.05, api_name="/load_builtin")
+    job = client.submit(model_name="closed", api_name="/train", **{**TINY, "max_steps": 10**6, "eval_every": 10**6})
+    wait_for_steps(job)
+    job.cancel()  # what Gradio does when the browser tab goes away: the handler's generator is closed
+    training = models_dir / "closed" / "training.json"
+    deadline = time.monotonic() + 30
+    while not training.is_file() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert json.loads(training.read_text(encoding="utf-8"))["steps"] > 0
+    # the session is free again: a new run starts instead of "already training"
+    result = client.predict(model_name="after-close", api_name="/train", **TINY)
+    assert result[0].startswith("✅ **Done**")
+
+
+def test_errors_are_readable(client, trained, tmp_path):
+    with pytest.raises(AppError, match="Invalid model name"):
+        client.predict(model_name="../escape", api_name="/train", **TINY)
+    with pytest.raises(AppError, match="must be divisible|divisible by n_heads"):
+        client.predict(model_name="bad", api_name="/train", **{**TINY, "d_model": 30, "n_heads": 4})
+    with pytest.raises(AppError, match="no model package|There is no model"):
+        client.predict("does-not-exist", "hello", api_name="/translate")
+    bad = tmp_path / "not-a-package.zip"
+    with zipfile.ZipFile(bad, "w") as zf:
+        zf.writestr("weights.pt", b"pickle")
+    with pytest.raises(AppError, match="not part of a model package"):
+        client.predict(handle_file(str(bad)), api_name="/import_model")
+
+
+def test_upload_two_aligned_files_and_swap(app, tmp_path):
+    client = Client(app, verbose=False)  # a second browser session: its own data
+    (tmp_path / "corpus.en").write_text("hello world\ngood morning\nthank you\n", encoding="utf-8")
+    (tmp_path / "corpus.de").write_text("hallo welt\nguten morgen\ndanke\n", encoding="utf-8")
+    summary, preview, dropped, lengths, src, tgt = client.predict(
+        [handle_file(str(tmp_path / "corpus.en")), handle_file(str(tmp_path / "corpus.de"))], 0.3,
+        api_name="/load_files")
+    assert (src, tgt) == ("en", "de") and "3 pairs kept" in summary
+    assert preview["data"][0] == ["hello world", "hallo welt"]
+    summary, preview, *_, src, tgt = client.predict(api_name="/swap_direction")
+    assert (src, tgt) == ("de", "en") and preview["data"][0] == ["hallo welt", "hello world"]
+    with pytest.raises(AppError, match="not a two-column file|Accepted formats"):
+        (tmp_path / "one.txt").write_text("just one column\nand another\n", encoding="utf-8")
+        client.predict([handle_file(str(tmp_path / "one.txt"))], 0.05, api_name="/load_files")
+
+
+def test_training_without_data_says_what_to_do(app):
+    client = Client(app, verbose=False)
+    with pytest.raises(AppError, match="Load data"):
+        client.predict(model_name="nodata", api_name="/train", **TINY)
+
+
+def test_plots_are_pure_figures():
+    steps = list(range(1, 5001))
+    fig = plots.loss_figure(steps, [1 / s for s in steps], [{"step": 100, "val_loss": 0.5}])
+    assert len(fig.data[0].x) <= plots.MAX_POINTS + 1 and fig.data[2].name == "validation"
+    assert plots.ema([1.0, 1.0, 1.0]) == pytest.approx([1.0, 1.0, 1.0])  # bias-corrected
+    assert plots.token_labels(["the", "cat", "the"]) == ["0:the", "1:cat", "2:the"]
+    grid = plots.attention_grid(np.random.rand(2, 3, 4, 5), list("abcde"), list("wxyz"))
+    assert len(grid.data) == 6
