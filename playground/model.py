@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, fields
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from playground.errors import PackageError
 
@@ -86,6 +87,10 @@ def attend(q, k, v, key_mask=None, causal=False, dropout_p=0.0, need_weights=Fal
     if not need_weights:
         # is_causal and attn_mask are exclusive in SDPA; the decoder's self-attention never needs both because
         # target padding sits after the real tokens, where the causal mask already hides it from them.
+        if q.requires_grad and q.device.type == "cpu":
+            # the CPU flash kernel's backward is 4-7x slower than the math one at these sizes (bench/profile_step.py)
+            with sdpa_kernel(SDPBackend.MATH):
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=key_mask, dropout_p=dropout_p, is_causal=causal), None
         return F.scaled_dot_product_attention(q, k, v, attn_mask=key_mask, dropout_p=dropout_p, is_causal=causal), None
     scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.size(-1))  # [B,H,Tq,Tk]
     if key_mask is not None:
@@ -256,7 +261,11 @@ class LayerCache:
         return self.k[:, :, : self.length], self.v[:, :, : self.length]
 
     def select(self, index: torch.Tensor) -> None:
-        self.k, self.v = self.k.index_select(0, index), self.v.index_select(0, index)
+        """Keep the rows in `index`, copying only the positions filled so far (beam search calls this each step)."""
+        k, v = self.k.new_empty(len(index), *self.k.shape[1:]), self.v.new_empty(len(index), *self.v.shape[1:])
+        k[:, :, : self.length] = self.k[index, :, : self.length]
+        v[:, :, : self.length] = self.v[index, :, : self.length]
+        self.k, self.v = k, v
 
 
 @dataclass

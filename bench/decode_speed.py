@@ -1,0 +1,204 @@
+"""Decoding speed: the project's cached greedy search versus recomputing the whole prefix every step, plus
+sampling and beam 5, at batch 1 and 64; and one sentence through translate() end to end (the UI's latency).
+
+Every search produces exactly --steps tokens per sentence (<eos> is forbidden, so random weights never stop
+early): cached and uncached greedy, sampling and beam search do the same number of steps per sentence.
+
+    python bench/decode_speed.py --data ../shared/data/multi30k
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import common  # first: puts the repository on sys.path
+import torch
+
+from playground.decode import DecodeOptions, beam_search, greedy_or_sample, pad_batch, source_ids, translate
+from playground.device import autocast, resolve_device, sync
+from playground.model import Transformer
+from playground.package import load_package
+from playground.presets import preset_config
+from playground.tokenizer import PairTokenizer, train_tokenizer
+
+Search = Callable[[Transformer, torch.Tensor], list[list[int]]]  # padded sources [B,S] -> token ids per sentence
+
+
+@torch.inference_mode()
+def uncached_greedy(model: Transformer, src: torch.Tensor, steps: int) -> list[list[int]]:
+    """Greedy search without a cache: every step runs model(src, prefix) on the whole prefix (the encoder too)
+    and keeps the last position's argmax."""
+    prefix = torch.full((src.size(0), 1), model.cfg.bos_id, dtype=torch.long, device=src.device)
+    for _ in range(steps):
+        next_token = model(src, prefix)[:, -1].argmax(-1)
+        prefix = torch.cat([prefix, next_token[:, None]], dim=1)
+    return prefix[:, 1:].tolist()
+
+
+def project_search(opts: DecodeOptions) -> Search:
+    search = beam_search if opts.method == "beam" else greedy_or_sample
+    return lambda model, src: [hyps[0].ids for hyps in search(model, src, opts).hypotheses]
+
+
+def searches(steps: int, beam_size: int) -> dict[str, Search]:
+    return {
+        "greedy, cached": project_search(DecodeOptions("greedy", max_len=steps)),
+        "greedy, uncached": lambda model, src: uncached_greedy(model, src, steps),
+        "sample, cached": project_search(DecodeOptions("sample", max_len=steps)),
+        f"beam {beam_size}, cached": project_search(DecodeOptions("beam", max_len=steps, beam_size=beam_size)),
+    }
+
+
+def forbid_eos(model: Transformer) -> None:
+    """Make <eos> impossible (its logit -inf) so every search runs to its length limit."""
+    eos = model.cfg.eos_id
+
+    def hook(module, inputs, logits):
+        logits[..., eos] = float("-inf")
+        return logits
+
+    model.output.register_forward_hook(hook)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Timing
+
+
+@dataclass
+class Timing:
+    seconds: float = 0.0
+    sentences: int = 0
+    tokens: int = 0
+    calls: int = 0
+
+
+def time_searches(model: Transformer, batches: list[torch.Tensor], runs: dict[str, Search], seconds: float,
+                  precision: str, steps: int) -> dict[str, Timing]:
+    """Rounds in which every search decodes the same batch (so all do the same work, and a change in load hits
+    all alike), until the slowest search has run for `seconds`."""
+    device = batches[0].device
+    timings = {name: Timing() for name in runs}
+    for round_ in itertools.count():
+        src = batches[round_ % len(batches)]
+        for name, search in runs.items():
+            sync(device)
+            start = time.perf_counter()
+            with autocast(device, precision):
+                ids = search(model, src)
+            sync(device)
+            t = timings[name]
+            t.seconds += time.perf_counter() - start
+            t.sentences, t.tokens, t.calls = t.sentences + len(ids), t.tokens + sum(map(len, ids)), t.calls + 1
+            if any(len(x) != steps for x in ids):
+                raise AssertionError(f"{name} produced {sorted({len(x) for x in ids})} tokens, not {steps}")
+        if max(t.seconds for t in timings.values()) >= seconds:
+            return timings
+
+
+def agreement(model: Transformer, src: torch.Tensor, runs: dict[str, Search]) -> float:
+    """Share of tokens where cached and uncached greedy agree (should be ~1: the cache changes nothing)."""
+    cached, uncached = runs["greedy, cached"](model, src), runs["greedy, uncached"](model, src)
+    pairs = [(a, b) for x, y in zip(cached, uncached) for a, b in zip(x, y)]
+    return sum(a == b for a, b in pairs) / len(pairs)
+
+
+def translate_latency(model: Transformer, tokenizer: PairTokenizer, sentence: str, method: str, repeats: int) -> dict:
+    opts = DecodeOptions(method)
+    times = []
+    for _ in range(repeats + 1):  # the first call is reported separately (cold caches)
+        start = time.perf_counter()
+        best = translate(model, tokenizer, [sentence], opts)[0].best
+        times.append(time.perf_counter() - start)
+    return {"method": method, "first_ms": 1000 * times[0], "median_ms": 1000 * common.median(times[1:]),
+            "output_tokens": len(best.ids)}
+
+
+# ----------------------------------------------------------------------------------------------------------
+
+
+def small_model(tokenizer: PairTokenizer, device: torch.device, seed: int) -> Transformer:
+    torch.manual_seed(seed)
+    cfg = preset_config("small").model_config(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, tokenizer.joint)
+    return Transformer(cfg).to(device).eval()
+
+
+def sentences_and_tokenizer(data: str | None, vocab_size: int) -> tuple[list[str], PairTokenizer, str]:
+    """Multi30k validation sources and a BPE trained on Multi30k train; without --data, the built-in toy data."""
+    if data:
+        train, label = common.load_split(data, "train"), "Multi30k val"
+        sources = [s for s, _ in common.load_split(data, "val")]
+    else:
+        train = common.builtin_pairs()
+        sources, label = [s for s, _ in train], "built-in mini-translation"
+    return sources, train_tokenizer(train, vocab_size=vocab_size), label
+
+
+def main() -> None:
+    parser = common.base_parser(__doc__.split("\n")[0], data_required=False)
+    parser.add_argument("--steps", type=int, default=32, help="tokens decoded per sentence by every search")
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 64])
+    parser.add_argument("--beam-size", type=int, default=5)
+    parser.add_argument("--sentences", type=int, default=256, help="source sentences cycled through")
+    parser.add_argument("--seconds", type=float, default=10.0, help="seconds the slowest search runs, per batch size")
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"], help="autocast for the searches")
+    parser.add_argument("--repeats", type=int, default=5, help="timed translate() calls per method")
+    parser.add_argument("--package", help="time translate() with this trained package instead of random weights")
+    args = parser.parse_args()
+
+    machine = common.start(args)
+    device = resolve_device(args.device)
+    sources, tokenizer, label = sentences_and_tokenizer(args.data, preset_config("small").vocab_size)
+    model = small_model(tokenizer, device, args.seed)
+    forbid_eos(model)
+    ids = sorted(source_ids(tokenizer, sources[: args.sentences], model.cfg), key=len)  # as translate() batches
+    runs = searches(args.steps, args.beam_size)
+    print(f"small preset ({model.num_parameters():,} parameters, random weights), {len(ids)} {label} sources, "
+          f"{args.steps} tokens per sentence, {args.precision}")
+
+    rows, results = [], {}
+    for batch_size in args.batch_sizes:
+        batches = [pad_batch(ids[i : i + batch_size], model.cfg.pad_id, device) for i in range(0, len(ids), batch_size)]
+        random.Random(args.seed).shuffle(batches)  # any prefix of the rounds mixes short and long sentences
+        timings = time_searches(model, batches, runs, args.seconds, args.precision, args.steps)
+        match = agreement(model, batches[0], runs)
+        for name, t in timings.items():
+            row = {"sentences_per_s": t.sentences / t.seconds, "tokens_per_s": t.tokens / t.seconds,
+                   "ms_per_sentence": 1000 * t.seconds / t.sentences}
+            results[f"{name} @ {batch_size}"] = {"batch_size": batch_size, **row}
+            rows.append([name, batch_size, *row.values()])
+        results[f"greedy agreement @ {batch_size}"] = match
+    common.print_table("Decoding speed", ["search", "batch", "sentences/s", "tokens/s", "ms/sentence"], rows)
+
+    ratios = {}
+    beam = f"beam {args.beam_size}, cached"
+    for b in args.batch_sizes:
+        speed = {name: results[f"{name} @ {b}"]["sentences_per_s"] for name in runs}
+        cache_gain = speed["greedy, cached"] / speed["greedy, uncached"]
+        beam_cost = speed["greedy, cached"] / speed[beam]
+        ratios[f"cached / uncached greedy @ {b}"] = cache_gain
+        ratios[f"beam {args.beam_size} time / greedy time @ {b}"] = beam_cost
+        print(f"batch {b}: cached greedy {cache_gain:.1f}x uncached (tokens agree "
+              f"{results[f'greedy agreement @ {b}']:.1%}); beam {args.beam_size} takes {beam_cost:.2f}x greedy's time")
+    print("targets: cached greedy >= 10x uncached at batch 64; beam 5 <= 4x greedy time")
+
+    if args.package:
+        package = load_package(args.package, device)
+        model, tokenizer, weights = package.model, package.tokenizer, f"package {args.package}"
+    else:
+        weights = "random weights, <eos> forbidden: every output runs to the 2 x source + 10 limit (worst case)"
+    sentence = sorted(sources[: args.sentences], key=len)[min(len(sources), args.sentences) // 2]  # median length
+    latency = [translate_latency(model, tokenizer, sentence, method, args.repeats) for method in ("greedy", "beam")]
+    common.print_table(f"One sentence through translate() ({weights}; fp32): {sentence!r}",
+                       ["method", "first call ms", "median ms", "output tokens"],
+                       [[r["method"], r["first_ms"], r["median_ms"], r["output_tokens"]] for r in latency])
+    print("target: well under a second")
+    common.emit_json(args, {"benchmark": "decode_speed", "machine": machine, "settings": vars(args),
+                            "results": results, "ratios": ratios, "translate_latency": latency, "sentence": sentence})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""Translation quality for a time budget: train the small preset on Multi30k en→de with the project's Trainer,
+then score test_2016_flickr with sacreBLEU (BLEU and chrF, cased, 13a) using greedy search and beam search.
+
+    python bench/quality.py --data ../shared/data/multi30k --minutes 30
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import common  # first: puts the repository on sys.path
+
+from playground.decode import DecodeOptions, translate
+from playground.device import resolve_device
+from playground.metrics import score
+from playground.package import Package, load_package
+from playground.presets import preset_config
+from playground.train import TrainData, run_training
+
+PROGRESS_EVERY_S = 60.0
+
+
+def train(args) -> dict:
+    """Run the Trainer to the time budget (it saves the package to args.out) and return its summary."""
+    cfg = preset_config(args.preset, device=args.device, precision=args.precision, seed=args.seed,
+                        eval_sentences=args.eval_sentences)
+    cfg = dataclasses.replace(cfg, max_minutes=args.minutes, max_steps=None, max_epochs=None)
+    data = TrainData(common.load_split(args.data, "train", cfg.max_len), common.load_split(args.data, "val"),
+                     common.SRC_LANG, common.TGT_LANG, "Multi30k")
+    last_progress = 0.0
+    for event in run_training(cfg, data, args.out):
+        kind = event["type"]
+        if kind == "start":
+            print(f"training {args.preset}: {event['params']:,} parameters on {event['device']} "
+                  f"({event['precision']}), {event['train_pairs']:,} pairs, "
+                  f"{event['steps_per_epoch']} steps per epoch, {args.minutes} min", flush=True)
+        elif kind == "step" and event["elapsed"] - last_progress >= PROGRESS_EVERY_S:
+            last_progress = event["elapsed"]
+            print(f"  {event['elapsed']:.0f} s: step {event['step']}, epoch {event['epoch']:.2f}, "
+                  f"loss {event['loss']:.3f}, {event['tokens_per_s']:,.0f} tokens/s", flush=True)
+        elif kind == "eval":
+            print(f"  step {event['step']}: val loss {event['val_loss']:.3f}, val BLEU {event['bleu']:.1f} "
+                  f"(greedy, {cfg.eval_sentences} sentences)", flush=True)
+        elif kind == "error":
+            raise SystemExit(f"training failed: {event['message']}")
+        elif kind == "done":
+            return {**event["summary"], "reason": event["reason"]}
+    raise SystemExit("training ended without a summary")
+
+
+def evaluate(package: Package, pairs: list[tuple[str, str]], method: str, beam_size: int, batch_size: int) -> dict:
+    sources, references = [s for s, _ in pairs], [r for _, r in pairs]
+    start = time.perf_counter()
+    opts = DecodeOptions(method, beam_size=beam_size, batch_size=batch_size)
+    found = translate(package.model, package.tokenizer, sources, opts)
+    seconds = time.perf_counter() - start
+    scores = score([t.text for t in found], references)
+    label = f"beam {beam_size}" if method == "beam" else method
+    return {"search": label, "seconds": seconds, **scores.as_dict()}
+
+
+def main() -> None:
+    parser = common.base_parser(__doc__.split("\n")[0], data_required=True)
+    parser.add_argument("--minutes", type=float, default=30.0, help="training time budget (validations included)")
+    parser.add_argument("--preset", default="small", choices=["tiny", "small", "base"])
+    parser.add_argument("--precision", default="auto", help="auto, fp32, bf16 or fp16")
+    parser.add_argument("--out", default=str(common.RESULTS_DIR / "quality-small"), help="package folder to save")
+    parser.add_argument("--beam-size", type=int, default=5)
+    parser.add_argument("--batch-size", type=int, default=64, help="sentences decoded together")
+    parser.add_argument("--eval-sentences", type=int, default=None,
+                        help="validation sentences decoded at each validation (default: the preset's)")
+    parser.add_argument("--test-sentences", type=int, default=None, help="score only the first N test pairs (smoke)")
+    args = parser.parse_args()
+
+    machine = common.start(args)
+    summary = train(args)
+    package = load_package(args.out, resolve_device(args.device))
+    test = common.load_split(args.data, common.TEST_SPLIT)[: args.test_sentences]
+    results = [evaluate(package, test, method, args.beam_size, args.batch_size) for method in ("greedy", "beam")]
+
+    columns = ["wall_s", "steps", "epochs", "tokens_per_s", "device", "precision", "params"]
+    common.print_table(f"Training ({summary['reason']})", columns, [[summary[c] for c in columns]])
+    print("tokens_per_s: real source + target tokens over the whole run, validation pauses included")
+    common.print_table(f"{common.TEST_SPLIT} ({len(test)} sentences, {common.SRC_LANG}→{common.TGT_LANG}, fp32)",
+                       ["search", "BLEU", "chrF", "decode s"],
+                       [[r["search"], r["bleu"], r["chrf"], r["seconds"]] for r in results])
+    print(f"BLEU signature: {results[0]['bleu_signature']}\nchrF signature: {results[0]['chrf_signature']}")
+    print(f"package: {args.out}; target: BLEU >= 30 with beam {args.beam_size} after <= 30 min of CPU training")
+    common.emit_json(args, {"benchmark": "quality", "machine": machine, "settings": vars(args),
+                            "training": summary, "test": results})
+
+
+if __name__ == "__main__":
+    main()
