@@ -156,8 +156,14 @@ def greedy_or_sample(model: Transformer, src: torch.Tensor, opts: DecodeOptions)
 
 
 @torch.inference_mode()
-def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions) -> SearchResult:
-    """Beam search: K beams per sentence; a hypothesis ends at <eos>; a sentence ends with K finished ones."""
+def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
+                trace: list[dict] | None = None) -> SearchResult:
+    """Beam search: K beams per sentence; a hypothesis ends at <eos>; a sentence ends with K finished ones.
+
+    With a `trace` list, one dict per step is appended (for the step-by-step view): "sentences" [n] (the sentence
+    of each live group), "parents" [n][K] (each new beam's beam at the previous step), "tokens" [n][K] and
+    "scores" [n][K] (summed log-probabilities) of the open beams, and "finished": the hypotheses that ended at this
+    step, as {"sentence", "parent", "hypothesis"}."""
     cfg, B, K = model.cfg, src.size(0), opts.beam_size
     limits = length_limits(model, src, opts.max_len)
     max_len = int(limits.max())
@@ -171,9 +177,10 @@ def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions) -> S
     sentence = torch.arange(B, device=device)  # which sentence each live group of K rows belongs to
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
 
-    def finish(b: int, ids: list[int], lps: list[float]) -> None:
+    def finish(b: int, ids: list[int], lps: list[float]) -> Hypothesis:
         total = sum(lps)
         finished[b].append(Hypothesis(ids, lps, total / (len(ids) ** opts.length_penalty)))
+        return finished[b][-1]
 
     for step in range(max_len):
         n = sentence.numel()
@@ -188,13 +195,15 @@ def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions) -> S
 
         # hypotheses that end here: <eos> among the K best candidates, and every open beam at the length limit
         ends = (is_eos | at_limit) & (torch.arange(2 * K, device=device) < K)
+        ended = []
         if ends.any():
             hist, hist_lp = history.tolist(), history_lp.tolist()
             for i, j in ends.nonzero().tolist():
                 b = sentence[i].item()
                 if len(finished[b]) < K and top_scores[i, j] > float("-inf"):
                     k = beam[i, j].item()
-                    finish(b, hist[i][k] + [token[i, j].item()], hist_lp[i][k] + [token_lp[i, j].item()])
+                    hyp = finish(b, hist[i][k] + [token[i, j].item()], hist_lp[i][k] + [token_lp[i, j].item()])
+                    ended.append({"sentence": b, "parent": k, "hypothesis": hyp})
 
         # the K best candidates that do not end become the next beams
         open_scores = top_scores.masked_fill(is_eos, float("-inf"))
@@ -202,6 +211,9 @@ def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions) -> S
         beam, token, token_lp = beam.gather(1, pick), token.gather(1, pick), token_lp.gather(1, pick)
         history = torch.cat([history.gather(1, beam[:, :, None].expand_as(history)), token[:, :, None]], dim=2)
         history_lp = torch.cat([history_lp.gather(1, beam[:, :, None].expand_as(history_lp)), token_lp[:, :, None]], dim=2)
+        if trace is not None:
+            trace.append({"sentences": sentence.tolist(), "parents": beam.tolist(), "tokens": token.tolist(),
+                          "scores": scores.tolist(), "finished": ended})
 
         done = torch.tensor([len(finished[b]) >= K for b in sentence.tolist()], device=device) | at_limit[:, 0]
         if done.all():

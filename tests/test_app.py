@@ -75,7 +75,8 @@ def test_api_names(client):
     names = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
     for name in ("/load_builtin", "/load_files", "/swap_direction", "/train", "/stop", "/resume", "/estimate",
                  "/translate", "/next_tokens", "/attention", "/export_attention_html", "/attention_probe",
-                 "/list_models", "/model_card", "/export_model", "/import_model", "/delete_model"):
+                 "/list_models", "/model_card", "/export_model", "/import_model", "/delete_model", "/lr_preview",
+                 "/decode_steps", "/positional_encoding", "/masks", "/batching", "/embeddings", "/inside_models"):
         assert name in names
 
 
@@ -122,6 +123,31 @@ def test_attention_views_and_export(client, trained):
     assert page.lower().lstrip().startswith("<!doctype html>") and "plotly" in page
     probe = client.predict(MODEL, 1, api_name="/attention_probe")
     assert "validation 2 of 2" in probe["plot"]
+
+
+def test_inside_views_of_the_model_trained_here(client, trained):
+    """Every "see inside" view on the model this session trained, with this session's data (the reversal task)."""
+    heatmap, _, dims, note = client.predict(MODEL, api_name="/positional_encoding")
+    assert heatmap["type"] == "plotly" and dims["value"] == [0, 2, 4, 8] and "sinusoidal" in note
+    *_, look_ahead, note = client.predict(MODEL, 5, 1, 5, api_name="/masks")
+    assert "5 pairs" in note and "Pair 5" in look_ahead["plot"]
+    _, note = client.predict(MODEL, api_name="/batching")
+    assert "up to 512 tokens" in note  # the model's own training budget
+    _, note = client.predict(MODEL, 30, api_name="/embeddings")
+    assert "most frequent tokens of your data" in note
+    for method in ("greedy", "sample", "beam"):
+        plot, table, note = client.predict(MODEL, "a b c d", method, beam_size=3, api_name="/decode_steps")
+        assert plot["type"] == "plotly" and table["data"] and MODEL in plot["plot"]
+    probe = json.loads(client.predict(MODEL, 0, api_name="/attention_probe")["plot"])
+    assert len(probe["data"]) == TINY["n_decoder_layers"] and "step 15" in probe["layout"]["title"]["text"]
+
+
+def test_lr_preview_follows_the_settings(client):
+    _, chart = client.predict(api_name="/lr_preview", **{**TINY, "schedule": "noam", "warmup_steps": 7, "lr": 2.0})
+    figure = json.loads(chart["plot"])
+    lrs = figure["data"][0]["y"]
+    assert "noam over 30 steps (steps budget)" in figure["layout"]["title"]["text"]
+    assert np.argmax(lrs) == 6 and max(lrs) == pytest.approx(2.0 * 32**-0.5 * 7**-0.5)  # peak at the warmup's end
 
 
 def test_models_tab_lists_cards_exports_imports_and_deletes(client, trained, models_dir):

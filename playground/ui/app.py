@@ -7,7 +7,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from playground.ui import attention_tab, data_tab, models_tab, train_tab, translate_tab
+from playground.ui import attention_tab, data_tab, inside_tab, models_tab, train_tab, translate_tab
 from playground.ui.state import Session, default_model, friendly, model_names
 
 CONCURRENCY = 2  # events of one kind running at once (2 CPU cores on a free Space); training: 1 at a time
@@ -19,7 +19,7 @@ CSS = """
 INTRO = """# Transformer Playground
 Train a small encoder–decoder Transformer ("Attention Is All You Need") on parallel text, watch it learn, translate
 with greedy, sampling or beam search, and look inside its attention. **Data** → **Train** → **Translate** /
-**Attention**; packages land in `models/` (**Models**)."""
+**Attention**; packages land in `models/` (**Models**); **Inside** draws the articles' figures from your model."""
 
 
 def build_app(models_dir: str | os.PathLike = "models") -> gr.Blocks:
@@ -42,10 +42,12 @@ def build_app(models_dir: str | os.PathLike = "models") -> gr.Blocks:
                 attention = attention_tab.build(session, models_dir)
             with gr.Tab("5 · Models", id="models") as models_page:
                 models = models_tab.build(session, models_dir)
+            with gr.Tab("6 · Inside", id="inside") as inside_page:
+                inside = inside_tab.build(session, models_dir)
 
         @friendly
         def pickers(session: Session, translate_model: str | None, attention_model: str | None,
-                    models_model: str | None, resume_from: str | None):
+                    models_model: str | None, resume_from: str | None, inside_model: str | None):
             """Fresh choices for every model picker, keeping what each had selected where it still exists."""
             names = model_names(models_dir)
             own = Path(session.run_dir).name if session.run_dir else None
@@ -54,17 +56,21 @@ def build_app(models_dir: str | os.PathLike = "models") -> gr.Blocks:
                 return gr.update(choices=names, value=default_model(models_dir, names, keep))
 
             return (pick(translate_model), pick(attention_model), pick(own if own in names else models_model),
-                    models_tab.models_frame(models_dir), train_tab.resume_dropdown(models_dir, session, resume_from))
+                    models_tab.models_frame(models_dir), train_tab.resume_dropdown(models_dir, session, resume_from),
+                    pick(inside_model))
 
-        picker_inputs = [session, translate.model, attention.model, models.model, train.resume_from]
-        picker_outputs = [translate.model, attention.model, models.model, models.table, train.resume_from]
+        picker_inputs = [session, translate.model, attention.model, models.model, train.resume_from, inside.model]
+        picker_outputs = [translate.model, attention.model, models.model, models.table, train.resume_from,
+                          inside.model]
         refresh = dict(fn=pickers, inputs=picker_inputs, outputs=picker_outputs, api_visibility="private",
                        show_progress="hidden")
         for event in (train.start_event, train.resume_event, *models.changed):
             event.then(**refresh)
-        for page in (train_page, translate_page, attention_page, models_page):
+        for page in (train_page, translate_page, attention_page, models_page, inside_page):
             page.select(**refresh)
         train_page.select(**train.first_estimate)
+        for view in inside.redraw:
+            inside_page.select(**view)
         demo.load(**refresh)
     demo.queue(default_concurrency_limit=CONCURRENCY)
     return demo

@@ -106,16 +106,18 @@ def read_probe(models_dir: Path, name: str | None) -> list:
 
 
 def probe_figure(probe: list, index: int):
+    """The index-th recorded cross-attention of the probe pair: every decoder layer side by side, mean over heads."""
     if not probe:
         return plots.empty_figure("This model has no attention history (it was not trained here, or never validated).")
     index = min(max(int(index), 0), len(probe) - 1)
     p = probe[index]
     cross = np.asarray(p["cross"], dtype=float)
-    if cross.ndim == 3:  # [layers, queries, keys] (mean over heads per layer): show the last layer
-        cross = cross[-1]
-    return plots.attention_heatmap(cross, p["src_tokens"], p["tgt_tokens"],
-                                   f"Cross-attention of a validation pair at step {p['step']:,} "
-                                   f"(last layer, mean over heads; validation {index + 1} of {len(probe)})")
+    layers = [f"layer {i}" for i in range(cross.shape[0])] if cross.ndim == 3 else ["last layer"]
+    cross = cross.reshape(1, len(layers), *cross.shape[-2:])  # one row of [queries, keys] maps, one per layer
+    return plots.attention_grid(cross, p["src_tokens"], p["tgt_tokens"],
+                                f"Cross-attention of a validation pair at step {p['step']:,} "
+                                f"(validation {index + 1} of {len(probe)})",
+                                row_titles=["mean over heads"], column_titles=layers)
 
 
 def build(session: gr.State, models_dir: Path) -> AttentionTab:
@@ -215,13 +217,16 @@ def build(session: gr.State, models_dir: Path) -> AttentionTab:
         with gr.Column(scale=2):
             note = gr.Markdown()
             plot = gr.Plot(render(None, "cross", VIEWS[0], 0, 0), show_label=False)
-            with gr.Accordion("Attention over training", open=True):
-                gr.Markdown("The trainer records the cross-attention (last layer, mean over heads) of one fixed "
-                            "validation pair at every validation: slide to watch the alignment form.")
+            with gr.Accordion("Attention over training", open=True, elem_id="attention-over-training"):
+                gr.Markdown("The trainer records the cross-attention (each decoder layer, mean over heads) of one "
+                            "fixed validation pair at every validation: slide through training to watch the "
+                            "alignment form.")
                 probe_step = gr.Slider(0, max(len(first_probe) - 1, 1), max(len(first_probe) - 1, 0), step=1,
                                        label="Validation", visible=bool(first_probe),
-                                       interactive=len(first_probe) > 1)
-                probe_plot = gr.Plot(probe_figure(first_probe, len(first_probe) - 1), show_label=False)
+                                       interactive=len(first_probe) > 1, elem_id="attention-probe-step",
+                                       info="0 = the first validation; the training step is in the chart's title")
+                probe_plot = gr.Plot(probe_figure(first_probe, len(first_probe) - 1), show_label=False,
+                                     elem_id="attention-probe-plot")
 
     view_inputs = [session, kind, view, layer, head]
     show.click(show_attention, [session, model, source, target_mode, target, kind, view, layer, head],
@@ -235,8 +240,12 @@ def build(session: gr.State, models_dir: Path) -> AttentionTab:
                        trigger_mode="always_last")
     html_btn.click(export_html, view_inputs, [export], api_name="export_attention_html")
     png_btn.click(export_png, view_inputs, [export], api_name="export_attention_png")
-    refresh.click(refresh_models, [model], [model], api_name="attention_models", show_progress="hidden")
-    model.change(pick_model, [model], [probe_step, probe_plot], api_visibility="private", show_progress="hidden")
+    probe_outputs = dict(fn=pick_model, inputs=[model], outputs=[probe_step, probe_plot], api_visibility="private",
+                         show_progress="hidden")
+    # ↻ also rereads the history: a model still training (the demo) gains validations under the same name
+    refresh.click(refresh_models, [model], [model], api_name="attention_models", show_progress="hidden").then(
+        **probe_outputs)
+    model.change(**probe_outputs)
     probe_step.change(show_probe, [model, probe_step], [probe_plot], api_name="attention_probe",
                       show_progress="hidden", trigger_mode="always_last")
     return AttentionTab(model, refresh)

@@ -457,6 +457,7 @@ def build(session: gr.State, models_dir: Path) -> TrainTab:
 
     @friendly
     def refresh_preview(session: Session, **values):
+        """The parameter count and the learning-rate schedule over the planned steps, for the settings as edited."""
         return parameter_line(values) + STALE, lr_preview_figure(session, values)
 
     @friendly
@@ -516,7 +517,7 @@ def build(session: gr.State, models_dir: Path) -> TrainTab:
         loss_plot = gr.Plot(plots.loss_figure([], []), show_label=False)
         val_plot = gr.Plot(plots.val_loss_figure([]), show_label=False)
     with gr.Row():
-        lr_plot = gr.Plot(lr_preview_figure(Session(), values), show_label=False)
+        lr_plot = gr.Plot(lr_preview_figure(Session(), values), show_label=False, elem_id="train-lr-plot")
         metrics_plot = gr.Plot(plots.metrics_figure([]), show_label=False)
     samples = gr.Dataframe(pd.DataFrame(columns=SAMPLE_COLUMNS), label="Sample translations at the last validation",
                            interactive=False, wrap=True)
@@ -527,7 +528,7 @@ def build(session: gr.State, models_dir: Path) -> TrainTab:
         estimate, [session], [params_info, lr_plot], inputs_kwargs=controls, api_name="estimate_preset",
         api_visibility="private", **estimating)
     gr.on([c.input for c in controls.values()], refresh_preview, [session], [params_info, lr_plot],
-          inputs_kwargs=controls, api_visibility="private", show_progress="hidden", trigger_mode="always_last")
+          inputs_kwargs=controls, api_name="lr_preview", show_progress="hidden", trigger_mode="always_last")
     estimate_btn.click(estimate, [session], [params_info, lr_plot], inputs_kwargs=controls, api_name="estimate",
                        **estimating)
 

@@ -1,5 +1,5 @@
-"""Translate tab: pick a model, type sentences, decode greedily, by sampling or with beam search, and look at
-the model's next-token choices for any output row."""
+"""Translate tab: pick a model, type sentences, decode greedily, by sampling or with beam search, look at the
+model's next-token choices for any output row, and step through the decoding of the first sentence."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pandas as pd
 
 from playground import plots
 from playground.errors import PlaygroundError
+from playground.ui import steps_view
 from playground.ui.state import (MODELS, Session, default_model, friendly, gpu, load_model, model_dropdown, model_names,
                                  package_folder)
 
@@ -142,6 +143,20 @@ def build(session: gr.State, models_dir: Path) -> TranslateTab:
         except PlaygroundError as err:
             raise gr.Error(str(err), print_exception=False) from err
 
+    @gpu
+    @friendly
+    def step_through(model: str, text: str, method: str = "greedy", temperature: float = 1.0, top_k: int = 0,
+                     top_p: float = 1.0, seed: int = 0, beam_size: int = 5, length_penalty: float = 1.0,
+                     max_len: int = 0, k: int = TOP_K):
+        """Decode the first sentence step by step: greedy versus sampling (top-k candidates per step, the greedy
+        choice, a seeded sampled choice) or, for beam search, every beam at every step; figure, table and note."""
+        package = load_model(models_dir, model)
+        first = next((line.strip() for line in (text or "").splitlines() if line.strip()), "")
+        opts = decode_options(method, temperature, top_k, top_p, seed, beam_size, length_penalty, 1, max_len)
+        if method == "beam":
+            return steps_view.beam_view(package, first, opts)
+        return steps_view.sampling_view(package, first, opts, int(k))
+
     @friendly
     def show_controls(method: str):
         return (gr.update(visible=method == "sample"), gr.update(visible=method == "beam"),
@@ -162,7 +177,8 @@ def build(session: gr.State, models_dir: Path) -> TranslateTab:
                               placeholder="Type in the model's source language, one sentence per line.")
             method = gr.Radio(["greedy", "sample", "beam"], value="greedy", label="Decoding")
             with gr.Row(visible=False) as sample_row:
-                temperature = gr.Slider(0.05, 2.0, 1.0, step=0.05, label="Temperature")
+                temperature = gr.Slider(0.05, 2.0, 1.0, step=0.05, label="Temperature",
+                                        elem_id="translate-temperature")
                 top_k = gr.Number(0, label="Top-k (0 = off)", precision=0, minimum=0)
                 top_p = gr.Slider(0.05, 1.0, 1.0, step=0.05, label="Top-p")
                 seed = gr.Number(0, label="Seed", precision=0)
@@ -185,6 +201,17 @@ def build(session: gr.State, models_dir: Path) -> TranslateTab:
             next_plot = gr.Plot(plots.next_token_figure([]), show_label=False)
             next_table = gr.Dataframe(pd.DataFrame(columns=NEXT_COLUMNS), label="Next-token table", interactive=False,
                                       wrap=True)
+            with gr.Accordion("Step by step: greedy versus sampling, and beam search", open=False,
+                              elem_id="translate-steps"):
+                gr.Markdown("Decodes the first sentence with the settings on the left and shows each step: with "
+                            "greedy or sampling, the candidates, the greedy choice and a sampled one (temperature, "
+                            "top-k, top-p, seed); with beam search, the beams and their scores.")
+                steps_btn = gr.Button("Step through the first sentence", elem_id="translate-steps-button")
+                steps_note = gr.Markdown()
+                steps_plot = gr.Plot(plots.sampling_steps_figure([]), show_label=False, elem_id="translate-steps-plot")
+                steps_table = gr.Dataframe(pd.DataFrame(columns=steps_view.SAMPLING_COLUMNS), label="Steps",
+                                           interactive=False, wrap=True, max_height=400,
+                                           column_widths=steps_view.COLUMN_WIDTHS)
 
     method.change(show_controls, [method], [sample_row, beam_row, nbest], api_visibility="private",
                   show_progress="hidden")
@@ -197,5 +224,7 @@ def build(session: gr.State, models_dir: Path) -> TranslateTab:
     text.submit(translate_text, inputs, outputs, api_visibility="private")
     results.select(pick_row, [session, k], [row, next_plot, next_table], api_visibility="private")
     show_row.click(next_tokens, [session, row, k], [next_plot, next_table], api_name="next_tokens")
+    steps_btn.click(step_through, [model, text, method, temperature, top_k, top_p, seed, beam_size, length_penalty,
+                                   max_len, k], [steps_plot, steps_table, steps_note], api_name="decode_steps")
     return TranslateTab(model, refresh)
 
