@@ -152,6 +152,7 @@ def save_package(
         }
         # save_model stores tied weights once; load_model restores them tied
         save_model(model, str(tmp / WEIGHTS), metadata={"format": "pt"})
+        os.chmod(tmp / WEIGHTS, 0o644)  # safetensors writes 0600; the package's other files are world-readable
         tokenizer.save(tmp)
         if training is not None:
             write_json(tmp / TRAINING, training)

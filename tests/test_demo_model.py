@@ -1,0 +1,38 @@
+"""The demo model shipped in models/ loads and translates the held-out mini-translation pairs."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from playground.data import load_parallel
+from playground.decode import DecodeOptions, translate
+from playground.metrics import score
+from playground.package import load_package
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "models" / "demo-en-de"
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return load_package(DEMO)
+
+
+def test_demo_model_meets_its_exact_match_bar_on_held_out_pairs(demo):
+    held_out = load_parallel(ROOT / "assets" / "datasets" / "mini-translation" / "test.tsv").pairs
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # batch decoding of small models is faster without a second thread to wait for
+    try:
+        hyps = [t.text for t in translate(demo.model, demo.tokenizer, [s for s, _ in held_out])]
+    finally:
+        torch.set_num_threads(threads)
+    assert len(held_out) == 500
+    assert score(hyps, [r for _, r in held_out]).exact_match >= 0.90
+
+
+def test_demo_model_package_is_small_and_self_describing(demo):
+    assert sum(p.stat().st_size for p in DEMO.iterdir()) < 20 * 1024**2
+    assert not list(DEMO.glob("resume.*"))
+    assert (demo.config["src_lang"], demo.config["tgt_lang"]) == ("en", "de")
+    assert demo.training["data"]["train_pairs"] > 5000
