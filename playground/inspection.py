@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from playground.decode import (DecodeOptions, Hypothesis, beam_search, filter_logits, model_device, pad_batch,
-                               source_ids, translate)
+                               sample_tokens, source_ids, translate)
 from playground.errors import DataError, PlaygroundError
 from playground.model import Transformer
 from playground.tokenizer import SPECIAL_TOKENS
@@ -131,7 +131,7 @@ def sampling_steps(model: Transformer, tokenizer, source: str, opts: DecodeOptio
         sampled = torch.tensor(out_ids)
     else:
         generator = torch.Generator().manual_seed(opts.seed if opts.seed is not None else 0)
-        sampled = torch.multinomial(sampling, 1, generator=generator).squeeze(1)
+        sampled = sample_tokens(sampling, generator)
     probs = logp.exp()
     top = probs.topk(min(int(k), probs.size(-1)), dim=-1)
     token = tokenizer.tgt_tokens

@@ -128,3 +128,13 @@ def test_bad_options_get_a_clear_message(model, tokenizer):
         translate(model, tokenizer, SENTENCES, DecodeOptions("beam", beam_size=2, nbest=3))
     with pytest.raises(PlaygroundError, match="temperature"):
         translate(model, tokenizer, SENTENCES, DecodeOptions("sample", temperature=0))
+
+
+def test_inverse_cdf_sampling_follows_the_distribution():
+    from playground.decode import sample_tokens
+
+    probs = torch.tensor([[0.1, 0.0, 0.6, 0.3]]).expand(20000, 4)
+    drawn = sample_tokens(probs, torch.Generator().manual_seed(0))
+    freq = torch.bincount(drawn, minlength=4).float() / len(drawn)
+    assert freq[1] == 0
+    torch.testing.assert_close(freq, probs[0], atol=0.015, rtol=0)
