@@ -59,7 +59,7 @@ def curve_dimensions(d_model: int) -> list[int]:
 
 @dataclass
 class MaskBatch:
-    """A few of the user's pairs batched as the trainer batches them (padded to a multiple of 8), with the masks."""
+    """A few of the user's pairs batched as the trainer batches them on the CPU, with the masks."""
 
     src_tokens: list[list[str]]  # [B][S] source tokens, "<eos>" and "<pad>" included
     tgt_tokens: list[list[str]]  # [B][T] decoder inputs: "<bos>" + target, padded

@@ -15,8 +15,8 @@ def test_tiny_model_learns_sequence_reversal(tmp_path):
     train = load_parallel(ASSETS / "train.tsv").pairs
     test = load_parallel(ASSETS / "test.tsv").pairs
     cfg = TrainConfig(d_model=64, n_heads=4, n_encoder_layers=2, n_decoder_layers=2, d_ff=256, dropout=0.0,
-                      norm_placement="pre", tokenizer="word", vocab_size=100, max_len=16, batch_tokens=4096,
-                      schedule="inverse_sqrt", lr=5e-3, warmup_steps=100, max_steps=800, eval_every=10_000,
+                      norm_placement="pre", tokenizer="word", vocab_size=100, max_len=16, batch_tokens=2560,
+                      schedule="inverse_sqrt", lr=5e-3, warmup_steps=100, max_steps=1000, eval_every=10_000,
                       eval_sentences=50, device="cpu")
     start = time.perf_counter()
     trainer = Trainer(cfg, TrainData(train, test[:50], "seq", "rev"), tmp_path / "reverse")
