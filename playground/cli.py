@@ -1,4 +1,6 @@
-"""Command line: python -m playground {train,translate,evaluate,info} ... (see --help of each)."""
+"""Command line: python -m playground {train,translate,evaluate,info,average} ... (see --help of each).
+
+`train` runs unchanged under torchrun: every process trains, rank 0 alone prints, logs and saves."""
 
 from __future__ import annotations
 
@@ -8,8 +10,13 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from playground.errors import PlaygroundError
+from playground.errors import PlaygroundError, TrainingError
+
+if TYPE_CHECKING:  # the commands import what they need when they run, to keep `--help` fast
+    from playground.distributed import Ranks
+    from playground.train import TrainConfig
 
 MODELS_DIR = Path("models")
 BUILTIN_PREFIX = "builtin:"
@@ -104,17 +111,33 @@ def add_config_flags(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from playground.data import split_pairs
+    from playground.distributed import process_group, torchrun_ranks
     from playground.presets import preset_config
-    from playground.train import TrainConfig, TrainData, run_training
+    from playground.train import TrainConfig
 
     budgets = {k: getattr(args, k) for k in BUDGETS}
     overrides = {f.name: getattr(args, f.name, None) for f in dataclasses.fields(TrainConfig) if f.name not in BUDGETS}
     cfg = preset_config(args.preset, **overrides)
     if any(v is not None for v in budgets.values()):  # an explicit budget replaces the preset's budgets
         cfg = dataclasses.replace(cfg, **budgets)
+    board = TensorBoardLog(args.tensorboard) if args.tensorboard and torchrun_ranks().is_main else None
+    try:
+        with process_group(cfg.device) as ranks:  # joins nothing unless torchrun started this process
+            return train_on_this_rank(args, cfg, ranks, board)
+    finally:
+        if board:
+            board.close()
+
+
+def train_on_this_rank(args: argparse.Namespace, cfg: TrainConfig, ranks: Ranks, board: TensorBoardLog | None) -> int:
+    """This process's part of the run: every rank reads the data and trains; rank 0 alone reports the events
+    (errors excepted: only the rank that hits one may know of it)."""
+    from playground.data import split_pairs
+    from playground.train import TrainData, run_training
+
     data = load_data(args.data, args.data_tgt, args.src_lang, args.tgt_lang, cfg.max_len)
-    say(args, data.summary())
+    if ranks.is_main:
+        say(args, data.summary())
     if args.val:
         val = load_data(args.val, args.val_tgt, args.src_lang, args.tgt_lang, cfg.max_len).pairs
         train = data.pairs
@@ -125,29 +148,72 @@ def cmd_train(args: argparse.Namespace) -> int:
     out = out_folder(args.out)
     train_data = TrainData(train, val, src_lang, tgt_lang, description=Path(args.data).name)
     summary, failed = None, False
-    for event in run_training(cfg, train_data, out, args.resume):
-        kind = event["type"]
-        if kind == "start":
-            say(args, f"{event['params']:,} parameters on {event['device']} ({event['precision']}); "
-                      f"{event['train_pairs']:,} training / {event['val_pairs']:,} validation pairs, "
-                      f"{event['steps_per_epoch']} steps per epoch; saving to {out}")
-        elif kind == "step":
-            progress_line(args, event)
-        elif kind == "eval":
-            say(args, f"\nstep {event['step']}: val loss {event['val_loss']:.3f}, BLEU {event['bleu']:.1f}, "
-                      f"chrF {event['chrf']:.1f}, exact {event['exact_match']:.1%}")
-            for s in event["samples"][:2]:
-                say(args, f"  {s['source']}\n  → {s['hypothesis']}\n  (ref {s['reference']})")
-        elif kind == "error":
-            say(args, f"\nerror: {event['message']}", err=True)
-            failed = True
-        elif kind == "done":
+    for event in run_training(cfg, train_data, out, args.resume, ranks):
+        if board:
+            board.log(event)
+        if ranks.is_main:
+            report(args, event, out)
+        elif event["type"] == "error":  # it may be this rank's alone (out of memory)
+            say(args, f"error on rank {ranks.rank} of {ranks.world_size}: {event['message']}", err=True)
+        failed = failed or event["type"] == "error"
+        if event["type"] == "done":
             summary = event["summary"]
-            say(args, f"\ndone ({event['reason']}): {summary['steps']} steps in {summary['wall_s']:.0f} s, "
-                      f"{summary['tokens_per_s']:.0f} tokens/s; package {out}")
-    if args.json and summary:
+    if not ranks.is_main and summary:
+        say(args, f"rank {ranks.rank} of {ranks.world_size} finished: {summary['steps']} steps", err=True)
+    elif args.json and summary:
         print(json.dumps(summary))
     return 1 if failed else 0
+
+
+def report(args: argparse.Namespace, event: dict, out: Path) -> None:
+    """One training event, for people."""
+    kind = event["type"]
+    if kind == "start":
+        world_size, accumulate = event["world_size"], event["accumulate"]
+        factors = [f"{n} {what}" for n, what in ((world_size, "processes"), (accumulate, "accumulated")) if n > 1]
+        step_size = f" of {world_size * accumulate} batches ({' x '.join(factors)})" if factors else ""
+        say(args, f"{event['params']:,} parameters on {event['device']} ({event['precision']}); "
+                  f"{event['train_pairs']:,} training / {event['val_pairs']:,} validation pairs, "
+                  f"{event['steps_per_epoch']} steps per epoch{step_size}; saving to {out}")
+    elif kind == "step":
+        progress_line(args, event)
+    elif kind == "eval":
+        say(args, f"\nstep {event['step']}: val loss {event['val_loss']:.3f}, BLEU {event['bleu']:.1f}, "
+                  f"chrF {event['chrf']:.1f}, exact {event['exact_match']:.1%}")
+        for s in event["samples"][:2]:
+            say(args, f"  {s['source']}\n  → {s['hypothesis']}\n  (ref {s['reference']})")
+    elif kind == "averaged":
+        say(args, f"averaged the weights of steps {', '.join(map(str, event['steps']))} into {event['path']}")
+    elif kind == "error":
+        say(args, f"\nerror: {event['message']}", err=True)
+    elif kind == "done":
+        summary = event["summary"]
+        say(args, f"\ndone ({event['reason']}): {summary['steps']} steps in {summary['wall_s']:.0f} s, "
+                  f"{summary['tokens_per_s']:.0f} tokens/s; package {out}")
+
+
+# event type -> (TensorBoard section, the event's numbers to log)
+TENSORBOARD_SCALARS = {"step": ("train", ("loss", "lr", "grad_norm", "tokens_per_s")),
+                       "eval": ("val", ("val_loss", "val_ppl", "bleu", "chrf", "exact_match"))}
+
+
+class TensorBoardLog:
+    """The numbers of the training events as TensorBoard scalars. TensorBoard is optional, so imported here."""
+
+    def __init__(self, log_dir: str):
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError as err:
+            raise TrainingError("--tensorboard needs the tensorboard package: pip install tensorboard") from err
+        self.writer = SummaryWriter(log_dir)
+
+    def log(self, event: dict) -> None:
+        section, names = TENSORBOARD_SCALARS.get(event["type"], ("", ()))
+        for name in names:
+            self.writer.add_scalar(f"{section}/{name}", event[name], event["step"])
+
+    def close(self) -> None:
+        self.writer.close()
 
 
 _last_progress = [0.0]
@@ -172,7 +238,7 @@ def say(args: argparse.Namespace, text: str, err: bool = False) -> None:
 
 
 # ----------------------------------------------------------------------------------------------------------
-# translate, evaluate, info
+# translate, evaluate, info, average
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
@@ -248,6 +314,17 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_average(args: argparse.Namespace) -> int:
+    from playground.averaging import average_packages
+
+    out = average_packages(args.packages, out_folder(args.out))
+    if args.json:
+        print(json.dumps({"package": str(out), "averaged_from": args.packages}))
+    else:
+        print(f"averaged the weights of {len(args.packages)} packages into {out}")
+    return 0
+
+
 # ----------------------------------------------------------------------------------------------------------
 # The parser
 
@@ -276,6 +353,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--resume", help="continue training this package from its saved step")
     t.add_argument("--device", help="auto, cpu, cuda or mps")
     t.add_argument("--json", action="store_true", help="print the result as one JSON object on the last line")
+    t.add_argument("--tensorboard", metavar="DIR",
+                   help="also log loss, learning rate, gradient norm, tokens/s and validation scores for TensorBoard "
+                        "into DIR (needs: pip install tensorboard)")
     add_config_flags(t)
     t.set_defaults(func=cmd_train)
 
@@ -303,6 +383,15 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("--model", required=True, help="package folder")
     info.add_argument("--json", action="store_true", help="print everything as JSON")
     info.set_defaults(func=cmd_info)
+
+    av = sub.add_parser("average", help="average the weights of packages (checkpoint averaging)",
+                        description="Write a package whose weights are the element-wise mean of those of the given "
+                                    "packages, as the paper does with its last 5 or 20 checkpoints. They must share "
+                                    "the model config and the tokenizer (checkpoints of one run do).")
+    av.add_argument("--out", required=True, help="package folder to write; a bare name goes under models/")
+    av.add_argument("packages", nargs="+", metavar="PKG", help="package folders to average")
+    av.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    av.set_defaults(func=cmd_average)
     return parser
 
 
