@@ -2,7 +2,6 @@
 
 import pytest
 import torch
-from test_distributed import one_thread  # noqa: F401 (an autouse fixture)
 from test_train import DATA, tiny_cfg
 
 from playground.averaging import average_packages
@@ -12,6 +11,8 @@ from playground.model import Transformer, TransformerConfig
 from playground.package import load_package, save_package
 from playground.tokenizer import train_tokenizer
 from playground.train import Trainer
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def saved_model(folder, tokenizer, seed: int, **changes):

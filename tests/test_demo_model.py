@@ -3,7 +3,6 @@
 from pathlib import Path
 
 import pytest
-import torch
 
 from playground.data import load_parallel
 from playground.decode import DecodeOptions, translate
@@ -12,6 +11,7 @@ from playground.package import load_package
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "models" / "demo-en-de"
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
@@ -21,12 +21,7 @@ def demo():
 
 def test_demo_model_meets_its_exact_match_bar_on_held_out_pairs(demo):
     held_out = load_parallel(ROOT / "assets" / "datasets" / "mini-translation" / "test.tsv").pairs
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # batch decoding of small models is faster without a second thread to wait for
-    try:
-        hyps = [t.text for t in translate(demo.model, demo.tokenizer, [s for s, _ in held_out])]
-    finally:
-        torch.set_num_threads(threads)
+    hyps = [t.text for t in translate(demo.model, demo.tokenizer, [s for s, _ in held_out])]
     assert len(held_out) == 500
     assert score(hyps, [r for _, r in held_out]).exact_match >= 0.90
 

@@ -29,14 +29,7 @@ TINY_FLAGS = ["--d-model", "32", "--n-heads", "2", "--n-encoder-layers", "1", "-
               "--eval-every", "100", "--eval-sentences", "4", "--precision", "fp32", "--device", "cpu"]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models gain nothing from a second thread, and on a busy 2-core machine its spin-waits make them several
-    times slower."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

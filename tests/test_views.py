@@ -31,14 +31,7 @@ DEMO_FILES = ("config.json", "model.safetensors", "tokenizer.json", "training.js
 SENTENCE = "the cat sees the dog"
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One intra-op thread, as in test_app: these models are tiny, and two OpenMP threads on a shared 2-core machine
-    can make a beam search 50x slower."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def peaked(model: Transformer) -> Transformer:
