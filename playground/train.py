@@ -24,6 +24,7 @@ from playground.device import autocast, describe, resolve_device, resolve_precis
 from playground.distributed import (SINGLE, Ranks, agree, check_same_on_all_ranks, rank_device, seed_rank,
                                     sum_over_ranks, wrap_model)
 from playground.errors import PlaygroundError, TrainingError
+from playground.memory import check_training_fits
 from playground.metrics import score
 from playground.model import Transformer, TransformerConfig
 from playground.package import check_name, load_package, load_resume_state, save_package
@@ -321,7 +322,9 @@ class Trainer:
             self.resume(Path(resume_from))  # every rank loads the weights and the optimizer state
         else:
             self.tokenizer = self.shared_tokenizer()
-            self.model = Transformer(cfg.model_config(self.tokenizer.src_vocab_size, self.tokenizer.tgt_vocab_size, self.tokenizer.joint))
+            model_cfg = cfg.model_config(self.tokenizer.src_vocab_size, self.tokenizer.tgt_vocab_size, self.tokenizer.joint)
+            check_training_fits(model_cfg, cfg.batch_tokens, self.device, self.precision)
+            self.model = Transformer(model_cfg)
             self.model.to(self.device)
             self.optimizer = self.make_optimizer()
         seed_rank(cfg.seed, ranks, self.step)

@@ -173,3 +173,18 @@ def test_settings_errors_are_clear():
         tiny_cfg(schedule="warm")
     with pytest.raises(TrainingError, match="divisible"):
         Trainer(tiny_cfg(d_model=30, n_heads=4), DATA, "unused")
+
+
+def test_a_run_that_cannot_fit_in_memory_is_refused_before_it_starts(tmp_path, monkeypatch):
+    import playground.memory as memory
+    from playground.model import TransformerConfig
+
+    base = TransformerConfig(src_vocab_size=37000, tgt_vocab_size=37000)  # the paper's base model
+    need = memory.training_memory_bytes(base, 25000, "bf16")
+    assert 1e9 < need < 14e9  # ~1 GB of weights, gradients and Adam moments, plus activations: fits a 16 GB GPU
+    assert memory.training_memory_bytes(base, 50000, "bf16") > need
+    assert memory.training_memory_bytes(base, 25000, "fp32") > need
+    monkeypatch.setattr(memory, "free_memory_bytes", lambda device: 50_000)  # a device with 50 kB free
+    with pytest.raises(TrainingError, match="lower batch tokens"):
+        Trainer(tiny_cfg(), DATA, tmp_path / "run")
+    assert not (tmp_path / "run").exists()

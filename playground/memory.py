@@ -1,0 +1,57 @@
+"""Will a training run fit in the device's memory? A rough upper estimate, checked before anything is allocated,
+so a run that cannot fit is refused with a message that says what to change instead of crashing mid-run."""
+
+from __future__ import annotations
+
+import torch
+
+from playground.errors import TrainingError
+from playground.model import Transformer, TransformerConfig
+
+BYTES = 4  # fp32 master weights, gradients, Adam moments and logits (the loss is computed in fp32)
+HEADROOM = 0.9  # leave a tenth of the free memory to the rest of the process
+
+
+def parameter_count(cfg: TransformerConfig) -> int:
+    with torch.device("meta"):  # the exact count, without allocating a byte
+        return Transformer(cfg).num_parameters()
+
+
+def training_memory_bytes(cfg: TransformerConfig, batch_tokens: int, precision: str = "fp32") -> int:
+    """Weights + gradients + Adam's two moments, plus the activations kept for the backward pass of one batch
+    (batch_tokens source + target tokens): per layer the sublayer inputs/outputs, the feed-forward hidden units and
+    the attention weights (for sentences of up to 128 tokens, or max_len when shorter), and the logits over the
+    target vocabulary with their softmax and gradient."""
+    states = 4 * parameter_count(cfg) * BYTES
+    half = batch_tokens // 2  # about half of a batch's tokens are on each side
+    d, f, h, length = cfg.d_model, cfg.d_ff, cfg.n_heads, min(cfg.max_len, 128)
+    per_token = {"encoder": 8 * d + 2 * f + 2 * h * length, "decoder": 12 * d + 2 * f + 4 * h * length}
+    activations = half * (cfg.n_encoder_layers * per_token["encoder"] + cfg.n_decoder_layers * per_token["decoder"])
+    activation_bytes = 2 if precision in ("bf16", "fp16") else 4  # autocast keeps matmul outputs in 16 bits
+    logits = 3 * half * cfg.tgt_vocab_size
+    return states + activations * activation_bytes + logits * BYTES
+
+
+def free_memory_bytes(device: torch.device) -> int | None:
+    """Free memory on the device (MemAvailable for the CPU), or None where it cannot be read."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    if device.type == "cpu":
+        try:
+            with open("/proc/meminfo") as meminfo:
+                for line in meminfo:
+                    if line.startswith("MemAvailable:"):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            return None
+    return None
+
+
+def check_training_fits(cfg: TransformerConfig, batch_tokens: int, device: torch.device, precision: str) -> None:
+    free = free_memory_bytes(device)
+    need = training_memory_bytes(cfg, batch_tokens, precision)
+    if free is not None and need > HEADROOM * free:
+        raise TrainingError(
+            f"This run needs about {need / 1e9:.1f} GB but {device.type} has {free / 1e9:.1f} GB free: lower batch "
+            f"tokens (now {batch_tokens}), the maximum length ({cfg.max_len}), d_model ({cfg.d_model}), the number "
+            f"of layers or the vocabulary size ({cfg.tgt_vocab_size}).")
