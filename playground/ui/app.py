@@ -76,9 +76,12 @@ def build_app(models_dir: str | os.PathLike = "models") -> gr.Blocks:
     return demo
 
 
+MAX_UPLOAD = "200mb"  # the data reader's own limit (playground.data.load_parallel max_bytes) is the same
+
+
 def launch_options() -> dict:
-    """Theme and CSS (Gradio 6 takes them in launch(), not in Blocks())."""
-    return {"theme": gr.themes.Soft(), "css": CSS}
+    """Theme, CSS (Gradio 6 takes them in launch(), not in Blocks()) and the upload limit Gradio enforces."""
+    return {"theme": gr.themes.Soft(), "css": CSS, "max_file_size": MAX_UPLOAD}
 
 
 def launch(demo: gr.Blocks, **kwargs):
