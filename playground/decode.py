@@ -136,7 +136,10 @@ def greedy_or_sample(model: Transformer, src: torch.Tensor, opts: DecodeOptions)
     generator = None
     if opts.method == "sample":
         generator = torch.Generator(device=src.device)
-        generator.manual_seed(opts.seed if opts.seed is not None else torch.seed())
+        if opts.seed is None:
+            generator.seed()  # a fresh seed for this generator only: torch.seed() would re-seed everyone's global RNG
+        else:
+            generator.manual_seed(opts.seed)
     state = model.start_decoding(src, max_len)
     tokens = torch.full((B,), cfg.bos_id, dtype=torch.long, device=src.device)
     rows = torch.arange(B, device=src.device)  # which sentence each live row belongs to

@@ -3,12 +3,15 @@
 import time
 from pathlib import Path
 
+import pytest
+
 from playground.data import load_parallel
 from playground.decode import DecodeOptions, translate
 from playground.metrics import score
 from playground.train import TrainConfig, TrainData, Trainer
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets" / "datasets" / "reverse"
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_tiny_model_learns_sequence_reversal(tmp_path):
@@ -16,7 +19,7 @@ def test_tiny_model_learns_sequence_reversal(tmp_path):
     test = load_parallel(ASSETS / "test.tsv").pairs
     cfg = TrainConfig(d_model=64, n_heads=4, n_encoder_layers=2, n_decoder_layers=2, d_ff=256, dropout=0.0,
                       norm_placement="pre", tokenizer="word", vocab_size=100, max_len=16, batch_tokens=2560,
-                      schedule="inverse_sqrt", lr=5e-3, warmup_steps=100, max_steps=1000, eval_every=10_000,
+                      schedule="cosine", lr=5e-3, warmup_steps=100, max_steps=1000, eval_every=10_000,
                       eval_sentences=50, device="cpu")
     start = time.perf_counter()
     trainer = Trainer(cfg, TrainData(train, test[:50], "seq", "rev"), tmp_path / "reverse")

@@ -11,6 +11,7 @@ from playground.ui import attention_tab, data_tab, inside_tab, models_tab, train
 from playground.ui.state import Session, default_model, friendly, model_names
 
 CONCURRENCY = 2  # events of one kind running at once (2 CPU cores on a free Space); training: 1 at a time
+QUEUE_SIZE = 20  # waiting requests beyond this are turned away with Gradio's "queue is full" message
 CSS = """
 #train-status { font-variant-numeric: tabular-nums; }
 #train-status progress { width: 10em; height: 0.8em; vertical-align: middle; }
@@ -72,7 +73,7 @@ def build_app(models_dir: str | os.PathLike = "models") -> gr.Blocks:
         for view in inside.redraw:
             inside_page.select(**view)
         demo.load(**refresh)
-    demo.queue(default_concurrency_limit=CONCURRENCY)
+    demo.queue(default_concurrency_limit=CONCURRENCY, max_size=QUEUE_SIZE)
     return demo
 
 
