@@ -499,9 +499,12 @@ class Trainer:
                 "tgt_tokens": maps["tgt_tokens"]}
 
     def improved(self, record: dict) -> bool:
-        metric = self.cfg.early_stop_metric
-        value = record[metric]
-        better = self.best is None or (value < self.best[metric] if metric == "val_loss" else value > self.best[metric])
+        def rank(r: dict) -> tuple[float, float]:
+            """Higher is better; ties go to the lower validation loss (BLEU is 0 on one-word targets, for one)."""
+            metric = self.cfg.early_stop_metric
+            return (-r[metric] if metric == "val_loss" else r[metric], -r["val_loss"])
+
+        better = self.best is None or rank(record) > rank(self.best)
         if better:
             self.best = {k: record[k] for k in ("step", "val_loss", "bleu", "chrf", "exact_match")}
             self.bad_evals = 0

@@ -188,3 +188,12 @@ def test_a_run_that_cannot_fit_in_memory_is_refused_before_it_starts(tmp_path, m
     with pytest.raises(TrainingError, match="lower batch tokens"):
         Trainer(tiny_cfg(), DATA, tmp_path / "run")
     assert not (tmp_path / "run").exists()
+
+
+def test_best_breaks_metric_ties_on_validation_loss(tmp_path):
+    trainer = Trainer(tiny_cfg(), DATA, tmp_path / "run")
+    record = lambda step, bleu, loss: {"step": step, "val_loss": loss, "bleu": bleu, "chrf": 0.0, "exact_match": 0.0}
+    assert trainer.improved(record(1, 0.0, 2.0))
+    assert trainer.improved(record(2, 0.0, 1.0))  # same BLEU (0 on one-word targets), lower loss
+    assert not trainer.improved(record(3, 0.0, 1.5))
+    assert trainer.improved(record(4, 5.0, 3.0)) and trainer.best["step"] == 4
