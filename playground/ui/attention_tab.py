@@ -14,8 +14,7 @@ import numpy as np
 
 from playground import plots
 from playground.errors import PlaygroundError
-from playground.ui.state import (Session, default_model, friendly, gpu, load_model, model_dropdown, model_names,
-                                 package_folder)
+from playground.ui.state import Session, default_model, friendly, gpu, load_model, model_picker, package_folder
 
 KINDS = [("Cross-attention (decoder → encoder)", "cross"), ("Encoder self-attention", "encoder"),
          ("Decoder self-attention (masked)", "decoder")]
@@ -122,9 +121,7 @@ def probe_figure(probe: list, index: int):
 
 def build(session: gr.State, models_dir: Path) -> AttentionTab:
     models_dir = Path(models_dir)
-    names = model_names(models_dir)
-    first = default_model(models_dir, names)
-    first_probe = read_probe(models_dir, first)
+    first_probe = read_probe(models_dir, default_model(models_dir))
 
     @gpu
     @friendly
@@ -189,16 +186,9 @@ def build(session: gr.State, models_dir: Path) -> AttentionTab:
         """Cross-attention of the model's fixed validation pair at the index-th validation of its training."""
         return probe_figure(read_probe(models_dir, model), index)
 
-    @friendly
-    def refresh_models(model: str | None = None):
-        """The model picker's fresh choices (newest first), keeping `model` selected when it still exists."""
-        return model_dropdown(models_dir, model)
-
     with gr.Row():
         with gr.Column(scale=1):
-            with gr.Row():
-                model = gr.Dropdown(names, value=first, label="Model", scale=4, allow_custom_value=True)
-                refresh = gr.Button("↻", scale=0, min_width=40)
+            model, refresh, refreshed = model_picker(models_dir, "attention_models")
             source = gr.Textbox(label="Source sentence", lines=2)
             target_mode = gr.Radio(TARGET_MODES, value=TARGET_MODES[0], label="Target side")
             target = gr.Textbox(label="Target (filled with the model's translation; edit it and choose "
@@ -243,8 +233,7 @@ def build(session: gr.State, models_dir: Path) -> AttentionTab:
     probe_outputs = dict(fn=pick_model, inputs=[model], outputs=[probe_step, probe_plot], api_visibility="private",
                          show_progress="hidden")
     # ↻ also rereads the history: a model still training (the demo) gains validations under the same name
-    refresh.click(refresh_models, [model], [model], api_name="attention_models", show_progress="hidden").then(
-        **probe_outputs)
+    refreshed.then(**probe_outputs)
     model.change(**probe_outputs)
     probe_step.change(show_probe, [model, probe_step], [probe_plot], api_name="attention_probe",
                       show_progress="hidden", trigger_mode="always_last")

@@ -10,7 +10,7 @@ from pathlib import Path
 import gradio as gr
 
 from playground import plots
-from playground.ui.state import Session, default_model, friendly, load_model, model_dropdown, model_names
+from playground.ui.state import Session, friendly, load_model, model_picker
 
 NO_DATA = "Load data on the Data tab: this view is computed on your sentence pairs."
 NO_MODEL = "Choose a model above (train one on the Train tab, or upload one on the Models tab)."
@@ -126,8 +126,6 @@ def embeddings_view(session: Session, models_dir: Path, model: str | None, n_tok
 
 def build(session: gr.State, models_dir: Path) -> InsideTab:
     models_dir = Path(models_dir)
-    names = model_names(models_dir)
-    first = default_model(models_dir, names)
 
     @friendly
     def show_positional(model: str | None, side: str = "source", dimensions: list[int] | None = None):
@@ -150,16 +148,9 @@ def build(session: gr.State, models_dir: Path) -> InsideTab:
         """The n most frequent tokens of this session's data (or of the vocabulary) on a 2-D PCA map."""
         return embeddings_view(session, models_dir, model, n_tokens)
 
-    @friendly
-    def refresh_models(model: str | None = None):
-        """The model picker's fresh choices (newest first), keeping `model` selected when it still exists."""
-        return model_dropdown(models_dir, model)
-
     gr.Markdown("The figures that explain the Transformer, drawn from **your** model and **your** data (load some on "
                 "the Data tab for the masks, batching and word-frequency views).")
-    with gr.Row():
-        model = gr.Dropdown(names, value=first, label="Model", scale=4, allow_custom_value=True)
-        refresh = gr.Button("↻", scale=0, min_width=40)
+    model, refresh, _ = model_picker(models_dir, "inside_models")
     with gr.Accordion("Positional encoding", open=True, elem_id="inside-positional"):
         with gr.Row():
             side = gr.Radio(["source", "target"], value="source", label="Side",
@@ -211,5 +202,4 @@ def build(session: gr.State, models_dir: Path) -> InsideTab:
     redraw = [{**view, "api_name": None, "api_visibility": "private", "show_progress": "minimal"} for view in views]
     for view in [{**redraw[0], "inputs": [model, side]}, *redraw[1:]]:
         model.change(**view)
-    refresh.click(refresh_models, [model], [model], api_name="inside_models", show_progress="hidden")
     return InsideTab(model, refresh, redraw)

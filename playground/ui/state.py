@@ -139,6 +139,19 @@ def model_dropdown(models_dir: str | Path, keep: str | None = None) -> dict:
     return gr.update(choices=names, value=default_model(models_dir, names, keep))
 
 
+def model_picker(models_dir: str | Path, api_name: str):
+    """The model dropdown and its ↻ button, in a row of the caller's layout; ↻ refreshes the choices (newest
+    first, the selection kept where it still exists). Returns (dropdown, the refresh event to chain on)."""
+    names = model_names(models_dir)
+    with gr.Row():
+        model = gr.Dropdown(names, value=default_model(models_dir, names), label="Model", scale=4,
+                            allow_custom_value=True)
+        refresh = gr.Button("↻", scale=0, min_width=40)
+    event = refresh.click(friendly(lambda keep=None: model_dropdown(models_dir, keep)), [model], [model],
+                          api_name=api_name, show_progress="hidden")
+    return model, refresh, event
+
+
 def package_folder(models_dir: str | Path, name: str | None) -> Path:
     from playground.package import check_name, is_package
 

@@ -13,8 +13,7 @@ import pandas as pd
 from playground import plots
 from playground.errors import PlaygroundError
 from playground.ui import steps_view
-from playground.ui.state import (MODELS, Session, default_model, friendly, gpu, load_model, model_dropdown, model_names,
-                                 package_folder)
+from playground.ui.state import MODELS, Session, friendly, gpu, load_model, model_picker, package_folder
 
 MAX_SENTENCES = 200
 TOP_K = 5  # candidates per step in the next-token view
@@ -96,8 +95,6 @@ def next_token_view(session: Session, row: int, k: int = TOP_K):
 
 def build(session: gr.State, models_dir: Path) -> TranslateTab:
     models_dir = Path(models_dir)
-    names = model_names(models_dir)
-    first = default_model(models_dir, names)
 
     @gpu
     @friendly
@@ -162,17 +159,10 @@ def build(session: gr.State, models_dir: Path) -> TranslateTab:
         return (gr.update(visible=method == "sample"), gr.update(visible=method == "beam"),
                 gr.update(visible=method != "greedy", label="n-best" if method == "beam" else "samples per sentence"))
 
-    @friendly
-    def refresh_models(model: str | None = None):
-        """The model picker's fresh choices (newest first), keeping `model` selected when it still exists."""
-        return model_dropdown(models_dir, model)
-
     with gr.Row():
         with gr.Column(scale=1):
-            with gr.Row():
-                model = gr.Dropdown(names, value=first, label="Model", scale=4, allow_custom_value=True)
-                refresh = gr.Button("↻", scale=0, min_width=40)
-            model_info = gr.Markdown(model_summary(models_dir, first))
+            model, refresh, _ = model_picker(models_dir, "translate_models")
+            model_info = gr.Markdown(model_summary(models_dir, model.value))
             text = gr.Textbox(label="Source sentences (one per line)", lines=5,
                               placeholder="Type in the model's source language, one sentence per line.")
             method = gr.Radio(["greedy", "sample", "beam"], value="greedy", label="Decoding")
@@ -215,7 +205,6 @@ def build(session: gr.State, models_dir: Path) -> TranslateTab:
 
     method.change(show_controls, [method], [sample_row, beam_row, nbest], api_visibility="private",
                   show_progress="hidden")
-    refresh.click(refresh_models, [model], [model], api_name="translate_models", show_progress="hidden")
     model.change(lambda m: model_summary(models_dir, m), [model], [model_info], api_visibility="private",
                  show_progress="hidden")
     inputs = [session, model, text, method, temperature, top_k, top_p, seed, beam_size, length_penalty, nbest, max_len]
