@@ -143,19 +143,19 @@ def greedy_or_sample(model: Transformer, src: torch.Tensor, opts: DecodeOptions)
     state = model.start_decoding(src, max_len)
     tokens = torch.full((B,), cfg.bos_id, dtype=torch.long, device=src.device)
     rows = torch.arange(B, device=src.device)  # which sentence each live row belongs to
-    out_ids: list[list[int]] = [[] for _ in range(B)]
-    out_lp: list[list[float]] = [[] for _ in range(B)]
-    for _ in range(max_len):
+    out_ids = torch.full((B, max_len), cfg.pad_id, dtype=torch.long, device=src.device)
+    out_lp = torch.zeros(B, max_len, device=src.device)
+    lengths = torch.zeros(B, dtype=torch.long, device=src.device)
+    for step in range(max_len):
         logp = F.log_softmax(model.decode_step(tokens, state).float(), dim=-1)  # [live, V]
         if generator is None:
             tokens = logp.argmax(-1)
         else:
             probs = filter_logits(logp, opts.temperature, opts.top_k, opts.top_p).softmax(-1)
             tokens = sample_tokens(probs, generator)
-        chosen_lp = logp.gather(1, tokens[:, None]).squeeze(1)
-        for row, tok, lp in zip(rows.tolist(), tokens.tolist(), chosen_lp.tolist()):
-            out_ids[row].append(tok)
-            out_lp[row].append(lp)
+        out_ids[rows, step] = tokens
+        out_lp[rows, step] = logp.gather(1, tokens[:, None]).squeeze(1)
+        lengths[rows] = step + 1
         live = (tokens != cfg.eos_id) & (state.length < limits[rows])
         if not live.any():
             break
@@ -163,7 +163,10 @@ def greedy_or_sample(model: Transformer, src: torch.Tensor, opts: DecodeOptions)
             keep = live.nonzero().squeeze(1)
             state.select(keep)
             rows, tokens = rows[keep], tokens[keep]
-    return SearchResult([[Hypothesis(ids, lps, sum(lps))] for ids, lps in zip(out_ids, out_lp)])
+    hypotheses = []
+    for ids, lps, n in zip(out_ids.tolist(), out_lp.tolist(), lengths.tolist()):  # one copy to Python at the end
+        hypotheses.append([Hypothesis(ids[:n], lps[:n], sum(lps[:n]))])
+    return SearchResult(hypotheses)
 
 
 @torch.inference_mode()
@@ -231,7 +234,7 @@ def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
             break
         keep = (~done).nonzero().squeeze(1)  # sentences still searching
         rows = ((keep * K)[:, None] + beam[keep]).view(-1)  # their beams' rows in the decoder state
-        state.select(rows)
+        state.select(rows, memory=len(keep) < n)  # the encoder side changes only when sentences leave
         sentence, scores, history, history_lp = sentence[keep], scores[keep], history[keep], history_lp[keep]
         tokens = token[keep].view(-1)
 

@@ -11,6 +11,7 @@ decoder self-attention keys/values are written into a preallocated buffer one st
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import asdict, dataclass, fields
 
@@ -87,11 +88,10 @@ def attend(q, k, v, key_mask=None, causal=False, dropout_p=0.0, need_weights=Fal
     if not need_weights:
         # is_causal and attn_mask are exclusive in SDPA; the decoder's self-attention never needs both because
         # target padding sits after the real tokens, where the causal mask already hides it from them.
-        if q.requires_grad and q.device.type == "cpu":
-            # the CPU flash kernel's backward is 4-7x slower than the math one at these sizes (bench/profile_step.py)
-            with sdpa_kernel(SDPBackend.MATH):
-                return F.scaled_dot_product_attention(q, k, v, attn_mask=key_mask, dropout_p=dropout_p, is_causal=causal), None
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=key_mask, dropout_p=dropout_p, is_causal=causal), None
+        # the CPU flash kernel's backward is 4-7x slower than the math one at these sizes (bench/profile_step.py)
+        training_on_cpu = q.requires_grad and q.device.type == "cpu"
+        with sdpa_kernel(SDPBackend.MATH) if training_on_cpu else contextlib.nullcontext():
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=key_mask, dropout_p=dropout_p, is_causal=causal), None
     scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.size(-1))  # [B,H,Tq,Tk]
     if key_mask is not None:
         scores = scores.masked_fill(~key_mask, float("-inf"))
@@ -277,10 +277,12 @@ class DecoderState:
     caches: list[LayerCache]
     length: int = 0  # target positions decoded so far
 
-    def select(self, index: torch.Tensor) -> None:
-        """Keep (and reorder/duplicate) the batch rows in `index`."""
-        self.memory_kv = [(k.index_select(0, index), v.index_select(0, index)) for k, v in self.memory_kv]
-        self.src_mask = self.src_mask.index_select(0, index)
+    def select(self, index: torch.Tensor, memory: bool = True) -> None:
+        """Keep (and reorder/duplicate) the batch rows in `index`. memory=False leaves the encoder side alone, for a
+        reorder among rows of the same source (beam search's beams), whose memory rows are identical."""
+        if memory:
+            self.memory_kv = [(k.index_select(0, index), v.index_select(0, index)) for k, v in self.memory_kv]
+            self.src_mask = self.src_mask.index_select(0, index)
         for cache in self.caches:
             cache.select(index)
 

@@ -244,7 +244,8 @@ def read_config(folder: str | os.PathLike) -> dict:
 
 def check_weights(path: Path, model: Transformer) -> None:
     """Compare the safetensors header with the model built from config.json, before loading anything."""
-    expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    state = model.state_dict()
+    expected = {k: tuple(v.shape) for k, v in state.items()}
     try:
         with safe_open(str(path), framework="pt") as f:
             stored = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
@@ -252,17 +253,17 @@ def check_weights(path: Path, model: Transformer) -> None:
         raise PackageError(f"model.safetensors in {path.parent.name} is corrupt or truncated ({err}).") from err
     unexpected = sorted(set(stored) - set(expected))
     wrong = [f"{k}: file {stored[k]} vs config {expected[k]}" for k in stored if k in expected and stored[k] != expected[k]]
-    # tied weights are stored under one of their names only
-    aliases = {}
-    for name, tensor in model.state_dict().items():
+    aliases = {}  # tied weights are stored under one of their names only
+    for name, tensor in state.items():
         aliases.setdefault(tensor.data_ptr(), []).append(name)
     missing = [names[0] for names in aliases.values() if not any(n in stored for n in names)]
     if unexpected or wrong or missing:
-        details = "; ".join(filter(None, [
-            f"shapes differ ({', '.join(wrong[:3])}{' ...' if len(wrong) > 3 else ''})" if wrong else "",
-            f"missing {', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}" if missing else "",
-            f"unexpected {', '.join(unexpected[:3])}{' ...' if len(unexpected) > 3 else ''}" if unexpected else "",
-        ]))
+
+        def listed(label: str, items: list[str]) -> str:
+            return f"{label} {', '.join(items[:3])}{' ...' if len(items) > 3 else ''}" if items else ""
+
+        details = "; ".join(filter(None, [listed("shapes differ:", wrong), listed("missing", missing),
+                                          listed("unexpected", unexpected)]))
         raise PackageError(f"The weights in {path.parent.name} do not fit its config.json: {details}.")
 
 

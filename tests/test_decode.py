@@ -138,3 +138,15 @@ def test_inverse_cdf_sampling_follows_the_distribution():
     freq = torch.bincount(drawn, minlength=4).float() / len(drawn)
     assert freq[1] == 0
     torch.testing.assert_close(freq, probs[0], atol=0.015, rtol=0)
+
+
+def test_beam_scores_match_the_model_when_sentences_finish_at_different_steps(model, tokenizer):
+    peaked(model)  # each sentence's own length limit (2 x its source + 10) ends it at a different step
+    results = translate(model, tokenizer, SENTENCES, DecodeOptions("beam", beam_size=3, nbest=3))
+    assert len({len(t.best.ids) for t in results}) > 1
+    for t in results:
+        src = torch.tensor([t.source_ids])
+        for h in t.hypotheses:
+            tgt = torch.tensor([[model.cfg.bos_id] + h.ids[:-1]])
+            logp = model(src, tgt)[0].log_softmax(-1).gather(1, torch.tensor(h.ids)[:, None]).squeeze(1)
+            torch.testing.assert_close(logp, torch.tensor(h.token_logprobs), atol=1e-4, rtol=1e-4)
