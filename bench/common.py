@@ -26,18 +26,18 @@ if str(REPO_ROOT) not in sys.path:
 
 import torch  # noqa: E402
 
+from playground.builtin_data import DATASETS_DIR  # noqa: E402
 from playground.data import load_parallel  # noqa: E402
 from playground.device import sync  # noqa: E402
 from playground.model import TransformerConfig  # noqa: E402
 from playground.presets import preset_config  # noqa: E402
-from playground.train import Trainer, TrainData, collate, make_batches  # noqa: E402
+from playground.train import Trainer, TrainData, collate, make_batches, pad_multiple  # noqa: E402
 
 Pair = tuple[str, str]
 Encoded = list[tuple[list[int], list[int]]]
 
 SRC_LANG, TGT_LANG = "en", "de"
 TEST_SPLIT = "test_2016_flickr"
-BUILTIN_PAIRS = REPO_ROOT / "assets" / "datasets" / "mini-translation" / "train.tsv"
 TUTORIAL_BATCH_SIZE = 128  # sentences per batch in PyTorch's nn.Transformer translation tutorial
 RESULTS_DIR = REPO_ROOT / "bench" / "results"  # git-ignored
 
@@ -153,7 +153,7 @@ def load_split(data_dir: str | Path, split: str, max_len: int = 256) -> list[Pai
 
 def builtin_pairs() -> list[Pair]:
     """The project's built-in English→German toy data: a stand-in when no Multi30k folder is given."""
-    return load_parallel(BUILTIN_PAIRS).pairs
+    return load_parallel(DATASETS_DIR / "mini-translation" / "train.tsv").pairs
 
 
 def pair_lengths(encoded: Encoded) -> list[tuple[int, int]]:
@@ -174,10 +174,11 @@ def project_trainer(data_dir: str, max_pairs: int | None, precision: str, device
     train = load_split(data_dir, "train", cfg.max_len)[:max_pairs]
     val = load_split(data_dir, "val")[:200]
     trainer = Trainer(cfg, TrainData(train, val, SRC_LANG, TGT_LANG, "multi30k"), out_dir)
-    tokens = batch_tokens or matched_batch_tokens(trainer.train_set, TUTORIAL_BATCH_SIZE, seed)
+    tokens = batch_tokens or matched_batch_tokens(trainer.train_set, TUTORIAL_BATCH_SIZE, seed,
+                                                  pad_multiple(trainer.device))
     # the Trainer cut epoch 0 into batches in __init__: cut it again (as it does every epoch) for this budget
     trainer.cfg = dataclasses.replace(trainer.cfg, batch_tokens=tokens)
-    trainer.batches = make_batches(trainer.train_set, tokens, seed=seed + trainer.epoch)
+    trainer.batches = trainer.epoch_batches(trainer.epoch)
     return trainer
 
 
@@ -203,7 +204,7 @@ class ProjectRunner:
     def pad_share(self) -> float:
         """Padding share of the positions computed, over the epoch's batches as the Trainer collates them."""
         t = self.trainer
-        batches = [collate(t.train_set, indices, torch.device("cpu")) for indices in t.batches]
+        batches = [collate(t.train_set, indices, t.device) for indices in t.batches]
         real = sum(b.n_tokens + b.n_src_tokens for b in batches)
         return 1 - real / sum(b.src.numel() + b.tgt_in.numel() for b in batches)
 
@@ -221,14 +222,14 @@ def mean_real_tokens(lengths: list[tuple[int, int]], batches: list[list[int]]) -
     return sum(sum(lengths[i]) for batch in batches for i in batch) / len(batches)
 
 
-def matched_batch_tokens(encoded: Encoded, sentences_per_batch: int, seed: int) -> int:
-    """The token budget (padded tokens, as make_batches counts) whose batches average the real tokens of
-    random `sentences_per_batch`-sentence batches."""
+def matched_batch_tokens(encoded: Encoded, sentences_per_batch: int, seed: int, multiple: int = 1) -> int:
+    """The token budget (padded tokens, as make_batches counts them with the Trainer's pad `multiple`) whose
+    batches average the real tokens of random `sentences_per_batch`-sentence batches."""
     lengths = pair_lengths(encoded)
     target = sum(s + t for s, t in lengths) / len(lengths) * min(sentences_per_batch, len(lengths))
     budget = int(target)
     for _ in range(4):  # make_batches is monotone in the budget: a few proportional corrections converge
-        budget = int(budget * target / mean_real_tokens(lengths, make_batches(encoded, budget, seed)))
+        budget = int(budget * target / mean_real_tokens(lengths, make_batches(encoded, budget, seed, multiple)))
     return budget
 
 

@@ -19,7 +19,7 @@ import common  # first: puts the repository on sys.path
 import torch
 
 from playground.decode import DecodeOptions, beam_search, greedy_or_sample, pad_batch, source_ids, translate
-from playground.device import autocast, resolve_device, sync
+from playground.device import autocast, resolve_device
 from playground.model import Transformer
 from playground.package import load_package
 from playground.presets import preset_config
@@ -85,13 +85,10 @@ def time_searches(model: Transformer, batches: list[torch.Tensor], runs: dict[st
     for round_ in itertools.count():
         src = batches[round_ % len(batches)]
         for name, search in runs.items():
-            sync(device)
-            start = time.perf_counter()
-            with autocast(device, precision):
+            with common.stopwatch(device) as elapsed, autocast(device, precision):
                 ids = search(model, src)
-            sync(device)
             t = timings[name]
-            t.seconds += time.perf_counter() - start
+            t.seconds += elapsed.wall
             t.sentences, t.tokens, t.calls = t.sentences + len(ids), t.tokens + sum(map(len, ids)), t.calls + 1
             if any(len(x) != steps for x in ids):
                 raise AssertionError(f"{name} produced {sorted({len(x) for x in ids})} tokens, not {steps}")

@@ -5,8 +5,8 @@ torch.compile helps.
    (collate and the loop's bookkeeping), model forward, loss (forward + backward, the float32 logits included),
    model backward, gradient clipping (and the loss's .item()), optimizer.
 2. torch.profiler self time per step, grouped by kind of op, and the top ops.
-3. Suspects timed alone: autocast's per-forward cast of the fp32 weights to bf16; Adam as the Trainer builds
-   it on the CPU (for-loop) versus foreach and fused.
+3. Suspects timed alone: autocast's per-forward cast of the fp32 weights to bf16; Adam as a for-loop, foreach
+   and fused (the Trainer builds the fused one on the CPU and on CUDA).
 4. With --compile: torch.compile's compile time and steady-state step time versus eager on the same batches.
 
     python bench/profile_step.py --data ../shared/data/multi30k [--compile]
@@ -141,8 +141,8 @@ def weight_cast_seconds(trainer: Trainer) -> float:
 def adam_seconds(trainer: Trainer) -> dict[str, float]:
     """One Adam step over the model's parameters (with gradients from the last step) per implementation."""
     params = [p for p in trainer.model.parameters() if p.grad is not None]
-    variants = {"for-loop (the Trainer on CPU)": {"foreach": False}, "foreach": {"foreach": True},
-                "fused": {"fused": True}}
+    variants = {"for-loop": {"foreach": False}, "foreach": {"foreach": True},
+                "fused (the Trainer's, on CPU and CUDA)": {"fused": True}}
     results = {}
     for name, flags in variants.items():
         optimizer = torch.optim.Adam(params, lr=1e-9, betas=trainer.cfg.betas, eps=trainer.cfg.eps, **flags)

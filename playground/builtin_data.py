@@ -28,6 +28,7 @@ Pair = tuple[str, str]
 Split = tuple[list[Pair], list[Pair]]
 
 TEST_SIZE = 500
+DATASETS_DIR = Path(__file__).resolve().parent.parent / "assets" / "datasets"  # the shipped files
 
 
 @dataclass(frozen=True)
@@ -191,6 +192,10 @@ def generate_numbers(seed: int = 0) -> Split:
 # "the soup reads a dog". "generic" marks nouns that take no possessive (see below).
 
 
+def _tags(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
 @dataclass(frozen=True)
 class Noun:
     english: str
@@ -203,7 +208,7 @@ class Noun:
 
 
 def _noun_table(rows: Iterable[tuple[str, str, str, str, str, str, str]]) -> dict[str, Noun]:
-    nouns = [Noun(en, en_pl, de, gender, de_pl, weak, frozenset(tags.split())) for en, en_pl, de, gender, de_pl, weak, tags in rows]
+    nouns = [Noun(en, en_pl, de, gender, de_pl, weak, _tags(tags)) for en, en_pl, de, gender, de_pl, weak, tags in rows]
     return {noun.english: noun for noun in nouns}
 
 
@@ -323,7 +328,7 @@ class Adjective:
 
 
 def _adjective_table(rows: Iterable[tuple[str, str, str, str]]) -> dict[str, Adjective]:
-    adjectives = [Adjective(en, de, stem, frozenset(tags.split())) for en, de, stem, tags in rows]
+    adjectives = [Adjective(en, de, stem, _tags(tags)) for en, de, stem, tags in rows]
     return {adjective.english: adjective for adjective in adjectives}
 
 
@@ -496,7 +501,7 @@ class Adjunct:
 
 
 def _adjunct(preposition: str, tags: str) -> Adjunct:
-    return Adjunct(preposition, frozenset(tags.split()))
+    return Adjunct(preposition, _tags(tags))
 
 
 INDOORS = _adjunct("in", "room building")
@@ -551,10 +556,6 @@ class Verb:
     def key(self) -> str:
         """The German infinitive, which tells verbs apart where English does not ("eat": essen/fressen)."""
         return self.irregular_infinitive or self.particle + self.german_plural
-
-
-def _tags(text: str) -> frozenset[str]:
-    return frozenset(text.split())
 
 
 _ANIMATE = _tags("person animal")
@@ -1072,7 +1073,7 @@ def _readme(splits: dict[str, Split], seed: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_builtin_datasets(out_dir: str | Path = "assets/datasets", seed: int = 0) -> list[Path]:
+def write_builtin_datasets(out_dir: str | Path = DATASETS_DIR, seed: int = 0) -> list[Path]:
     """Write train.tsv and test.tsv for every built-in dataset, plus README.md; return the paths."""
     out = Path(out_dir)
     written: list[Path] = []
@@ -1093,7 +1094,7 @@ def write_builtin_datasets(out_dir: str | Path = "assets/datasets", seed: int = 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Regenerate the built-in datasets.")
-    parser.add_argument("--out", default="assets/datasets", help="output folder (default: assets/datasets)")
+    parser.add_argument("--out", default=DATASETS_DIR, help="output folder (default: assets/datasets)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     args = parser.parse_args(argv)
     for path in write_builtin_datasets(args.out, args.seed):

@@ -97,15 +97,14 @@ def load_parallel(
     if max_len < 1:
         raise DataError(f"max_len must be at least 1 token, not {max_len}.")
     path = Path(path)
+    rows = _PairFilter(path.name, max_len, dedupe, max_rows)
     if tgt_path is not None:
-        rows = _PairFilter(path.name, max_len, dedupe, max_rows)
         return _load_aligned(path, Path(tgt_path), src_lang, tgt_lang, rows, max_bytes)
 
     text, compressed = _read_text(path, max_bytes)
     lines = text.split("\n")
     head = _head(lines)
     sample = [line for line in head if line.strip()]  # not empty: the text is not blank
-    rows = _PairFilter(path.name, max_len, dedupe, max_rows)
     first = sample[0].strip()
     if first in ("{", "[") or (first.startswith("[") and _parses_as_json(text)):
         raise DataError(
@@ -392,9 +391,10 @@ def _lang_from_name(path: Path) -> str | None:
 def _detect_delimiter(name: str, head: list[str]) -> str:
     """The delimiter that splits most head lines into the same number (>= 2) of columns; that number must be 2."""
     sample = [line for line in head if line.strip()]
+    head_text = "\n".join(head)
     best: tuple[int, int, str] | None = None  # (lines, columns, delimiter)
     for delimiter in _DELIMITER_NAMES:
-        widths = Counter(len(fields) for _, fields in _records("\n".join(head), delimiter, name))
+        widths = Counter(len(fields) for _, fields in _records(head_text, delimiter, name))
         if not widths:
             continue
         columns, lines = widths.most_common(1)[0]

@@ -11,6 +11,7 @@ make round trips inexact for Chinese, Japanese and typographic punctuation. Spec
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -54,10 +55,11 @@ class PairTokenizer:
                     f"The {side} tokenizer has {specials} as ids 0-3 instead of {SPECIAL_TOKENS}: "
                     "it was not trained by the playground. Train a new tokenizer."
                 )
-        if _kind_of(self.tgt_tokenizer) != self._kind:
+        tgt_kind = self._kind if self.joint else _kind_of(self.tgt_tokenizer)  # _kind_of serialises the whole vocab
+        if tgt_kind != self._kind:
             raise PackageError(
-                f"The source tokenizer is {self._kind} but the target tokenizer is "
-                f"{_kind_of(self.tgt_tokenizer)}; both sides must be of the same kind. Train a new tokenizer."
+                f"The source tokenizer is {self._kind} but the target tokenizer is {tgt_kind}; "
+                "both sides must be of the same kind. Train a new tokenizer."
             )
 
     @property
@@ -258,6 +260,7 @@ def _kind_of(tokenizer: Tokenizer) -> str:
     return _MODEL_KINDS[model_type]
 
 
+@functools.cache
 def _pre_tokenizer_config(kind: str) -> dict:
     probe = Tokenizer(models.WordLevel(unk_token=SPECIAL_TOKENS[UNK_ID]))
     probe.pre_tokenizer = _pre_tokenizer(kind)
