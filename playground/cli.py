@@ -147,12 +147,12 @@ def train_on_this_rank(args: argparse.Namespace, cfg: TrainConfig, ranks: Ranks,
     tgt_lang = args.tgt_lang or data.tgt_lang or "tgt"
     out = out_folder(args.out)
     train_data = TrainData(train, val, src_lang, tgt_lang, description=Path(args.data).name)
-    summary, failed = None, False
+    summary, failed, progress = None, False, ProgressLine(args)
     for event in run_training(cfg, train_data, out, args.resume, ranks):
         if board:
             board.log(event)
         if ranks.is_main:
-            report(args, event, out)
+            report(args, event, out, progress)
         elif event["type"] == "error":  # it may be this rank's alone (out of memory)
             say(args, f"error on rank {ranks.rank} of {ranks.world_size}: {event['message']}", err=True)
         failed = failed or event["type"] == "error"
@@ -165,23 +165,23 @@ def train_on_this_rank(args: argparse.Namespace, cfg: TrainConfig, ranks: Ranks,
     return 1 if failed else 0
 
 
-def report(args: argparse.Namespace, event: dict, out: Path) -> None:
+def report(args: argparse.Namespace, event: dict, out: Path, progress: ProgressLine) -> None:
     """One training event, for people."""
     kind = event["type"]
     if kind == "start":
         world_size, accumulate = event["world_size"], event["accumulate"]
         factors = [f"{n} {what}" for n, what in ((world_size, "processes"), (accumulate, "accumulated")) if n > 1]
         step_size = f" of {world_size * accumulate} batches ({' x '.join(factors)})" if factors else ""
-        say(args, f"{event['params']:,} parameters on {event['device']} ({event['precision']}); "
+        say(args, f"{event['params']:,} parameters on {event['device']} in {event['precision']}; "
                   f"{event['train_pairs']:,} training / {event['val_pairs']:,} validation pairs, "
                   f"{event['steps_per_epoch']} steps per epoch{step_size}; saving to {out}")
     elif kind == "step":
-        progress_line(args, event)
+        progress.show(event)
     elif kind == "eval":
         say(args, f"\nstep {event['step']}: val loss {event['val_loss']:.3f}, BLEU {event['bleu']:.1f}, "
                   f"chrF {event['chrf']:.1f}, exact {event['exact_match']:.1%}")
         for s in event["samples"][:2]:
-            say(args, f"  {s['source']}\n  → {s['hypothesis']}\n  (ref {s['reference']})")
+            say(args, f"  {s['source']}\n  → {s['hypothesis'] or '(empty)'}\n  (ref {s['reference']})")
     elif kind == "averaged":
         say(args, f"averaged the weights of steps {', '.join(map(str, event['steps']))} into {event['path']}")
     elif kind == "error":
@@ -216,20 +216,22 @@ class TensorBoardLog:
         self.writer.close()
 
 
-_last_progress = [0.0]
+class ProgressLine:
+    """The step events as one status line on stderr, rewritten in place at most twice a second (none with --json)."""
 
+    def __init__(self, args: argparse.Namespace):
+        self.quiet, self.last = args.json, 0.0
 
-def progress_line(args: argparse.Namespace, e: dict) -> None:
-    now = time.monotonic()
-    if args.json or now - _last_progress[0] < 0.5:
-        return
-    _last_progress[0] = now
-    planned = e.get("planned_steps")
-    done = f"{e['step']}/{planned}" if planned else str(e["step"])
-    eta = f", ETA {e['eta']:.0f}s" if e.get("eta") is not None else ""
-    sys.stderr.write(f"\rstep {done} | epoch {e['epoch']:.2f} | loss {e['loss']:.3f} | lr {e['lr']:.2e} | "
-                     f"{e['tokens_per_s']:.0f} tok/s | {e['elapsed']:.0f}s{eta}   ")
-    sys.stderr.flush()
+    def show(self, e: dict) -> None:
+        now, planned = time.monotonic(), e.get("planned_steps")
+        if self.quiet or (now - self.last < 0.5 and e["step"] != planned):  # the last step always shows
+            return
+        self.last = now
+        done = f"{e['step']}/{planned}" if planned else str(e["step"])
+        eta = f", ETA {e['eta']:.0f}s" if e.get("eta") is not None else ""
+        sys.stderr.write(f"\rstep {done} | epoch {e['epoch']:.2f} | loss {e['loss']:.3f} | lr {e['lr']:.2e} | "
+                         f"{e['tokens_per_s']:.0f} tok/s | {e['elapsed']:.0f}s{eta}   ")
+        sys.stderr.flush()
 
 
 def say(args: argparse.Namespace, text: str, err: bool = False) -> None:
@@ -300,9 +302,11 @@ def cmd_info(args: argparse.Namespace) -> int:
           f"{info['size_bytes'] / 1e6:.1f} MB on disk")
     print(f"  d_model {m['d_model']}, {m['n_heads']} heads, {m['n_encoder_layers']}+{m['n_decoder_layers']} layers, "
           f"ff {m['d_ff']}, {m['activation']}, {m['positional_encoding']} positions, {m['norm_placement']}-LN, "
-          f"tied {m['tie_embeddings']}, max length {m['max_len']}")
+          f"{'tied' if m['tie_embeddings'] else 'untied'} embeddings, max length {m['max_len']}")
+    vocabulary = (f"{m['src_vocab_size']:,}" if c["tokenizer"]["joint"]
+                  else f"{m['src_vocab_size']:,}/{m['tgt_vocab_size']:,}")
     print(f"  tokenizer {c['tokenizer']['kind']} ({'joint' if c['tokenizer']['joint'] else 'separate'}), "
-          f"vocabulary {m['src_vocab_size']:,}/{m['tgt_vocab_size']:,}")
+          f"vocabulary {vocabulary}")
     if t:
         print(f"  trained {t['steps']} steps ({t['epochs']:.2f} epochs) in {t['wall_s']:.0f} s on {t['device']} "
               f"[{t['precision']}], data: {t['data']['description']} ({t['data']['train_pairs']:,} pairs)")

@@ -5,6 +5,7 @@ import torch
 
 from playground.errors import TrainingError
 from playground.package import load_package
+from playground.tokenizer import train_tokenizer
 from playground.train import (TrainConfig, TrainData, Trainer, collate, encode_pairs, label_smoothed_loss,
                               learning_rate, make_batches)
 
@@ -71,10 +72,8 @@ def test_label_smoothed_loss_on_a_hand_computed_case():
     assert plain.item() == pytest.approx(-math.log(0.7) - math.log(0.25), rel=1e-5)
 
 
-def test_batches_respect_the_token_budget_and_cover_every_pair_once(tokenizer):
+def test_batches_respect_the_token_budget_and_cover_every_pair_once():
     pairs = reverse_pairs(200)
-    from playground.tokenizer import train_tokenizer
-
     tok = train_tokenizer(pairs, kind="word", vocab_size=50)
     encoded = encode_pairs(tok, pairs, 16)
     batches = make_batches(encoded, batch_tokens=300, seed=3)
