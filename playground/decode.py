@@ -81,8 +81,9 @@ class SearchResult:
 
 
 def source_ids(tokenizer, texts: list[str], cfg: TransformerConfig) -> list[list[int]]:
-    """Source tokens + <eos>, cut to the model's maximum length (the training data is encoded the same way)."""
-    return [ids[: cfg.max_len - 1] + [cfg.eos_id] for ids in tokenizer.encode_src_batch(texts)]
+    """Source tokens + <eos>, cut as the trainer cuts them (train.encode_pairs keeps TrainConfig.max_len tokens, and
+    the model has max_len + 2 positions), so inference never reaches a position that training left unfilled."""
+    return [ids[: cfg.max_len - 2] + [cfg.eos_id] for ids in tokenizer.encode_src_batch(texts)]
 
 
 def pad_batch(seqs: list[list[int]], pad_id: int, device) -> torch.Tensor:

@@ -150,3 +150,13 @@ def test_beam_scores_match_the_model_when_sentences_finish_at_different_steps(mo
             tgt = torch.tensor([[model.cfg.bos_id] + h.ids[:-1]])
             logp = model(src, tgt)[0].log_softmax(-1).gather(1, torch.tensor(h.ids)[:, None]).squeeze(1)
             torch.testing.assert_close(logp, torch.tensor(h.token_logprobs), atol=1e-4, rtol=1e-4)
+
+
+def test_long_sources_are_cut_as_the_trainer_cuts_them(tokenizer):
+    from playground.decode import source_ids
+    from playground.train import TrainConfig, encode_pairs
+
+    train_cfg = TrainConfig(max_len=6, batch_tokens=64, max_steps=1)
+    model_cfg = train_cfg.model_config(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, True)
+    long = "the cat sees the dog " * 5
+    assert source_ids(tokenizer, [long], model_cfg)[0] == encode_pairs(tokenizer, [(long, "x")], train_cfg.max_len)[0][0]
