@@ -79,12 +79,12 @@ def load_data(path: str, tgt_path: str | None, src_lang: str | None, tgt_lang: s
     from playground.data import load_parallel
 
     if path.startswith(BUILTIN_PREFIX):
-        from playground.builtin_data import BUILTIN_DATASETS
+        from playground.builtin_data import BUILTIN_DATASETS, DATASETS_DIR
 
         name = path[len(BUILTIN_PREFIX):]
         if name not in BUILTIN_DATASETS:
             raise PlaygroundError(f"No built-in dataset {name!r}; choose one of {', '.join(BUILTIN_DATASETS)}.")
-        path = str(Path(__file__).resolve().parent.parent / "assets" / "datasets" / name / "train.tsv")
+        path = str(DATASETS_DIR / name / "train.tsv")
     return load_parallel(path, tgt_path, src_lang=src_lang, tgt_lang=tgt_lang, max_len=max_len)
 
 

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from playground.decode import DecodeOptions, beam_search, filter_logits, greedy_or_sample, next_token_table, translate
+from playground.decode import DecodeOptions, filter_logits, greedy_or_sample, next_token_table, translate
 from playground.errors import PlaygroundError
 
 SENTENCES = ["the cat sees the dog", "a dog runs", "the small bird sings", "we see a red ball a dog"]

@@ -4,8 +4,9 @@ from pathlib import Path
 
 import pytest
 
+from playground.builtin_data import DATASETS_DIR
 from playground.data import load_parallel
-from playground.decode import DecodeOptions, translate
+from playground.decode import translate
 from playground.metrics import score
 from playground.package import load_package
 
@@ -20,7 +21,7 @@ def demo():
 
 
 def test_demo_model_meets_its_exact_match_bar_on_held_out_pairs(demo):
-    held_out = load_parallel(ROOT / "assets" / "datasets" / "mini-translation" / "test.tsv").pairs
+    held_out = load_parallel(DATASETS_DIR / "mini-translation" / "test.tsv").pairs
     hyps = [t.text for t in translate(demo.model, demo.tokenizer, [s for s, _ in held_out])]
     assert len(held_out) == 500
     assert score(hyps, [r for _, r in held_out]).exact_match >= 0.90

@@ -1,16 +1,16 @@
 """A tiny model must really learn: the sequence-reversal task (seed article 002) on the built-in data."""
 
 import time
-from pathlib import Path
 
 import pytest
 
+from playground.builtin_data import DATASETS_DIR
 from playground.data import load_parallel
-from playground.decode import DecodeOptions, translate
+from playground.decode import translate
 from playground.metrics import score
 from playground.train import TrainConfig, TrainData, Trainer
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets" / "datasets" / "reverse"
+ASSETS = DATASETS_DIR / "reverse"
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
