@@ -57,18 +57,19 @@ def format_duration(seconds: float | None) -> str:
     return f"{seconds / 86400:,.0f} days"
 
 
-def build_model(cfg: TrainConfig, vocab_size: int | None = None, device: str | torch.device = "meta") -> Transformer:
-    """The model a run with this config would train, joint vocabulary of `vocab_size` (default cfg.vocab_size)."""
-    vocab = vocab_size or cfg.vocab_size
-    model_cfg = cfg.model_config(vocab, vocab, True)
-    with torch.device(device):
-        return Transformer(model_cfg)
+def build_model(cfg: TrainConfig, vocab_size: int, device: torch.device) -> Transformer:
+    """The model a run with this config would train, with a joint vocabulary of `vocab_size`, on `device`."""
+    with device:
+        return Transformer(cfg.model_config(vocab_size, vocab_size, True))
 
 
 def count_parameters(cfg: TrainConfig, vocab_size: int | None = None) -> int:
     """Parameters of the model a run with this config would train (joint vocabulary of `vocab_size`, default
-    cfg.vocab_size), counted from the layer shapes of playground.model without building it (instant)."""
-    m = cfg.model_config(vocab_size or cfg.vocab_size, vocab_size or cfg.vocab_size, True)
+    cfg.vocab_size), counted from the layer shapes of playground.model without building it: instant, where a
+    model on the meta device costs tens of ms per form edit and ~2 s the first time (its init imports
+    torch._dynamo). Keep it in step with playground.model: Transformer.num_parameters is the truth."""
+    vocab = vocab_size or cfg.vocab_size
+    m = cfg.model_config(vocab, vocab, True)
     d, f = m.d_model, m.d_ff
     positions = m.max_len * d if m.positional_encoding == "learned" else 0
     attention = 4 * d * d + 4 * d  # fused QKV (or Q + fused KV) and the output projection, with biases
@@ -88,6 +89,17 @@ def data_tokens(words: int, chars: int, tokenizer: str) -> int:
     if tokenizer == "char":
         return chars
     return round(words * SUBWORDS_PER_WORD.get(tokenizer, 1.4))
+
+
+def planned_steps(cfg: TrainConfig, epoch_steps: int | None) -> tuple[int | None, str]:
+    """(steps, "steps" or "epochs"): the budget that ends the run first, as Trainer.planned_steps counts it (the
+    steps budget on a tie); (None, "minutes") when only the minutes budget, or epochs of unknown size, limit it."""
+    planned, limited_by = (cfg.max_steps, "steps") if cfg.max_steps else (None, "minutes")
+    if cfg.max_epochs and epoch_steps:
+        by_epochs = math.ceil(cfg.max_epochs * epoch_steps)
+        if planned is None or by_epochs < planned:
+            planned, limited_by = by_epochs, "epochs"
+    return planned, limited_by
 
 
 def steps_per_epoch(src_tokens: int, tgt_tokens: int, pairs: int, batch_tokens: int) -> int:
@@ -125,13 +137,7 @@ def estimate_training(
             torch.cuda.empty_cache()
 
     tokens_per_step = rows * 2 * length
-    planned, limited_by = None, "minutes"
-    if cfg.max_steps:
-        planned, limited_by = cfg.max_steps, "steps"
-    if cfg.max_epochs and epoch_steps:
-        by_epochs = math.ceil(cfg.max_epochs * epoch_steps)
-        if planned is None or by_epochs < planned:
-            planned, limited_by = by_epochs, "epochs"
+    planned, limited_by = planned_steps(cfg, epoch_steps)
     per_step_with_eval = per_step + eval_seconds / max(cfg.eval_every, 1)
     total = planned * per_step_with_eval + eval_seconds if planned else math.inf
     steps = planned
@@ -203,7 +209,7 @@ def _time_validation(model: Transformer, cfg: TrainConfig, device: torch.device,
     src = torch.randint(4, vocab, (batch, length), device=device)
     with autocast(device, precision):
         state = model.start_decoding(src, length + 8)
-        tokens = torch.full((batch,), 2, dtype=torch.long, device=device)
+        tokens = torch.full((batch,), model.cfg.bos_id, dtype=torch.long, device=device)
         for _ in range(2):  # warm-up
             model.decode_step(tokens, state)
         times = []

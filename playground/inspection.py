@@ -77,7 +77,7 @@ def mask_batch(model: Transformer, tokenizer, pairs: Sequence[Pair], n_pairs: in
     the model's own (`src_key_mask`), the look-ahead mask the one its decoder self-attention applies."""
     if not pairs:
         raise DataError("Load data on the Data tab first: the masks are drawn for a batch of your pairs.")
-    chosen = random.Random(seed).sample(list(pairs), min(max(int(n_pairs), 1), len(pairs)))
+    chosen = random.Random(seed).sample(pairs, min(max(int(n_pairs), 1), len(pairs)))
     encoded = encode_pairs(tokenizer, chosen, train_max_len(model))
     batch = collate(encoded, list(range(len(encoded))), torch.device("cpu"))
     padding = model.src_key_mask(batch.src)[:, 0, 0, :]  # [B, S]
@@ -238,7 +238,6 @@ def compare_batching(tokenizer, pairs: Sequence[Pair], batch_tokens: int, max_le
     the same pairs shuffled at random into batches of the same sizes, so both hold the same sentences per batch."""
     if not pairs:
         raise DataError("Load data on the Data tab first: batching is measured on your pairs.")
-    pairs = list(pairs)
     if len(pairs) > MAX_BATCHING_PAIRS:
         pairs = random.Random(seed).sample(pairs, MAX_BATCHING_PAIRS)
     encoded = encode_pairs(tokenizer, pairs, max_len)
@@ -282,7 +281,7 @@ def pca_2d(vectors: torch.Tensor) -> tuple[np.ndarray, tuple[float, float]]:
 
 def token_counts(tokenizer, pairs: Sequence[Pair]) -> tuple[Counter, Counter]:
     """How often each token id occurs on the source and on the target side of (up to 5,000 of) the pairs."""
-    pairs = list(pairs)[:MAX_FREQUENCY_PAIRS]
+    pairs = pairs[:MAX_FREQUENCY_PAIRS]
     src = Counter(i for ids in tokenizer.encode_src_batch([s for s, _ in pairs]) for i in ids)
     tgt = Counter(i for ids in tokenizer.encode_tgt_batch([t for _, t in pairs]) for i in ids)
     return src, tgt

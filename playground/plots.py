@@ -19,12 +19,16 @@ BLUE, ORANGE, GREEN, RED, GREY = "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9
 ATTENTION_SCALE = "Blues"
 
 
+def _frame(title: str, height: int, margin: dict) -> dict:
+    """Layout every chart shares (the title at the top left, the white template), with its height and margins."""
+    return {"title": {"text": title, "x": 0.01, "font": {"size": 14}}, "template": "plotly_white", "height": height,
+            "margin": margin}
+
+
 def _layout(fig: go.Figure, title: str, x_title: str = "", y_title: str = "", height: int = HEIGHT) -> go.Figure:
     fig.update_layout(
-        title={"text": title, "x": 0.01, "font": {"size": 14}}, height=height, template="plotly_white",
-        margin={"l": 55, "r": 15, "t": 40, "b": 40}, legend={"orientation": "h", "y": 1.02, "x": 1, "xanchor": "right",
-                                                             "yanchor": "bottom"},
-        hovermode="x unified",
+        **_frame(title, height, {"l": 55, "r": 15, "t": 40, "b": 40}),
+        legend={"orientation": "h", "y": 1.02, "x": 1, "xanchor": "right", "yanchor": "bottom"}, hovermode="x unified",
     )
     fig.update_xaxes(title_text=x_title)
     fig.update_yaxes(title_text=y_title)
@@ -38,8 +42,7 @@ def empty_figure(message: str = "Nothing to show yet", title: str = "", height: 
                        font={"size": 13, "color": GREY})
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
-    fig.update_layout(title={"text": title, "x": 0.01, "font": {"size": 14}}, height=height, template="plotly_white",
-                      margin={"l": 20, "r": 20, "t": 40, "b": 20})
+    fig.update_layout(**_frame(title, height, {"l": 20, "r": 20, "t": 40, "b": 20}))
     return fig
 
 
@@ -174,8 +177,8 @@ def _heatmap(weights: np.ndarray, x_labels: Sequence[str], y_labels: Sequence[st
     )
 
 
-def _attention_size(n_rows: int, n_cols: int) -> int:
-    return int(min(900, max(320, 90 + 22 * n_rows)))
+def _attention_height(n_queries: int) -> int:
+    return int(min(900, max(320, 90 + 22 * n_queries)))
 
 
 def attention_heatmap(weights: np.ndarray, key_tokens: Sequence[str], query_tokens: Sequence[str],
@@ -184,8 +187,7 @@ def attention_heatmap(weights: np.ndarray, key_tokens: Sequence[str], query_toke
     weights = np.asarray(weights)
     x, y = token_labels(key_tokens), token_labels(query_tokens)
     fig = go.Figure(_heatmap(weights, x, y))
-    fig.update_layout(title={"text": title, "x": 0.01, "font": {"size": 14}}, template="plotly_white",
-                      height=_attention_size(len(y), len(x)), margin={"l": 90, "r": 20, "t": 50, "b": 90})
+    fig.update_layout(**_frame(title, _attention_height(len(y)), {"l": 90, "r": 20, "t": 50, "b": 90}))
     fig.update_yaxes(autorange="reversed", type="category", title_text="query (attends from)")
     fig.update_xaxes(type="category", tickangle=-45, title_text="key (attends to)", side="bottom")
     return fig
@@ -215,8 +217,7 @@ def attention_grid(weights: np.ndarray, key_tokens: Sequence[str], query_tokens:
     fig.update_xaxes(type="category", tickangle=-45, showticklabels=False)
     fig.update_xaxes(showticklabels=True, row=n_layers)  # ... and once per column, under the last layer
     cell = max(110, min(260, 1100 // max(n_heads, 1)))
-    fig.update_layout(title={"text": title, "x": 0.01, "font": {"size": 14}}, template="plotly_white",
-                      height=int(min(2400, 80 + n_layers * cell)), margin={"l": 90, "r": 40, "t": 70, "b": 60})
+    fig.update_layout(**_frame(title, int(min(2400, 80 + n_layers * cell)), {"l": 90, "r": 40, "t": 70, "b": 60}))
     return fig
 
 
@@ -248,8 +249,7 @@ def _candidates_figure(x_labels: Sequence[str], columns: Sequence[Sequence[tuple
         colorbar={"title": {"text": "p"}, "thickness": 12}, hovertemplate=hover + "<extra></extra>"))
     fig.update_yaxes(autorange="reversed", type="category", title_text="rank")
     fig.update_xaxes(type="category", tickangle=-45, title_text="step: token taken")
-    fig.update_layout(title={"text": title, "x": 0.01, "font": {"size": 14}}, template="plotly_white",
-                      height=int(120 + 32 * k), margin={"l": 55, "r": 20, "t": 45, "b": 90})
+    fig.update_layout(**_frame(title, int(120 + 32 * k), {"l": 55, "r": 20, "t": 45, "b": 90}))
     return fig
 
 
@@ -379,8 +379,7 @@ def _mask_figure(mask: np.ndarray, x: Sequence[str], y: Sequence[str], text: Seq
                                colorscale=MASK_SCALE, showscale=False, xgap=1, ygap=1, text=text,
                                texttemplate="%{text}" if text is not None else None, textfont={"size": 10},
                                hovertemplate=hover + "<extra></extra>"))
-    fig.update_layout(title={"text": title, "x": 0.01, "font": {"size": 14}}, template="plotly_white",
-                      height=height, margin={"l": 90, "r": 20, "t": 50, "b": 90})
+    fig.update_layout(**_frame(title, height, {"l": 90, "r": 20, "t": 50, "b": 90}))
     fig.update_yaxes(autorange="reversed", type="category", title_text=y_title)
     fig.update_xaxes(type="category", tickangle=-45, title_text=x_title)
     return fig
@@ -408,7 +407,7 @@ def attention_mask_figure(mask: np.ndarray, key_tokens: Sequence[str], query_tok
     at that key), grey = 0 (hidden: padding, or the future for the decoder's look-ahead mask)."""
     x, y = token_labels(key_tokens), token_labels(query_tokens)
     return _mask_figure(mask, x, y, None, "query %{y}<br>key %{x}<br>mask %{z:.0f}", title,
-                        "key (looked at)", "query (looking)", _attention_size(len(y), len(x)))
+                        "key (looked at)", "query (looking)", _attention_height(len(y)))
 
 
 # ----------------------------------------------------------------------------------------------------------

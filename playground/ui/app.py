@@ -8,7 +8,7 @@ from pathlib import Path
 import gradio as gr
 
 from playground.ui import attention_tab, data_tab, inside_tab, models_tab, train_tab, translate_tab
-from playground.ui.state import Session, default_model, friendly, model_names
+from playground.ui.state import Session, friendly, model_dropdown, model_names
 
 CONCURRENCY = 2  # events of one kind running at once (2 CPU cores on a free Space); training: 1 at a time
 QUEUE_SIZE = 20  # waiting requests beyond this are turned away with Gradio's "queue is full" message
@@ -54,7 +54,7 @@ def build_app(models_dir: str | os.PathLike = "models") -> gr.Blocks:
             own = Path(session.run_dir).name if session.run_dir else None
 
             def pick(keep):
-                return gr.update(choices=names, value=default_model(models_dir, names, keep))
+                return model_dropdown(models_dir, keep, names)
 
             return (pick(translate_model), pick(attention_model), pick(own if own in names else models_model),
                     models_tab.models_frame(models_dir), train_tab.resume_dropdown(models_dir, session, resume_from),

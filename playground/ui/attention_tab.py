@@ -14,7 +14,8 @@ import numpy as np
 
 from playground import plots
 from playground.errors import PlaygroundError
-from playground.ui.state import Session, default_model, friendly, gpu, load_model, model_picker, package_folder
+from playground.ui.state import (Session, default_model, friendly, gpu, load_model, model_picker, package_folder,
+                                 package_info)
 
 KINDS = [("Cross-attention (decoder → encoder)", "cross"), ("Encoder self-attention", "encoder"),
          ("Decoder self-attention (masked)", "decoder")]
@@ -29,7 +30,6 @@ PNG_HELP = ("PNG export needs the optional `kaleido` package and a Chrome/Chromi
 @dataclass
 class AttentionTab:
     model: gr.Dropdown
-    refresh: gr.Button
 
 
 def png_export_available() -> bool:
@@ -69,11 +69,10 @@ def sliders(att: dict | None, kind: str, layer: int, head: int):
 
 def compute_maps(package, source: str, target_mode: str, target: str) -> dict:
     from playground.decode import DecodeOptions, attention_maps, source_ids, translate
+    from playground.inspection import check_source
 
     model, tokenizer = package.model, package.tokenizer
-    source = (source or "").strip()
-    if not source:
-        raise PlaygroundError("Type a source sentence first.")
+    source = check_source(source)
     src_ids = source_ids(tokenizer, [source], model.cfg)[0]
     if target_mode == TARGET_MODES[1]:
         target = (target or "").strip()
@@ -89,12 +88,11 @@ def compute_maps(package, source: str, target_mode: str, target: str) -> dict:
     maps = attention_maps(model, tokenizer, src_ids, tgt_in)
     return {"maps": {k: np.asarray(maps[k]) for k in ("encoder", "decoder", "cross")},
             "src_tokens": list(maps["src_tokens"]), "tgt_tokens": list(maps["tgt_tokens"]),
-            "model": package.name, "source": source, "target": target}
+            "model": package.name, "target": target}
 
 
 def read_probe(models_dir: Path, name: str | None) -> list:
-    from playground.package import package_info
-
+    """The recorded cross-attention of the package's probe pair, one entry per validation ([] when none)."""
     if not name:
         return []
     try:
@@ -188,7 +186,7 @@ def build(session: gr.State, models_dir: Path) -> AttentionTab:
 
     with gr.Row():
         with gr.Column(scale=1):
-            model, refresh, refreshed = model_picker(models_dir, "attention_models")
+            model, refreshed = model_picker(models_dir, "attention_models")
             source = gr.Textbox(label="Source sentence", lines=2)
             target_mode = gr.Radio(TARGET_MODES, value=TARGET_MODES[0], label="Target side")
             target = gr.Textbox(label="Target (filled with the model's translation; edit it and choose "
@@ -219,10 +217,10 @@ def build(session: gr.State, models_dir: Path) -> AttentionTab:
                                      elem_id="attention-probe-plot")
 
     view_inputs = [session, kind, view, layer, head]
-    show.click(show_attention, [session, model, source, target_mode, target, kind, view, layer, head],
-               [plot, target, note, layer, head], api_name="attention")
-    source.submit(show_attention, [session, model, source, target_mode, target, kind, view, layer, head],
-                  [plot, target, note, layer, head], api_visibility="private")
+    compute = dict(fn=show_attention, inputs=[session, model, source, target_mode, target, kind, view, layer, head],
+                   outputs=[plot, target, note, layer, head])
+    show.click(**compute, api_name="attention")
+    source.submit(**compute, api_visibility="private")
     kind.change(switch, view_inputs, [plot, layer, head], api_visibility="private", show_progress="hidden")
     view.change(redraw, view_inputs, [plot], api_name="attention_view", show_progress="hidden")
     for control in (layer, head):
@@ -237,5 +235,5 @@ def build(session: gr.State, models_dir: Path) -> AttentionTab:
     model.change(**probe_outputs)
     probe_step.change(show_probe, [model, probe_step], [probe_plot], api_name="attention_probe",
                       show_progress="hidden", trigger_mode="always_last")
-    return AttentionTab(model, refresh)
+    return AttentionTab(model)
 

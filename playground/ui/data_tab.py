@@ -12,7 +12,6 @@ from playground import plots
 from playground.errors import DataError
 from playground.ui.state import Session, friendly
 
-ASSETS = Path(__file__).resolve().parents[2] / "assets" / "datasets"
 PREVIEW_ROWS = 20
 MAX_LEN_WORDS = 256  # longest side kept when reading (the model's own max_len cuts tokens later)
 
@@ -36,20 +35,18 @@ def builtin_choices() -> list[tuple[str, str]]:
 
 def read_builtin(name: str):
     """A built-in dataset's training pairs: its shipped TSV when present (fast), else generated on the spot."""
-    from playground.builtin_data import BUILTIN_DATASETS
+    from playground.builtin_data import BUILTIN_DATASETS, DATASETS_DIR
     from playground.data import DROP_REASONS, ParallelData, load_parallel
 
     if name not in BUILTIN_DATASETS:
         raise DataError(f"There is no built-in dataset {name!r}; choose one of {', '.join(BUILTIN_DATASETS)}.")
     dataset = BUILTIN_DATASETS[name]
-    path = ASSETS / name / "train.tsv"
+    path = DATASETS_DIR / name / "train.tsv"
     if path.is_file():
-        data = load_parallel(path, src_lang=dataset.src_lang, tgt_lang=dataset.tgt_lang, max_len=MAX_LEN_WORDS)
-    else:
-        train, _ = dataset.generate(0)
-        data = ParallelData(list(train), dict.fromkeys(DROP_REASONS, 0), "generated", dataset.src_lang,
-                            dataset.tgt_lang, len(train))
-    return data
+        return load_parallel(path, src_lang=dataset.src_lang, tgt_lang=dataset.tgt_lang, max_len=MAX_LEN_WORDS)
+    train, _ = dataset.generate(0)
+    return ParallelData(list(train), dict.fromkeys(DROP_REASONS, 0), "generated", dataset.src_lang, dataset.tgt_lang,
+                        len(train))
 
 
 def read_upload(files) -> tuple[object, str]:
@@ -104,8 +101,7 @@ def preview_frame(session: Session) -> pd.DataFrame:
     src, tgt = f"source ({session.src_lang})", f"target ({session.tgt_lang})"
     if src == tgt:
         tgt += " "
-    rows = session.pairs[:PREVIEW_ROWS]
-    return pd.DataFrame(rows, columns=[src, tgt]) if rows else pd.DataFrame(columns=[src, tgt])
+    return pd.DataFrame(session.pairs[:PREVIEW_ROWS], columns=[src, tgt])
 
 
 def dropped_frame(session: Session) -> pd.DataFrame:
@@ -210,13 +206,15 @@ def build(session: gr.State) -> DataTab:
         swap = gr.Button("⇄ Swap direction", scale=1)
         val_fraction = gr.Slider(0.01, 0.3, value=0.05, step=0.01, label="Validation split",
                                  info="Share of pairs held out for validation (at most 1,000)", scale=3)
-    summary = gr.Markdown(summary_markdown(Session()))
+    blank = Session()  # what the tab shows before any data is loaded: column headers, no rows
+    summary = gr.Markdown(summary_markdown(blank))
     with gr.Row():
         with gr.Column(scale=3):
-            preview = gr.Dataframe(label=f"First {PREVIEW_ROWS} pairs", interactive=False, wrap=True, max_height=420)
+            preview = gr.Dataframe(preview_frame(blank), label=f"First {PREVIEW_ROWS} pairs", interactive=False,
+                                   wrap=True, max_height=420)
         with gr.Column(scale=2):
-            lengths = gr.Plot(plots.length_histogram([], []), show_label=False)
-            dropped = gr.Dataframe(label="Dropped rows by reason", interactive=False)
+            lengths = gr.Plot(length_figure(blank), show_label=False)
+            dropped = gr.Dataframe(dropped_frame(blank), label="Dropped rows by reason", interactive=False)
 
     outputs = [summary, preview, dropped, lengths, src_lang, tgt_lang]
     builtin_btn.click(load_builtin, [session, builtin, val_fraction], outputs, api_name="load_builtin")

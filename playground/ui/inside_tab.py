@@ -19,7 +19,6 @@ NO_MODEL = "Choose a model above (train one on the Train tab, or upload one on t
 @dataclass
 class InsideTab:
     model: gr.Dropdown
-    refresh: gr.Button
     redraw: list[dict]  # listener arguments that redraw every view (the tab's select event runs them)
 
 
@@ -150,7 +149,7 @@ def build(session: gr.State, models_dir: Path) -> InsideTab:
 
     gr.Markdown("The figures that explain the Transformer, drawn from **your** model and **your** data (load some on "
                 "the Data tab for the masks, batching and word-frequency views).")
-    model, refresh, _ = model_picker(models_dir, "inside_models")
+    model, _ = model_picker(models_dir, "inside_models")
     with gr.Accordion("Positional encoding", open=True, elem_id="inside-positional"):
         with gr.Row():
             side = gr.Radio(["source", "target"], value="source", label="Side",
@@ -202,4 +201,4 @@ def build(session: gr.State, models_dir: Path) -> InsideTab:
     redraw = [{**view, "api_name": None, "api_visibility": "private", "show_progress": "minimal"} for view in views]
     for view in [{**redraw[0], "inputs": [model, side]}, *redraw[1:]]:
         model.change(**view)
-    return InsideTab(model, refresh, redraw)
+    return InsideTab(model, redraw)

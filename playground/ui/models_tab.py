@@ -12,7 +12,7 @@ import gradio as gr
 import pandas as pd
 
 from playground.errors import PackageError
-from playground.ui.state import default_model, friendly, model_names, package_folder
+from playground.ui.state import default_model, friendly, model_dropdown, model_names, package_folder, package_info
 
 COLUMNS = ["name", "direction", "architecture", "parameters", "steps", "BLEU", "chrF", "val loss", "size (MB)", "saved"]
 
@@ -21,13 +21,12 @@ COLUMNS = ["name", "direction", "architecture", "parameters", "steps", "BLEU", "
 class ModelsTab:
     table: gr.Dataframe
     model: gr.Dropdown
-    refresh: gr.Button
     changed: list  # events after which the set of packages may have changed (import, delete)
 
 
 def models_frame(models_dir: Path) -> pd.DataFrame:
     """One row per package, from its JSON files (no weights loaded); a broken package says so."""
-    from playground.package import list_packages, package_info
+    from playground.package import list_packages
 
     rows = []
     for folder in list_packages(models_dir):
@@ -47,21 +46,26 @@ def models_frame(models_dir: Path) -> pd.DataFrame:
             config.get("num_parameters"), training.get("steps"),
             round(last["bleu"], 2) if "bleu" in last else None, round(last["chrf"], 2) if "chrf" in last else None,
             round(last["val_loss"], 3) if "val_loss" in last else None, round(info["size_bytes"] / 1e6, 2),
-            config.get("saved_at", time.strftime("%Y-%m-%d %H:%M", time.localtime(folder.stat().st_mtime))),
+            config.get("saved_at") or time.strftime("%Y-%m-%d %H:%M", time.localtime(folder.stat().st_mtime)),
         ])
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
+def file_size(n_bytes: int) -> str:
+    """"6.59 MB", or "137.4 KB" for a file under a megabyte (not "0.14 MB")."""
+    return f"{n_bytes / 1e6:.2f} MB" if n_bytes >= 1e6 else f"{n_bytes / 1e3:.1f} KB"
+
+
 def card(models_dir: Path, name: str | None) -> tuple[str, dict]:
     """The model card (README.md) and config.json of a package."""
-    from playground.package import CARD, package_info
+    from playground.package import CARD
 
     if not name:
         return "*No model selected.*", {}
     folder = package_folder(models_dir, name)
     info = package_info(folder)
     text = (folder / CARD).read_text(encoding="utf-8") if (folder / CARD).is_file() else f"# {name}\n\n(no model card)"
-    files = ", ".join(f"`{f}` ({size / 1e6:.2f} MB)" for f, size in sorted(info["files"].items()))
+    files = ", ".join(f"`{f}` ({file_size(size)})" for f, size in sorted(info["files"].items()))
     return f"{text}\n\n**Files:** {files}", info["config"]
 
 
@@ -69,12 +73,12 @@ def build(session: gr.State, models_dir: Path) -> ModelsTab:
     models_dir = Path(models_dir)
     names = model_names(models_dir)
     first = default_model(models_dir, names)
+    first_card, first_config = card(models_dir, first)
 
     @friendly
     def refresh_all(keep: str | None = None):
         """All packages with their metrics (newest first), and the picker's choices."""
-        names = model_names(models_dir)
-        return models_frame(models_dir), gr.update(choices=names, value=default_model(models_dir, names, keep))
+        return models_frame(models_dir), model_dropdown(models_dir, keep)
 
     @friendly
     def model_card(name: str):
@@ -125,9 +129,9 @@ def build(session: gr.State, models_dir: Path) -> ModelsTab:
     with gr.Row():
         with gr.Column(scale=3):
             model = gr.Dropdown(names, value=first, label="Model", allow_custom_value=True)
-            card_md = gr.Markdown(card(models_dir, first)[0] if first else "*No model selected.*")
+            card_md = gr.Markdown(first_card)
             with gr.Accordion("config.json", open=False):
-                config = gr.JSON(card(models_dir, first)[1] if first else {})
+                config = gr.JSON(first_config)
         with gr.Column(scale=2):
             download_btn = gr.Button("⬇ Download as zip")
             download = gr.File(label="Package zip", interactive=False, height=90)
@@ -143,4 +147,4 @@ def build(session: gr.State, models_dir: Path) -> ModelsTab:
     download_btn.click(export_model, [model], [download], api_name="export_model")
     imported = upload.upload(import_model, [upload], [status, table, model, upload], api_name="import_model")
     deleted = delete_btn.click(delete_model, [model, confirm], [status, table, model, confirm], api_name="delete_model")
-    return ModelsTab(table, model, refresh, [imported, deleted])
+    return ModelsTab(table, model, [imported, deleted])

@@ -1,8 +1,9 @@
 """What the tabs share: the per-session state, the read-only model cache, error handling and the ZeroGPU hook.
 
 Each browser session gets its own `Session` (held in a `gr.State`, so Gradio copies a fresh one per visitor):
-its data, its training run and the last results the tabs show. The only module-level state is the cache of
-loaded models, keyed by folder and weights file modification time, so a retrained package is loaded afresh.
+its data, its training run and the last results the tabs show. The only module-level state is two caches: the
+loaded models, keyed by folder and weights file modification time, so a retrained package is loaded afresh; and
+the packages' JSON files (`package_info`), read again only when a file of the package changes.
 """
 
 from __future__ import annotations
@@ -66,13 +67,14 @@ class Session:
 
     @property
     def pairs(self) -> list[tuple[str, str]]:
-        return list(self.data.pairs) if self.data is not None else []
+        """The loaded pairs themselves (no copy: read them; swapping the direction replaces the list)."""
+        return self.data.pairs if self.data is not None else []
 
     def stats(self):
         """playground.data.pair_stats of the loaded pairs (cached until the data or its direction changes)."""
         from playground.data import pair_stats
 
-        pairs = self.data.pairs if self.data is not None else []
+        pairs = self.pairs
         if self._stats is None or self._stats[0] is not pairs:
             self._stats = (pairs, pair_stats(pairs))
         return self._stats[1]
@@ -133,9 +135,10 @@ def default_model(models_dir: str | Path, names: list[str] | None = None, keep: 
     return names[0] if names else None
 
 
-def model_dropdown(models_dir: str | Path, keep: str | None = None) -> dict:
-    """A gr.update for a model picker: fresh choices, the selection kept when possible."""
-    names = model_names(models_dir)
+def model_dropdown(models_dir: str | Path, keep: str | None = None, names: list[str] | None = None) -> dict:
+    """A gr.update for a model picker: fresh choices (`names` when the caller has listed them already), the
+    selection kept when possible."""
+    names = model_names(models_dir) if names is None else names
     return gr.update(choices=names, value=default_model(models_dir, names, keep))
 
 
@@ -149,18 +152,39 @@ def model_picker(models_dir: str | Path, api_name: str):
         refresh = gr.Button("↻", scale=0, min_width=40)
     event = refresh.click(friendly(lambda keep=None: model_dropdown(models_dir, keep)), [model], [model],
                           api_name=api_name, show_progress="hidden")
-    return model, refresh, event
+    return model, event
 
 
 def package_folder(models_dir: str | Path, name: str | None) -> Path:
-    from playground.package import check_name, is_package
+    """The folder of a picker's package; PackageError when none is chosen or it is gone."""
+    from playground.package import is_package, package_path
 
     if not name:
         raise PackageError("Choose a model first (train one on the Train tab, or upload a package on the Models tab).")
-    folder = Path(models_dir) / check_name(name)
+    folder = package_path(models_dir, name)
     if not is_package(folder):
         raise PackageError(f"There is no model package named {name!r} (any more); press ↻ to refresh the list.")
     return folder
+
+
+_INFO: dict[str, tuple[tuple, dict]] = {}  # folder -> (its files' names, sizes and mtimes; package_info)
+
+
+def package_info(folder: str | Path) -> dict:
+    """playground.package.package_info (config.json, training.json with the whole history, file sizes), read
+    again only when a file of the package changes: the pickers and tables refresh on every tab switch, and the
+    Attention tab's probe slider reads the history at every move. Shared between calls: never modify it."""
+    from playground.package import package_info as read_info
+
+    folder = Path(folder)
+    try:
+        stamp = tuple(sorted((p.name, s.st_size, s.st_mtime_ns) for p in folder.iterdir() for s in [p.stat()]))
+    except OSError:
+        return read_info(folder)  # no such folder (any more): package_info says so
+    cached = _INFO.get(str(folder))
+    if cached is None or cached[0] != stamp:
+        cached = _INFO[str(folder)] = (stamp, read_info(folder))
+    return cached[1]
 
 
 class ModelCache:

@@ -21,6 +21,7 @@ from playground.errors import DataError, PackageError, PlaygroundError, Training
 from playground.ui.state import Session, friendly, gpu
 
 UPDATE_EVERY = 0.3  # seconds between UI updates while training (evals, the end and errors always update)
+CHART_SHARE = 0.1  # at most this share of the time goes to redrawing the charts between validations
 BUDGETS = ("max_steps", "max_epochs", "max_minutes")
 RESUMABLE_OVERRIDES = (  # what Resume takes from the form; the rest (architecture, tokenizer) comes from the package
     "lr", "schedule", "warmup_steps", "label_smoothing", "clip_norm", "batch_tokens", "weight_decay", *BUDGETS,
@@ -104,13 +105,9 @@ def preset_line(name: str) -> str:
     return f"**{name}**: {PRESETS[name].description}"
 
 
-def parameter_line(values: dict) -> str:
+def parameter_line(cfg) -> str:
     from playground.estimate import count_parameters
 
-    try:
-        cfg = build_config(values)
-    except TrainingError as err:
-        return f"⚠️ {err}"
     n = count_parameters(cfg)
     return (f"**{n:,} parameters** ({n / 1e6:.2f} M) with a joint vocabulary of {cfg.vocab_size:,} "
             f"(the trained tokenizer's vocabulary can come out smaller).")
@@ -120,7 +117,7 @@ def data_shape(session: Session, tokenizer: str, batch_tokens: int) -> tuple[int
     """(mean tokens per sentence, batches per epoch) of the session's data, roughly; (None, None) without data."""
     from playground.estimate import data_tokens, steps_per_epoch
 
-    if session.data is None or not session.data.pairs:
+    if not session.pairs:
         return None, None
     stats = session.stats()
     src = data_tokens(stats.src.tokens, stats.src.chars, tokenizer)
@@ -132,23 +129,19 @@ def data_shape(session: Session, tokenizer: str, batch_tokens: int) -> tuple[int
 def planned_steps(cfg, epoch_steps: int | None, estimated: int | None = None) -> tuple[int, str]:
     """Steps for the LR preview and where the number comes from: the steps budget, epochs x batches per epoch,
     the steps the estimate expects to fit in the minutes budget, or else a few warmups' worth."""
-    candidates = [(cfg.max_steps, "steps budget")] if cfg.max_steps else []
-    if cfg.max_epochs and epoch_steps:
-        candidates.append((math.ceil(cfg.max_epochs * epoch_steps), "epochs budget"))
-    if candidates:
-        return min(candidates)
+    from playground import estimate
+
+    planned, limited_by = estimate.planned_steps(cfg, epoch_steps)
+    if planned:
+        return planned, f"{limited_by} budget"
     if cfg.max_minutes and estimated:
         return estimated, "what fits in the minutes budget, estimated"
     return max(10 * cfg.warmup_steps, 1000), "no step budget: the first steps"
 
 
-def lr_preview_figure(session: Session, values: dict, estimated_steps: int | None = None):
+def lr_preview_figure(session: Session, cfg, estimated_steps: int | None = None):
     from playground.train import learning_rate
 
-    try:
-        cfg = build_config(values)
-    except TrainingError as err:
-        return plots.empty_figure(str(err), "Learning-rate schedule")
     _, epoch_steps = data_shape(session, cfg.tokenizer, cfg.batch_tokens)
     total, source = planned_steps(cfg, epoch_steps, estimated_steps)
     total = max(int(total), 2)
@@ -157,6 +150,16 @@ def lr_preview_figure(session: Session, values: dict, estimated_steps: int | Non
     return plots.lr_figure(steps, [learning_rate(cfg, s, total) for s in steps],
                            f"Learning-rate schedule: {cfg.schedule} over {total:,} steps ({source})",
                            mark_step=cfg.warmup_steps if 0 < cfg.warmup_steps < total else None)
+
+
+def previews(session: Session, values: dict, note: str) -> tuple[str, object]:
+    """The parameter line (then `note`) and the LR preview for the settings on the form; a setting that does not
+    work shows its error in both."""
+    try:
+        cfg = build_config(values)
+    except TrainingError as err:
+        return f"⚠️ {err}{note}", plots.empty_figure(str(err), "Learning-rate schedule")
+    return parameter_line(cfg) + note, lr_preview_figure(session, cfg)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -245,12 +248,25 @@ def run_trainer(session: Session, make_trainer, name: str, folder: Path, cfg):
     events = trainer.run()
     history = trainer.history  # for a resumed run it holds the earlier steps too: the charts continue
 
+    # this generator drives the trainer, so drawing pauses training: a redraw of the curves (tens of ms, more for
+    # long histories) waits until CHART_SHARE of the time since the last one covers it; the status line is cheap
+    drawn_at, draw_seconds = 0.0, 0.0
+
     def charts(all_of_them: bool) -> tuple:
+        nonlocal drawn_at, draw_seconds
+        start = time.monotonic()
         loss = plots.loss_figure(history.steps, history.loss, history.evals)
         lr = plots.lr_figure(history.steps, history.lr)
-        if not all_of_them:  # between validations only the per-step curves change
-            return loss, skip, lr, skip
-        return loss, plots.val_loss_figure(history.evals), lr, plots.metrics_figure(history.evals)
+        figures = ((loss, plots.val_loss_figure(history.evals), lr, plots.metrics_figure(history.evals))
+                   if all_of_them else (loss, skip, lr, skip))  # between validations only the per-step curves change
+        drawn_at = time.monotonic()
+        draw_seconds = drawn_at - start
+        return figures
+
+    def step_charts() -> tuple:
+        if time.monotonic() - drawn_at >= draw_seconds / CHART_SHARE:
+            return charts(False)
+        return skip, skip, skip, skip
 
     last_eval = history.evals[-1] if history.evals else None
     last_yield, status, last_step, samples, averaged = 0.0, "", None, skip, ""
@@ -267,7 +283,7 @@ def run_trainer(session: Session, make_trainer, name: str, folder: Path, cfg):
                 last_step = e
                 status = progress_line(name, e, cfg, last_eval)
                 if time.monotonic() - last_yield >= UPDATE_EVERY:
-                    yield (status, *charts(False), skip)
+                    yield (status, *step_charts(), skip)
                     last_yield = time.monotonic()
             elif kind == "eval":
                 last_eval, samples = e, samples_frame(e)
@@ -303,9 +319,9 @@ def _train(session: Session, model_name: str, models_dir: Path, values: dict):
 
 
 def _resume(session: Session, resume_from: str, models_dir: Path, values: dict):
-    from playground.package import RESUME_STATE, package_info
+    from playground.package import RESUME_STATE
     from playground.train import TrainConfig, Trainer
-    from playground.ui.state import package_folder
+    from playground.ui.state import package_folder, package_info
 
     folder = package_folder(models_dir, resume_from)
     if not (folder / RESUME_STATE).is_file():
@@ -447,18 +463,19 @@ def build(session: gr.State, models_dir: Path) -> TrainTab:
 
     models_dir = Path(models_dir)
     values = preset_values("tiny")
+    first_params, first_lr = previews(Session(), values, STALE)
 
     @friendly
     def apply_preset(session: Session, preset: str):
         """The preset's settings in every field, its description, parameter count and LR preview."""
         vals = preset_values(preset)
         return (*[gr.update(value=vals[k]) for k in controls], preset_line(preset),
-                parameter_line(vals) + ESTIMATING, lr_preview_figure(session, vals))
+                *previews(session, vals, ESTIMATING))
 
     @friendly
     def refresh_preview(session: Session, **values):
         """The parameter count and the learning-rate schedule over the planned steps, for the settings as edited."""
-        return parameter_line(values) + STALE, lr_preview_figure(session, values)
+        return previews(session, values, STALE)
 
     @friendly
     def first_estimate(session: Session, **values):
@@ -478,8 +495,8 @@ def build(session: gr.State, models_dir: Path) -> TrainTab:
         est = estimate_training(cfg, seq_len=seq_len, epoch_steps=epoch_steps)
         session.estimated = True
         caveat = "" if session.data is not None else " Load data first for a better guess (sentence lengths, epochs)."
-        return (f"{parameter_line(values)}  \n⏱ Estimated duration: **{est.describe()}**, validations included."
-                f"{caveat}", lr_preview_figure(session, values, est.steps))
+        return (f"{parameter_line(cfg)}  \n⏱ Estimated duration: **{est.describe()}**, validations included."
+                f"{caveat}", lr_preview_figure(session, cfg, est.steps))
 
     @gpu(duration=120)
     @friendly
@@ -497,7 +514,7 @@ def build(session: gr.State, models_dir: Path) -> TrainTab:
         with gr.Column(scale=2):
             preset = gr.Radio(list(PRESETS), value="tiny", label="Preset")
             preset_info = gr.Markdown(preset_line("tiny"))
-            params_info = gr.Markdown(parameter_line(values) + STALE)
+            params_info = gr.Markdown(first_params)
         with gr.Column(scale=1):
             model_name = gr.Textbox("my-model", label="Model name",
                                     info="Saved as models/<name>; an existing name gets a -2, -3… suffix.")
@@ -517,7 +534,7 @@ def build(session: gr.State, models_dir: Path) -> TrainTab:
         loss_plot = gr.Plot(plots.loss_figure([], []), show_label=False)
         val_plot = gr.Plot(plots.val_loss_figure([]), show_label=False)
     with gr.Row():
-        lr_plot = gr.Plot(lr_preview_figure(Session(), values), show_label=False, elem_id="train-lr-plot")
+        lr_plot = gr.Plot(first_lr, show_label=False, elem_id="train-lr-plot")
         metrics_plot = gr.Plot(plots.metrics_figure([]), show_label=False)
     samples = gr.Dataframe(pd.DataFrame(columns=SAMPLE_COLUMNS), label="Sample translations at the last validation",
                            interactive=False, wrap=True)

@@ -13,7 +13,7 @@ import pandas as pd
 from playground import plots
 from playground.errors import PlaygroundError
 from playground.ui import steps_view
-from playground.ui.state import MODELS, Session, friendly, gpu, load_model, model_picker, package_folder
+from playground.ui.state import MODELS, Session, friendly, gpu, load_model, model_picker, package_folder, package_info
 
 MAX_SENTENCES = 200
 TOP_K = 5  # candidates per step in the next-token view
@@ -24,13 +24,10 @@ NEXT_COLUMNS = ["step", "chosen token", "p(chosen)", "top candidates"]
 @dataclass
 class TranslateTab:
     model: gr.Dropdown
-    refresh: gr.Button
 
 
 def model_summary(models_dir: Path, name: str | None) -> str:
     """One line about a package, from its JSON files only (no weights loaded)."""
-    from playground.package import package_info
-
     if not name:
         return "*No model yet: train one on the Train tab or upload a package on the Models tab.*"
     try:
@@ -120,7 +117,7 @@ def build(session: gr.State, models_dir: Path) -> TranslateTab:
                 rows.append([i + 1, rank + 1, t.source if rank == 0 else "", h.text, round(h.score, 3),
                              round(sum(h.token_logprobs) / n, 3), len(h.ids)])
                 session.translations.append({"folder": str(package.path), "src_ids": t.source_ids,
-                                             "out_ids": h.ids, "source": t.source, "text": h.text})
+                                             "out_ids": h.ids, "text": h.text})
         score = "log p / length^α" if method == "beam" else "sum of log p"
         note = (f"{len(sentences)} sentence{'s' if len(sentences) > 1 else ''} with **{package.name}** "
                 f"({package.config['src_lang']} → {package.config['tgt_lang']}), {method}, in {seconds:.2f} s. "
@@ -133,12 +130,10 @@ def build(session: gr.State, models_dir: Path) -> TranslateTab:
         Rows count from 1, as in the table."""
         return next_token_view(session, row, k)
 
+    @friendly
     def pick_row(session: Session, k: int, evt: gr.SelectData):
         row = (evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index) + 1
-        try:
-            return (row, *next_token_view(session, row, k))
-        except PlaygroundError as err:
-            raise gr.Error(str(err), print_exception=False) from err
+        return (row, *next_token_view(session, row, k))
 
     @gpu
     @friendly
@@ -161,7 +156,7 @@ def build(session: gr.State, models_dir: Path) -> TranslateTab:
 
     with gr.Row():
         with gr.Column(scale=1):
-            model, refresh, _ = model_picker(models_dir, "translate_models")
+            model, _ = model_picker(models_dir, "translate_models")
             model_info = gr.Markdown(model_summary(models_dir, model.value))
             text = gr.Textbox(label="Source sentences (one per line)", lines=5,
                               placeholder="Type in the model's source language, one sentence per line.")
@@ -215,5 +210,5 @@ def build(session: gr.State, models_dir: Path) -> TranslateTab:
     show_row.click(next_tokens, [session, row, k], [next_plot, next_table], api_name="next_tokens")
     steps_btn.click(step_through, [model, text, method, temperature, top_k, top_p, seed, beam_size, length_penalty,
                                    max_len, k], [steps_plot, steps_table, steps_note], api_name="decode_steps")
-    return TranslateTab(model, refresh)
+    return TranslateTab(model)
 
