@@ -15,7 +15,7 @@ import torch
 from playground.device import autocast, describe, resolve_device, resolve_precision, sync
 from playground.errors import TrainingError
 from playground.model import Transformer
-from playground.train import TrainConfig, label_smoothed_loss
+from playground.train import TrainConfig, label_smoothed_loss, planned_steps
 
 SUBWORDS_PER_WORD = {"bpe": 1.4, "wordpiece": 1.4, "unigram": 1.4, "word": 1.0}  # "char" counts characters
 PADDING_OVERHEAD = 1.15  # length-bucketed batches still pad a little; rounding to multiples of 8 adds some
@@ -89,17 +89,6 @@ def data_tokens(words: int, chars: int, tokenizer: str) -> int:
     if tokenizer == "char":
         return chars
     return round(words * SUBWORDS_PER_WORD.get(tokenizer, 1.4))
-
-
-def planned_steps(cfg: TrainConfig, epoch_steps: int | None) -> tuple[int | None, str]:
-    """(steps, "steps" or "epochs"): the budget that ends the run first, as Trainer.planned_steps counts it (the
-    steps budget on a tie); (None, "minutes") when only the minutes budget, or epochs of unknown size, limit it."""
-    planned, limited_by = (cfg.max_steps, "steps") if cfg.max_steps else (None, "minutes")
-    if cfg.max_epochs and epoch_steps:
-        by_epochs = math.ceil(cfg.max_epochs * epoch_steps)
-        if planned is None or by_epochs < planned:
-            planned, limited_by = by_epochs, "epochs"
-    return planned, limited_by
 
 
 def steps_per_epoch(src_tokens: int, tgt_tokens: int, pairs: int, batch_tokens: int) -> int:

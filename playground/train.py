@@ -122,6 +122,17 @@ class TrainConfig:
         return cls(**{k: v for k, v in values.items() if k in known})
 
 
+def planned_steps(cfg: TrainConfig, epoch_steps: int | None) -> tuple[int | None, str]:
+    """(steps, "steps" or "epochs"): the budget that ends the run first, the one the trainer and the
+    estimate both count by (the steps budget on a tie); (None, "minutes") when only the minutes budget, or epochs of unknown size, limit it."""
+    planned, limited_by = (cfg.max_steps, "steps") if cfg.max_steps else (None, "minutes")
+    if cfg.max_epochs and epoch_steps:
+        by_epochs = math.ceil(cfg.max_epochs * epoch_steps)
+        if planned is None or by_epochs < planned:
+            planned, limited_by = by_epochs, "epochs"
+    return planned, limited_by
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Learning rate and loss
 
@@ -393,12 +404,6 @@ class Trainer:
 
     # -- budgets ------------------------------------------------------------------------------------------
 
-    def planned_steps(self, steps_per_epoch: int) -> int | None:
-        candidates = [self.cfg.max_steps] if self.cfg.max_steps else []
-        if self.cfg.max_epochs:
-            candidates.append(math.ceil(self.cfg.max_epochs * steps_per_epoch))
-        return min(candidates) if candidates else None
-
     def budget_reached(self, planned: int | None, elapsed: float) -> str | None:
         if planned is not None and self.step >= planned:
             return "step budget reached" if self.cfg.max_steps == planned else "epoch budget reached"
@@ -568,7 +573,7 @@ class Trainer:
     def run(self) -> Iterator[dict]:
         cfg = self.cfg
         steps_per_epoch = len(self.batches) // self.batches_per_step
-        planned = self.planned_steps(steps_per_epoch)
+        planned, _ = planned_steps(self.cfg, steps_per_epoch)
         start_time = time.perf_counter()
         elapsed = self.elapsed_before
         steps_here, tokens_window, window_start = 0, 0, start_time

@@ -196,3 +196,13 @@ def test_best_breaks_metric_ties_on_validation_loss(tmp_path):
     assert trainer.improved(record(2, 0.0, 1.0))  # same BLEU (0 on one-word targets), lower loss
     assert not trainer.improved(record(3, 0.0, 1.5))
     assert trainer.improved(record(4, 5.0, 3.0)) and trainer.best["step"] == 4
+
+
+@pytest.mark.parametrize("changes", [dict(), dict(norm_placement="pre"), dict(positional_encoding="learned"),
+                                     dict(tie_embeddings=False), dict(n_encoder_layers=1, n_decoder_layers=3)])
+def test_the_estimates_parameter_formula_matches_the_model(changes):
+    from playground.estimate import count_parameters
+    from playground.memory import parameter_count
+
+    cfg = tiny_cfg(**changes)
+    assert count_parameters(cfg, 77) == parameter_count(cfg.model_config(77, 77, True))

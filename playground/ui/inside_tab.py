@@ -67,7 +67,7 @@ def masks_view(session: Session, models_dir: Path, model: str | None, n_pairs: i
     row = min(max(int(pair), 1), len(batch.tgt_tokens)) - 1
     S, T = batch.padding_mask.shape[1], batch.look_ahead_mask.shape[0]
     note = (f"{len(batch.src_tokens)} pairs of your data tokenized by **{package.name}** and padded as the trainer "
-            f"pads them (to the longest sentence, rounded up to a multiple of 8): {S} source and {T} target "
+            f"pads them (to the longest sentence; on a GPU, up to a multiple of 8): {S} source and {T} target "
             "positions. The padding mask hides `<pad>` keys from every query (encoder self-attention and "
             "cross-attention). The look-ahead mask lets target position *i* see positions ≤ *i* only, so the "
             "decoder cannot read the word it must predict; the padding after a target sentence lies in that "

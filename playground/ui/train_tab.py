@@ -126,12 +126,12 @@ def data_shape(session: Session, tokenizer: str, batch_tokens: int) -> tuple[int
     return mean, steps_per_epoch(src, tgt, stats.num_pairs, batch_tokens)
 
 
-def planned_steps(cfg, epoch_steps: int | None, estimated: int | None = None) -> tuple[int, str]:
+def preview_steps(cfg, epoch_steps: int | None, estimated: int | None = None) -> tuple[int, str]:
     """Steps for the LR preview and where the number comes from: the steps budget, epochs x batches per epoch,
     the steps the estimate expects to fit in the minutes budget, or else a few warmups' worth."""
-    from playground import estimate
+    from playground.train import planned_steps
 
-    planned, limited_by = estimate.planned_steps(cfg, epoch_steps)
+    planned, limited_by = planned_steps(cfg, epoch_steps)
     if planned:
         return planned, f"{limited_by} budget"
     if cfg.max_minutes and estimated:
@@ -143,7 +143,7 @@ def lr_preview_figure(session: Session, cfg, estimated_steps: int | None = None)
     from playground.train import learning_rate
 
     _, epoch_steps = data_shape(session, cfg.tokenizer, cfg.batch_tokens)
-    total, source = planned_steps(cfg, epoch_steps, estimated_steps)
+    total, source = preview_steps(cfg, epoch_steps, estimated_steps)
     total = max(int(total), 2)
     stride = max(1, total // 400)
     steps = list(range(1, total + 1, stride)) + ([total] if (total - 1) % stride else [])
