@@ -7,6 +7,7 @@ Outside torchrun (or with a single process) every helper is a no-op, so the trai
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -76,10 +77,15 @@ def process_group(device_choice: str) -> Iterator[Ranks]:
     if device.type == "cuda":
         torch.cuda.set_device(device)  # NCCL and broadcast_object_list use the current device
     dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=COLLECTIVE_TIMEOUT)
-    try:
-        yield ranks
-    finally:
-        dist.destroy_process_group()
+    yield ranks
+    # Tear down together, and only after a run that ended well on this rank. Rank 0 still validates and saves
+    # when the others finish; a rank that shut its backend down meanwhile (or whose DDP reducer, kept alive by a
+    # reference cycle, outlived the group) was seen to abort at exit under gloo, failing the whole torchrun job.
+    # After an error the group is left alone: shutting it down while other ranks sit in a collective can hang,
+    # and torchrun ends the other ranks anyway.
+    gc.collect()
+    dist.barrier()
+    dist.destroy_process_group()
 
 
 def wrap_model(model: torch.nn.Module, device: torch.device, ranks: Ranks) -> torch.nn.Module:
@@ -122,9 +128,9 @@ def check_same_on_all_ranks(fingerprint: str, what: str, ranks: Ranks) -> None:
                             "machine of a torchrun job needs the same files and settings.")
 
 
-def seed_rank(seed: int, ranks: Ranks, step: int) -> None:
-    """Give each rank but 0 a random stream of its own, so that dropout masks differ between ranks. Rank 0 keeps
-    the run's stream (so it matches a single process, and resumes from the saved RNG state); the others are seeded
+def seed_rank(generator: torch.Generator, seed: int, ranks: Ranks, step: int) -> None:
+    """Give each rank but 0 a dropout stream of its own, so that dropout masks differ between ranks. Rank 0 keeps
+    the run's stream (so it matches a single process, and resumes from the saved state); the others are seeded
     from (seed, rank, step), so that a resumed run is reproducible too."""
     if ranks.rank > 0:
-        torch.manual_seed(hash((seed, ranks.rank, step)) % 2**63)
+        generator.manual_seed(hash((seed, ranks.rank, step)) % 2**63)

@@ -81,11 +81,36 @@ class TransformerConfig:
 # Attention
 
 
-def attend(q, k, v, key_mask=None, causal=False, dropout_p=0.0, need_weights=False):
-    """Scaled dot-product attention over heads. q [B,H,Tq,Dh], k/v [B,H,Tk,Dh], key_mask [B,1,1,Tk] (True = keep).
+class Dropout(nn.Module):
+    """Dropout whose masks come from `generator` when one is set (Transformer.draw_dropout_from), else from torch's
+    global random stream. A training run sets its own, so the draws of anyone else in the process (the web app's
+    other sessions) never change its masks, and resuming restores the stream exactly."""
+
+    def __init__(self, p: float):
+        super().__init__()
+        self.p, self.generator = p, None
+
+    @property
+    def active(self) -> bool:
+        return self.training and self.p > 0
+
+    def forward(self, x):
+        if not self.active:
+            return x
+        if self.generator is None:
+            return F.dropout(x, self.p)
+        keep = torch.empty_like(x).bernoulli_(1 - self.p, generator=self.generator)  # what F.dropout does on CPU
+        return x * keep.div_(1 - self.p)
+
+
+def attend(q, k, v, key_mask=None, causal=False, drop: Dropout | None = None, need_weights=False):
+    """Scaled dot-product attention over heads. q [B,H,Tq,Dh], k/v [B,H,Tk,Dh], key_mask [B,1,1,Tk] (True = keep);
+    `drop` applies to the attention weights.
 
     Returns (output [B,H,Tq,Dh], weights [B,H,Tq,Tk] or None)."""
-    if not need_weights:
+    dropout_p = drop.p if drop is not None and drop.active else 0.0
+    # SDPA draws its dropout from the global stream: with a generator of our own the weights are dropped by hand
+    if not need_weights and (dropout_p == 0.0 or drop.generator is None):
         # is_causal and attn_mask are exclusive in SDPA; the decoder's self-attention never needs both because
         # target padding sits after the real tokens, where the causal mask already hides it from them.
         # the CPU flash kernel's backward is 4-7x slower than the math one at these sizes (bench/profile_step.py)
@@ -100,7 +125,7 @@ def attend(q, k, v, key_mask=None, causal=False, dropout_p=0.0, need_weights=Fal
         future = torch.ones(tq, tk, dtype=torch.bool, device=q.device).triu(tk - tq + 1)
         scores = scores.masked_fill(future, float("-inf"))
     weights = scores.softmax(dim=-1)
-    out = F.dropout(weights, dropout_p) @ v
+    out = (drop(weights) if drop is not None else weights) @ v
     return out, weights
 
 
@@ -119,7 +144,8 @@ class SelfAttention(nn.Module):
 
     def __init__(self, cfg: TransformerConfig, causal: bool):
         super().__init__()
-        self.n_heads, self.causal, self.dropout = cfg.n_heads, causal, cfg.attention_dropout
+        self.n_heads, self.causal = cfg.n_heads, causal
+        self.attn_drop = Dropout(cfg.attention_dropout)
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
         self.out = nn.Linear(cfg.d_model, cfg.d_model)
 
@@ -129,7 +155,7 @@ class SelfAttention(nn.Module):
         if cache is not None:  # one new query attends to every cached position, so no mask is needed
             k, v = cache.append(k, v)
             causal = False
-        y, w = attend(q, k, v, key_mask, causal, self.dropout if self.training else 0.0, need_weights)
+        y, w = attend(q, k, v, key_mask, causal, self.attn_drop, need_weights)
         return self.out(merge_heads(y)), w
 
 
@@ -138,7 +164,8 @@ class CrossAttention(nn.Module):
 
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
-        self.n_heads, self.dropout = cfg.n_heads, cfg.attention_dropout
+        self.n_heads = cfg.n_heads
+        self.attn_drop = Dropout(cfg.attention_dropout)
         self.q = nn.Linear(cfg.d_model, cfg.d_model)
         self.kv = nn.Linear(cfg.d_model, 2 * cfg.d_model)
         self.out = nn.Linear(cfg.d_model, cfg.d_model)
@@ -149,7 +176,7 @@ class CrossAttention(nn.Module):
 
     def forward(self, x, memory_kv, key_mask, need_weights=False):
         q = split_heads(self.q(x), self.n_heads)  # [B,H,T,Dh]
-        y, w = attend(q, *memory_kv, key_mask, False, self.dropout if self.training else 0.0, need_weights)
+        y, w = attend(q, *memory_kv, key_mask, False, self.attn_drop, need_weights)
         return self.out(merge_heads(y)), w
 
 
@@ -170,7 +197,7 @@ class Residual(nn.Module):
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
         self.norm = nn.LayerNorm(cfg.d_model)
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
         self.pre = cfg.norm_placement == "pre"
 
     def forward(self, x, sublayer):
@@ -230,7 +257,7 @@ class Embedding(nn.Module):
             self.positions = nn.Embedding(cfg.max_len, cfg.d_model)
         else:  # derivable, so not saved with the weights
             self.register_buffer("table", sinusoidal_table(cfg.max_len, cfg.d_model), persistent=False)
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
 
     def position_encoding(self, start: int, length: int) -> torch.Tensor:
         if hasattr(self, "positions"):
@@ -292,7 +319,8 @@ class DecoderState:
 
 
 class Transformer(nn.Module):
-    def __init__(self, cfg: TransformerConfig):
+    def __init__(self, cfg: TransformerConfig, generator: torch.Generator | None = None):
+        """`generator` draws the initial weights (default: torch's global stream)."""
         super().__init__()
         self.cfg = cfg
         self.src_embed = Embedding(cfg, cfg.src_vocab_size)
@@ -304,22 +332,30 @@ class Transformer(nn.Module):
         self.encoder_norm = nn.LayerNorm(cfg.d_model) if pre else nn.Identity()
         self.decoder_norm = nn.LayerNorm(cfg.d_model) if pre else nn.Identity()
         self.output = nn.Linear(cfg.d_model, cfg.tgt_vocab_size, bias=False)
-        self.reset_parameters()
+        self.reset_parameters(generator)
         if cfg.tie_embeddings:
             self.output.weight = self.tgt_embed.tokens.weight
 
-    def reset_parameters(self) -> None:
+    def reset_parameters(self, generator: torch.Generator | None = None) -> None:
+        """Draws every random weight again (nn's layers drew theirs from the global stream; LayerNorm starts at ones):
+        with a generator the initial model depends on it alone."""
         for name, p in self.named_parameters():
             if p.dim() > 1:
-                nn.init.xavier_uniform_(p)
+                nn.init.xavier_uniform_(p, generator=generator)
             elif name.endswith("bias"):
                 nn.init.zeros_(p)
         for emb in (self.src_embed.tokens, self.tgt_embed.tokens):
             # N(0, D^-1/2): after the sqrt(D) scale embeddings have unit variance, and as a tied output
             # projection the initial logits stay small.
-            nn.init.normal_(emb.weight, std=self.cfg.d_model**-0.5)
+            nn.init.normal_(emb.weight, std=self.cfg.d_model**-0.5, generator=generator)
             with torch.no_grad():
                 emb.weight[self.cfg.pad_id].zero_()
+
+    def draw_dropout_from(self, generator: torch.Generator | None) -> None:
+        """Every dropout of the model (embeddings, sublayers, attention weights) draws from `generator` from now on."""
+        for module in self.modules():
+            if isinstance(module, Dropout):
+                module.generator = generator
 
     def num_parameters(self) -> int:
         """Parameters counted once even when tied."""

@@ -325,9 +325,11 @@ class Trainer:
             raise TrainingError("Training needs at least one training pair and one validation pair.")
         if ranks.distributed:  # hashing millions of pairs is only worth it when there are ranks to compare
             check_same_on_all_ranks(run_fingerprint(cfg, data), "data or settings", ranks)
-        torch.manual_seed(cfg.seed)  # one seed per run: every rank builds the same initial model
         self.device = rank_device(resolve_device(cfg.device), ranks)
         self.precision = resolve_precision(cfg.precision, self.device)
+        # The run's own random stream for dropout (and, seeded alike, for the initial weights): nothing the rest of
+        # the process draws (the web app's other sessions) changes this run, and a resumed run continues the stream.
+        self.dropout_rng = torch.Generator(self.device).manual_seed(cfg.seed)
         self.step, self.epoch, self.batch_in_epoch, self.tokens_seen, self.elapsed_before = 0, 0, 0, 0, 0.0
         self.history, self.best, self.bad_evals = History(), None, 0
         if resume_from is not None:
@@ -336,10 +338,11 @@ class Trainer:
             self.tokenizer = self.shared_tokenizer()
             model_cfg = cfg.model_config(self.tokenizer.src_vocab_size, self.tokenizer.tgt_vocab_size, self.tokenizer.joint)
             check_training_fits(model_cfg, cfg.batch_tokens, self.device, self.precision)
-            self.model = Transformer(model_cfg)
+            self.model = Transformer(model_cfg, torch.Generator().manual_seed(cfg.seed))  # the same on every rank
             self.model.to(self.device)
             self.optimizer = self.make_optimizer()
-        seed_rank(cfg.seed, ranks, self.step)
+        self.model.draw_dropout_from(self.dropout_rng)
+        seed_rank(self.dropout_rng, cfg.seed, ranks, self.step)
         self.train_model = wrap_model(self.model, self.device, ranks)
         self.train_set = encode_pairs(self.tokenizer, data.train, cfg.max_len)
         self.val_set = encode_pairs(self.tokenizer, data.val, cfg.max_len)
@@ -397,7 +400,10 @@ class Trainer:
         self.tokens_seen, self.elapsed_before = state["tokens_seen"], state["elapsed_s"]
         self.history = History(**package.training["history"])  # training.json: save() writes it with the state
         self.best, self.bad_evals = state["best"], state["bad_evals"]
-        torch.set_rng_state(torch.tensor(state["rng_state"], dtype=torch.uint8))
+        try:
+            self.dropout_rng.set_state(torch.tensor(state["rng_state"], dtype=torch.uint8))
+        except RuntimeError:  # saved on another kind of device, whose stream has another state: start a seeded one
+            self.dropout_rng.manual_seed(hash((self.cfg.seed, self.step)) % 2**63)
 
     def stop(self) -> None:
         self.stop_requested.set()
@@ -543,7 +549,7 @@ class Trainer:
         tensors, optimizer_meta = optimizer_to_safetensors(self.optimizer)
         state = {"step": self.step, "epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch,
                  "tokens_seen": self.tokens_seen, "elapsed_s": elapsed, "best": self.best, "bad_evals": self.bad_evals,
-                 "optimizer": optimizer_meta, "rng_state": torch.get_rng_state().tolist()}
+                 "optimizer": optimizer_meta, "rng_state": self.dropout_rng.get_state().tolist()}
         return save_package(self.out_dir, self.model, self.tokenizer, src_lang=self.data.src_lang,
                             tgt_lang=self.data.tgt_lang, training=training or self.summary(elapsed),
                             resume=(tensors, state))

@@ -199,13 +199,6 @@ def train_losses(client: Client, name: str, models_dir: Path) -> list[float]:
     return json.loads((models_dir / saved / "training.json").read_text(encoding="utf-8"))["history"]["loss"]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "UI bug: every session shares torch's global RNG. The Trainer seeds it once (torch.manual_seed) and then draws "
-    "its initial weights and dropout masks from it, while other sessions' handlers draw from it too: /estimate "
-    "(build_model + timed training steps, run automatically when a session opens the Train tab), load_package "
-    "(Transformer() initialises random weights before loading the real ones) and decode with seed=None "
-    "(torch.seed() re-seeds the global RNG). So a neighbour's activity changes my run. Remove this marker once "
-    "those draw from their own torch.Generator / build on the meta device."))
 def test_a_neighbour_does_not_change_my_run(app):
     url, models_dir = app
     me, neighbour = Client(url, verbose=False), Client(url, verbose=False)

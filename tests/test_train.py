@@ -1,3 +1,4 @@
+import dataclasses
 import math
 
 import pytest
@@ -105,15 +106,16 @@ def test_run_emits_events_saves_and_records_history(tmp_path):
 
 
 def test_stop_is_honoured_within_one_step_and_resume_continues_exactly(tmp_path):
-    straight = events_of(Trainer(tiny_cfg(), DATA, tmp_path / "straight"))
+    cfg = tiny_cfg(dropout=0.1, attention_dropout=0.1)  # the resumed run must also continue the dropout stream
+    straight = events_of(Trainer(cfg, DATA, tmp_path / "straight"))
     straight_steps = [e for e in straight if e["type"] == "step"]
 
-    stopped = events_of(Trainer(tiny_cfg(), DATA, tmp_path / "run"), stop_after=4)
+    stopped = events_of(Trainer(cfg, DATA, tmp_path / "run"), stop_after=4)
     assert [e["step"] for e in stopped if e["type"] == "step"][-1] == 4
     assert stopped[-1]["reason"] == "stopped by the user"
     assert load_package(tmp_path / "run").training["steps"] == 4
 
-    resumed = events_of(Trainer(tiny_cfg(), DATA, tmp_path / "run", resume_from=tmp_path / "run"))
+    resumed = events_of(Trainer(cfg, DATA, tmp_path / "run", resume_from=tmp_path / "run"))
     resumed_steps = [e for e in resumed if e["type"] == "step"]
     assert resumed_steps[0]["step"] == 5
     assert resumed_steps[0]["lr"] == pytest.approx(straight_steps[4]["lr"])
@@ -150,6 +152,27 @@ def test_same_seed_same_loss_curve(tmp_path):
     losses = lambda name: [e["loss"] for e in events_of(Trainer(tiny_cfg(max_steps=8), DATA, tmp_path / name))
                            if e["type"] == "step"]
     assert losses("a") == losses("b")
+
+
+def test_a_run_draws_only_from_its_own_random_streams(tmp_path):
+    """The rest of the process (the web app's other sessions) seeds and draws from torch's global RNG whenever it
+    likes: a run's initial weights and dropout masks (embeddings, sublayers, attention weights) must not change."""
+    cfg = tiny_cfg(max_steps=6, dropout=0.3, attention_dropout=0.3)
+
+    def losses(name: str, seed: int = cfg.seed, disturb: bool = False) -> list[float]:
+        torch.manual_seed(len(name))  # whatever state the global RNG is in when the run starts
+        curve = []
+        for event in Trainer(dataclasses.replace(cfg, seed=seed), DATA, tmp_path / name).run():
+            if event["type"] == "step":
+                curve.append(event["loss"])
+                if disturb:  # a neighbour between two steps
+                    torch.manual_seed(event["step"])
+                    torch.rand(1000)
+        return curve
+
+    quiet = losses("quiet")
+    assert losses("disturbed", disturb=True) == quiet
+    assert losses("other-seed", seed=cfg.seed + 1) != quiet  # the seed, and nothing else, decides
 
 
 def test_bf16_loss_is_close_to_fp32(tmp_path):
