@@ -123,7 +123,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     board = TensorBoardLog(args.tensorboard) if args.tensorboard and torchrun_ranks().is_main else None
     try:
         with process_group(cfg.device) as ranks:  # joins nothing unless torchrun started this process
-            return train_on_this_rank(args, cfg, ranks, board)
+            code = train_on_this_rank(args, cfg, ranks, board)
+            if code and ranks.distributed:  # leave without the joint teardown: other ranks may sit in a collective
+                raise SystemExit(code)
+            return code
     finally:
         if board:
             board.close()
