@@ -66,7 +66,8 @@ def rank_device(device: torch.device, ranks: Ranks) -> torch.device:
 @contextlib.contextmanager
 def process_group(device_choice: str) -> Iterator[Ranks]:
     """Join torchrun's process group for the length of a run: NCCL on CUDA, gloo on the CPU. Yields SINGLE, and
-    joins nothing, when this process runs alone."""
+    joins nothing, when this process runs alone. A caller whose run failed on this rank leaves the block by raising
+    (the CLI raises SystemExit with its exit code), which skips the ranks' joint teardown."""
     ranks = torchrun_ranks()
     if not ranks.distributed:
         yield ranks
@@ -78,11 +79,10 @@ def process_group(device_choice: str) -> Iterator[Ranks]:
         torch.cuda.set_device(device)  # NCCL and broadcast_object_list use the current device
     dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=COLLECTIVE_TIMEOUT)
     yield ranks
-    # Tear down together, and only after a run that ended well on this rank. Rank 0 still validates and saves
-    # when the others finish; a rank that shut its backend down meanwhile (or whose DDP reducer, kept alive by a
-    # reference cycle, outlived the group) was seen to abort at exit under gloo, failing the whole torchrun job.
-    # After an error the group is left alone: shutting it down while other ranks sit in a collective can hang,
-    # and torchrun ends the other ranks anyway.
+    # Tear down together: rank 0 still validates and saves when the others finish, and a rank that shut its backend
+    # down meanwhile (or whose DDP reducer, kept alive by a reference cycle, outlived the group) was seen to abort at
+    # exit under gloo, failing the whole torchrun job. After an error the group is left alone: shutting it down while
+    # other ranks sit in a collective can hang, and torchrun ends the other ranks anyway.
     gc.collect()
     dist.barrier()
     dist.destroy_process_group()

@@ -103,20 +103,21 @@ class Dropout(nn.Module):
         return x * keep.div_(1 - self.p)
 
 
-def attend(q, k, v, key_mask=None, causal=False, drop: Dropout | None = None, need_weights=False):
-    """Scaled dot-product attention over heads. q [B,H,Tq,Dh], k/v [B,H,Tk,Dh], key_mask [B,1,1,Tk] (True = keep);
-    `drop` applies to the attention weights.
+def attend(q, k, v, key_mask, causal: bool, drop: Dropout, need_weights=False):
+    """Scaled dot-product attention over heads. q [B,H,Tq,Dh], k/v [B,H,Tk,Dh], key_mask [B,1,1,Tk] (True = keep) or
+    None; `drop` applies to the attention weights.
 
     Returns (output [B,H,Tq,Dh], weights [B,H,Tq,Tk] or None)."""
-    dropout_p = drop.p if drop is not None and drop.active else 0.0
-    # SDPA draws its dropout from the global stream: with a generator of our own the weights are dropped by hand
-    if not need_weights and (dropout_p == 0.0 or drop.generator is None):
+    # SDPA draws its dropout from the global stream: a Dropout with a generator of its own drops the weights by hand
+    own_stream = drop.active and drop.generator is not None
+    if not (need_weights or own_stream):
         # is_causal and attn_mask are exclusive in SDPA; the decoder's self-attention never needs both because
         # target padding sits after the real tokens, where the causal mask already hides it from them.
         # the CPU flash kernel's backward is 4-7x slower than the math one at these sizes (bench/profile_step.py)
         training_on_cpu = q.requires_grad and q.device.type == "cpu"
         with sdpa_kernel(SDPBackend.MATH) if training_on_cpu else contextlib.nullcontext():
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=key_mask, dropout_p=dropout_p, is_causal=causal), None
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=key_mask,
+                                                  dropout_p=drop.p if drop.active else 0.0, is_causal=causal), None
     scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.size(-1))  # [B,H,Tq,Tk]
     if key_mask is not None:
         scores = scores.masked_fill(~key_mask, float("-inf"))
@@ -125,7 +126,7 @@ def attend(q, k, v, key_mask=None, causal=False, drop: Dropout | None = None, ne
         future = torch.ones(tq, tk, dtype=torch.bool, device=q.device).triu(tk - tq + 1)
         scores = scores.masked_fill(future, float("-inf"))
     weights = scores.softmax(dim=-1)
-    out = (drop(weights) if drop is not None else weights) @ v
+    out = drop(weights) @ v
     return out, weights
 
 
