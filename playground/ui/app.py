@@ -36,7 +36,7 @@ def build_app(models_dir: str | os.PathLike = "models") -> gr.Blocks:
             with gr.Tab("1 · Data", id="data"):
                 data_tab.build(session)
             with gr.Tab("2 · Train", id="train") as train_page:
-                train = train_tab.build(session, models_dir)
+                train = train_tab.build(session, models_dir, train_page)
             with gr.Tab("3 · Translate", id="translate") as translate_page:
                 translate = translate_tab.build(session, models_dir)
             with gr.Tab("4 · Attention", id="attention") as attention_page:
@@ -69,7 +69,6 @@ def build_app(models_dir: str | os.PathLike = "models") -> gr.Blocks:
             event.then(**refresh)
         for page in (train_page, translate_page, attention_page, models_page, inside_page):
             page.select(**refresh)
-        train_page.select(**train.first_estimate)
         for view in inside.redraw:
             inside_page.select(**view)
         demo.load(**refresh)

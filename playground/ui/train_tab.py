@@ -41,7 +41,6 @@ class TrainTab:
     status: gr.Markdown
     start_event: object
     resume_event: object
-    first_estimate: dict  # listener arguments to time the configuration when the tab is first opened
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -458,7 +457,7 @@ def _controls(values: dict) -> dict:
     return c
 
 
-def build(session: gr.State, models_dir: Path) -> TrainTab:
+def build(session: gr.State, models_dir: Path, page: gr.Tab) -> TrainTab:
     from playground.presets import PRESETS
 
     models_dir = Path(models_dir)
@@ -540,14 +539,21 @@ def build(session: gr.State, models_dir: Path) -> TrainTab:
                            interactive=False, wrap=True)
 
     estimating = dict(show_progress="minimal", concurrency_limit=1, concurrency_id="estimate")
-    preset.change(apply_preset, [session, preset], [*controls.values(), preset_info, params_info, lr_plot],
-                  api_name="apply_preset", show_progress="hidden").then(
+    preset_outputs = [*controls.values(), preset_info, params_info, lr_plot]
+    preset_timing = preset.change(apply_preset, [session, preset], preset_outputs, api_name="apply_preset",
+                                  show_progress="hidden").then(
         estimate, [session], [params_info, lr_plot], inputs_kwargs=controls, api_name="estimate_preset",
         api_visibility="private", **estimating)
     gr.on([c.input for c in controls.values()], refresh_preview, [session], [params_info, lr_plot],
           inputs_kwargs=controls, api_name="lr_preview", show_progress="hidden", trigger_mode="always_last")
-    estimate_btn.click(estimate, [session], [params_info, lr_plot], inputs_kwargs=controls, api_name="estimate",
-                       **estimating)
+    button_timing = estimate_btn.click(estimate, [session], [params_info, lr_plot], inputs_kwargs=controls,
+                                       api_name="estimate", **estimating)
+    first_timing = page.select(first_estimate, [session], [params_info, lr_plot], inputs_kwargs=controls,
+                               api_visibility="private", **estimating)
+    # A timing waits its turn behind other sessions' ones; by the time it reports, the person may have changed the
+    # settings it timed, and its line would replace the preview of the new ones. An edit drops it instead.
+    gr.on([c.input for c in controls.values()], None, None, cancels=[preset_timing, button_timing, first_timing],
+          queue=False, show_progress="hidden", api_visibility="private")
 
     outputs = [status, loss_plot, val_plot, lr_plot, metrics_plot, samples]
     waiting = ("⏳ Waiting for the training slot: one run trains at a time on this machine, so if another session is "
@@ -561,6 +567,4 @@ def build(session: gr.State, models_dir: Path) -> TrainTab:
                                     show_progress="hidden").then(
         resume, [session, resume_from], outputs, api_name="resume", **train_kwargs)
     stop_btn.click(stop_training, [session], None, api_name="stop", concurrency_limit=None, show_progress="hidden")
-    return TrainTab(controls, model_name, resume_from, status, start_event, resume_event,
-                    dict(fn=first_estimate, inputs=[session], outputs=[params_info, lr_plot], inputs_kwargs=controls,
-                         api_visibility="private", **estimating))
+    return TrainTab(controls, model_name, resume_from, status, start_event, resume_event)
