@@ -26,12 +26,14 @@ if str(REPO_ROOT) not in sys.path:
 
 import torch  # noqa: E402
 
+from playground import events  # noqa: E402
 from playground.builtin_data import DATASETS_DIR  # noqa: E402
+from playground.batching import collate, make_batches, pad_multiple  # noqa: E402
 from playground.data import load_parallel  # noqa: E402
 from playground.device import sync  # noqa: E402
 from playground.model import TransformerConfig  # noqa: E402
 from playground.presets import preset_config  # noqa: E402
-from playground.train import Trainer, TrainData, collate, make_batches, pad_multiple  # noqa: E402
+from playground.train import Trainer, TrainData  # noqa: E402
 
 Pair = tuple[str, str]
 Encoded = list[tuple[list[int], list[int]]]
@@ -191,13 +193,13 @@ class ProjectRunner:
     def __init__(self, trainer: Trainer):
         self.trainer, self.precision = trainer, trainer.precision
         self.events = trainer.run()
-        next(self.events)  # "start"
+        next(self.events)  # Start
 
     def step(self) -> int:
         """One optimizer step; returns the real source + target tokens it trained on."""
         before = self.trainer.tokens_seen
         event = next(self.events)
-        if event["type"] != "step":
+        if not isinstance(event, events.Step):
             raise RuntimeError(f"the Trainer stopped: {event}")
         return self.trainer.tokens_seen - before
 

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import common  # first: puts the repository on sys.path
 import torch
 
-from playground.decode import DecodeOptions, beam_search, greedy_or_sample, pad_batch, source_ids, translate
+from playground.batching import pad_batch
+from playground.decode import DecodeOptions, beam_search, greedy_or_sample, source_ids, translate
 from playground.device import autocast, resolve_device
 from playground.model import Transformer
 from playground.package import load_package
@@ -158,7 +159,8 @@ def main() -> None:
 
     rows, results = [], {}
     for batch_size in args.batch_sizes:
-        batches = [pad_batch(ids[i : i + batch_size], model.cfg.pad_id, device) for i in range(0, len(ids), batch_size)]
+        batches = [pad_batch(ids[i : i + batch_size], pad_id=model.cfg.pad_id).to(device)
+                   for i in range(0, len(ids), batch_size)]
         random.Random(args.seed).shuffle(batches)  # any prefix of the rounds mixes short and long sentences
         timings = time_searches(model, batches, runs, args.seconds, args.precision, args.steps)
         match = agreement(model, batches[0], runs)

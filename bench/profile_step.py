@@ -52,7 +52,7 @@ class PhaseClock:
 
     def __init__(self, trainer: Trainer):
         self.device, self.stamps = trainer.device, {}
-        model, optimizer = trainer.model, trainer.optimizer
+        model, optimizer = trainer.model, trainer.optimization.optimizer
         self.handles = [model.register_forward_pre_hook(lambda *_: self.stamp("forward")),
                         model.register_forward_hook(self.on_logits),
                         optimizer.register_step_pre_hook(lambda *_: self.stamp("optimizer")),

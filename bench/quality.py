@@ -11,6 +11,7 @@ import time
 
 import common  # first: puts the repository on sys.path
 
+from playground import events
 from playground.decode import DecodeOptions, translate
 from playground.device import resolve_device
 from playground.metrics import score
@@ -30,22 +31,22 @@ def train(args) -> dict:
                      common.SRC_LANG, common.TGT_LANG, "Multi30k")
     last_progress = 0.0
     for event in run_training(cfg, data, args.out):
-        kind = event["type"]
-        if kind == "start":
-            print(f"training {args.preset}: {event['params']:,} parameters on {event['device']} "
-                  f"({event['precision']}), {event['train_pairs']:,} pairs, "
-                  f"{event['steps_per_epoch']} steps per epoch, {args.minutes} min", flush=True)
-        elif kind == "step" and event["elapsed"] - last_progress >= PROGRESS_EVERY_S:
-            last_progress = event["elapsed"]
-            print(f"  {event['elapsed']:.0f} s: step {event['step']}, epoch {event['epoch']:.2f}, "
-                  f"loss {event['loss']:.3f}, {event['tokens_per_s']:,.0f} tokens/s", flush=True)
-        elif kind == "eval":
-            print(f"  step {event['step']}: val loss {event['val_loss']:.3f}, val BLEU {event['bleu']:.1f} "
-                  f"(greedy, {cfg.eval_sentences} sentences)", flush=True)
-        elif kind == "error":
-            raise SystemExit(f"training failed: {event['message']}")
-        elif kind == "done":
-            return {**event["summary"], "reason": event["reason"]}
+        match event:
+            case events.Start():
+                print(f"training {args.preset}: {event.params:,} parameters on {event.device} "
+                      f"({event.precision}), {event.train_pairs:,} pairs, "
+                      f"{event.steps_per_epoch} steps per epoch, {args.minutes} min", flush=True)
+            case events.Step() if event.elapsed - last_progress >= PROGRESS_EVERY_S:
+                last_progress = event.elapsed
+                print(f"  {event.elapsed:.0f} s: step {event.step}, epoch {event.epoch:.2f}, "
+                      f"loss {event.loss:.3f}, {event.tokens_per_s:,.0f} tokens/s", flush=True)
+            case events.Eval():
+                print(f"  step {event.step}: val loss {event.val_loss:.3f}, val BLEU {event.bleu:.1f} "
+                      f"(greedy, {cfg.eval_sentences} sentences)", flush=True)
+            case events.Error():
+                raise SystemExit(f"training failed: {event.message}")
+            case events.Done():
+                return {**event.summary, "reason": event.reason}
     raise SystemExit("training ended without a summary")
 
 

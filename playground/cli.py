@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING
 from playground.errors import PlaygroundError, TrainingError
 
 if TYPE_CHECKING:  # the commands import what they need when they run, to keep `--help` fast
+    from playground import events
+    from playground.config import TrainConfig
     from playground.distributed import Ranks
-    from playground.train import TrainConfig
 
 MODELS_DIR = Path("models")
 BUILTIN_PREFIX = "builtin:"
-BUDGETS = ("max_steps", "max_epochs", "max_minutes")
+DEFAULT_PRESET = "tiny"
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -94,32 +95,43 @@ def load_data(path: str, tgt_path: str | None, src_lang: str | None, tgt_lang: s
 
 def add_config_flags(p: argparse.ArgumentParser) -> None:
     """One flag per TrainConfig field, so every hyperparameter can be set (the preset gives the defaults)."""
-    from playground.train import TrainConfig
+    from playground.config import BUDGETS, setting_types
 
-    g = p.add_argument_group("hyperparameters (defaults come from the preset)")
-    for f in dataclasses.fields(TrainConfig):
-        flag = "--" + f.name.replace("_", "-")
-        if f.name in BUDGETS or f.name == "device":
+    g = p.add_argument_group("hyperparameters (defaults come from the preset; a resumed run's from its package)")
+    for name, kind in setting_types().items():
+        flag = "--" + name.replace("_", "-")
+        if name in BUDGETS or name == "device":
             continue  # declared with the budgets below
-        if f.type in ("bool", bool):
+        if kind is bool:
             g.add_argument(flag, action=argparse.BooleanOptionalAction, default=None)
-        elif f.name == "betas":
+        elif kind is tuple:  # betas
             g.add_argument(flag, type=float, nargs=2, default=None, metavar=("B1", "B2"), help="Adam betas (0.9 0.98)")
         else:
-            kind = {"int": int, "float": float}.get(str(f.type).split(" ")[0], str)
             g.add_argument(flag, type=kind, default=None)
+
+
+def train_config(args: argparse.Namespace) -> TrainConfig:
+    """The run's settings: a new run's come from the preset and the flags; a resumed run's from its package, with
+    the flags given as changes (playground.checkpoint.resume_config: budgets added, the model's settings kept)."""
+    from playground.checkpoint import resume_config
+    from playground.config import BUDGETS, setting_types
+    from playground.presets import PRESETS, preset_config
+
+    flags = {name: getattr(args, name, None) for name in setting_types()}
+    budgets = {k: flags.pop(k) for k in BUDGETS}
+    if args.resume:
+        preset = PRESETS[args.preset].settings if args.preset else {}
+        return resume_config(args.resume, {**{k: v for k, v in preset.items() if k not in BUDGETS}, **flags, **budgets})
+    cfg = preset_config(args.preset or DEFAULT_PRESET, **flags)
+    if any(v is not None for v in budgets.values()):  # an explicit budget replaces the preset's budgets
+        cfg = dataclasses.replace(cfg, **budgets)
+    return cfg
 
 
 def cmd_train(args: argparse.Namespace) -> int:
     from playground.distributed import process_group, torchrun_ranks
-    from playground.presets import preset_config
-    from playground.train import TrainConfig
 
-    budgets = {k: getattr(args, k) for k in BUDGETS}
-    overrides = {f.name: getattr(args, f.name, None) for f in dataclasses.fields(TrainConfig) if f.name not in BUDGETS}
-    cfg = preset_config(args.preset, **overrides)
-    if any(v is not None for v in budgets.values()):  # an explicit budget replaces the preset's budgets
-        cfg = dataclasses.replace(cfg, **budgets)
+    cfg = train_config(args)
     board = TensorBoardLog(args.tensorboard) if args.tensorboard and torchrun_ranks().is_main else None
     try:
         with process_group(cfg.device) as ranks:  # joins nothing unless torchrun started this process
@@ -135,6 +147,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 def train_on_this_rank(args: argparse.Namespace, cfg: TrainConfig, ranks: Ranks, board: TensorBoardLog | None) -> int:
     """This process's part of the run: every rank reads the data and trains; rank 0 alone reports the events
     (errors excepted: only the rank that hits one may know of it)."""
+    from playground import events
     from playground.data import split_pairs
     from playground.train import TrainData, run_training
 
@@ -156,11 +169,11 @@ def train_on_this_rank(args: argparse.Namespace, cfg: TrainConfig, ranks: Ranks,
             board.log(event)
         if ranks.is_main:
             report(args, event, out, progress)
-        elif event["type"] == "error":  # it may be this rank's alone (out of memory)
-            say(args, f"error on rank {ranks.rank} of {ranks.world_size}: {event['message']}", err=True)
-        failed = failed or event["type"] == "error"
-        if event["type"] == "done":
-            summary = event["summary"]
+        elif isinstance(event, events.Error):  # it may be this rank's alone (out of memory)
+            say(args, f"error on rank {ranks.rank} of {ranks.world_size}: {event.message}", err=True)
+        failed = failed or isinstance(event, events.Error)
+        if isinstance(event, events.Done):
+            summary = event.summary
     if not ranks.is_main and summary:
         say(args, f"rank {ranks.rank} of {ranks.world_size} finished: {summary['steps']} steps", err=True)
     elif args.json and summary:
@@ -168,36 +181,31 @@ def train_on_this_rank(args: argparse.Namespace, cfg: TrainConfig, ranks: Ranks,
     return 1 if failed else 0
 
 
-def report(args: argparse.Namespace, event: dict, out: Path, progress: ProgressLine) -> None:
+def report(args: argparse.Namespace, event: events.Event, out: Path, progress: ProgressLine) -> None:
     """One training event, for people."""
-    kind = event["type"]
-    if kind == "start":
-        world_size, accumulate = event["world_size"], event["accumulate"]
-        factors = [f"{n} {what}" for n, what in ((world_size, "processes"), (accumulate, "accumulated")) if n > 1]
-        step_size = f" of {world_size * accumulate} batches ({' x '.join(factors)})" if factors else ""
-        say(args, f"{event['params']:,} parameters on {event['device']} in {event['precision']}; "
-                  f"{event['train_pairs']:,} training / {event['val_pairs']:,} validation pairs, "
-                  f"{event['steps_per_epoch']} steps per epoch{step_size}; saving to {out}")
-    elif kind == "step":
-        progress.show(event)
-    elif kind == "eval":
-        say(args, f"\nstep {event['step']}: val loss {event['val_loss']:.3f}, BLEU {event['bleu']:.1f}, "
-                  f"chrF {event['chrf']:.1f}, exact {event['exact_match']:.1%}")
-        for s in event["samples"][:2]:
-            say(args, f"  {s['source']}\n  → {s['hypothesis'] or '(empty)'}\n  (ref {s['reference']})")
-    elif kind == "averaged":
-        say(args, f"averaged the weights of steps {', '.join(map(str, event['steps']))} into {event['path']}")
-    elif kind == "error":
-        say(args, f"\nerror: {event['message']}", err=True)
-    elif kind == "done":
-        summary = event["summary"]
-        say(args, f"\ndone ({event['reason']}): {summary['steps']} steps in {summary['wall_s']:.0f} s, "
-                  f"{summary['tokens_per_s']:.0f} tokens/s; package {out}")
+    from playground import events
 
-
-# event type -> (TensorBoard section, the event's numbers to log)
-TENSORBOARD_SCALARS = {"step": ("train", ("loss", "lr", "grad_norm", "tokens_per_s")),
-                       "eval": ("val", ("val_loss", "val_ppl", "bleu", "chrf", "exact_match"))}
+    match event:
+        case events.Start(world_size=world_size, accumulate=accumulate):
+            factors = [f"{n} {what}" for n, what in ((world_size, "processes"), (accumulate, "accumulated")) if n > 1]
+            step_size = f" of {world_size * accumulate} batches ({' x '.join(factors)})" if factors else ""
+            say(args, f"{event.params:,} parameters on {event.device} in {event.precision}; "
+                      f"{event.train_pairs:,} training / {event.val_pairs:,} validation pairs, "
+                      f"{event.steps_per_epoch} steps per epoch{step_size}; saving to {out}")
+        case events.Step():
+            progress.show(event)
+        case events.Eval():
+            say(args, f"\nstep {event.step}: val loss {event.val_loss:.3f}, BLEU {event.bleu:.1f}, "
+                      f"chrF {event.chrf:.1f}, exact {event.exact_match:.1%}")
+            for s in event.samples[:2]:
+                say(args, f"  {s['source']}\n  → {s['hypothesis'] or '(empty)'}\n  (ref {s['reference']})")
+        case events.Averaged():
+            say(args, f"averaged the weights of steps {', '.join(map(str, event.steps))} into {event.path}")
+        case events.Error():
+            say(args, f"\nerror: {event.message}", err=True)
+        case events.Done(summary=summary):
+            say(args, f"\ndone ({event.reason}): {summary['steps']} steps in {summary['wall_s']:.0f} s, "
+                      f"{summary['tokens_per_s']:.0f} tokens/s; package {out}")
 
 
 class TensorBoardLog:
@@ -210,10 +218,18 @@ class TensorBoardLog:
             raise TrainingError("--tensorboard needs the tensorboard package: pip install tensorboard") from err
         self.writer = SummaryWriter(log_dir)
 
-    def log(self, event: dict) -> None:
-        section, names = TENSORBOARD_SCALARS.get(event["type"], ("", ()))
+    def log(self, event: events.Event) -> None:
+        from playground import events
+
+        match event:  # the TensorBoard section, and the event's numbers to log
+            case events.Step():
+                section, names = "train", ("loss", "lr", "grad_norm", "tokens_per_s")
+            case events.Eval():
+                section, names = "val", ("val_loss", "val_ppl", "bleu", "chrf", "exact_match")
+            case _:
+                return
         for name in names:
-            self.writer.add_scalar(f"{section}/{name}", event[name], event["step"])
+            self.writer.add_scalar(f"{section}/{name}", getattr(event, name), event.step)
 
     def close(self) -> None:
         self.writer.close()
@@ -225,15 +241,15 @@ class ProgressLine:
     def __init__(self, args: argparse.Namespace):
         self.quiet, self.last = args.json, 0.0
 
-    def show(self, e: dict) -> None:
-        now, planned = time.monotonic(), e.get("planned_steps")
-        if self.quiet or (now - self.last < 0.5 and e["step"] != planned):  # the last step always shows
+    def show(self, e: events.Step) -> None:
+        now, planned = time.monotonic(), e.planned_steps
+        if self.quiet or (now - self.last < 0.5 and e.step != planned):  # the last step always shows
             return
         self.last = now
-        done = f"{e['step']}/{planned}" if planned else str(e["step"])
-        eta = f", ETA {e['eta']:.0f}s" if e.get("eta") is not None else ""
-        sys.stderr.write(f"\rstep {done} | epoch {e['epoch']:.2f} | loss {e['loss']:.3f} | lr {e['lr']:.2e} | "
-                         f"{e['tokens_per_s']:.0f} tok/s | {e['elapsed']:.0f}s{eta}   ")
+        done = f"{e.step}/{planned}" if planned else str(e.step)
+        eta = f", ETA {e.eta:.0f}s" if e.eta is not None else ""
+        sys.stderr.write(f"\rstep {done} | epoch {e.epoch:.2f} | loss {e.loss:.3f} | lr {e.lr:.2e} | "
+                         f"{e.tokens_per_s:.0f} tok/s | {e.elapsed:.0f}s{eta}   ")
         sys.stderr.flush()
 
 
@@ -353,11 +369,14 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--src-lang", help="source language code (taken from the file's header when present)")
     t.add_argument("--tgt-lang", help="target language code")
     t.add_argument("--out", required=True, help="package folder; a bare name goes under models/")
-    t.add_argument("--preset", default="tiny", choices=["tiny", "small", "base"], help="starting hyperparameters")
+    t.add_argument("--preset", choices=["tiny", "small", "base"],
+                   help=f"starting hyperparameters of a new run (default {DEFAULT_PRESET}); with --resume, the "
+                        "package's own settings are the start and a preset's settings count as changes")
     t.add_argument("--max-steps", type=int, help="stop after N optimizer steps")
     t.add_argument("--max-epochs", type=float, help="stop after N passes over the data")
     t.add_argument("--max-minutes", type=float, help="stop after M minutes")
-    t.add_argument("--resume", help="continue training this package from its saved step")
+    t.add_argument("--resume", help="continue training this package from its saved step, with its saved settings; "
+                                     "budgets given are added to what it has done")
     t.add_argument("--device", help="auto, cpu, cuda or mps")
     t.add_argument("--json", action="store_true", help="print the result as one JSON object on the last line")
     t.add_argument("--tensorboard", metavar="DIR",

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from playground.batching import pad_batch, sentence_tokens
 from playground.errors import PlaygroundError
 from playground.model import Transformer, TransformerConfig
 
@@ -81,16 +82,9 @@ class SearchResult:
 
 
 def source_ids(tokenizer, texts: list[str], cfg: TransformerConfig) -> list[list[int]]:
-    """Source tokens + <eos>, cut as the trainer cuts them (train.encode_pairs keeps TrainConfig.max_len tokens, and
-    the model has max_len + 2 positions), so inference never reaches a position that training left unfilled."""
-    return [ids[: cfg.max_len - 2] + [cfg.eos_id] for ids in tokenizer.encode_src_batch(texts)]
-
-
-def pad_batch(seqs: list[list[int]], pad_id: int, device) -> torch.Tensor:
-    out = torch.full((len(seqs), max(len(s) for s in seqs)), pad_id, dtype=torch.long)
-    for i, s in enumerate(seqs):
-        out[i, : len(s)] = torch.tensor(s, dtype=torch.long)
-    return out.to(device)
+    """Source tokens + <eos>, cut as the trainer cuts them (batching.encode_pairs), so inference never reaches a
+    position that training left unfilled."""
+    return [ids[: sentence_tokens(cfg.max_len)] + [cfg.eos_id] for ids in tokenizer.encode_src_batch(texts)]
 
 
 def filter_logits(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
@@ -266,7 +260,7 @@ def translate(model: Transformer, tokenizer, sentences: list[str], opts: DecodeO
     results: list[Translation | None] = [None] * len(sentences)
     for start in range(0, len(order), opts.batch_size):
         chunk = order[start : start + opts.batch_size]
-        found = search(model, pad_batch([ids[i] for i in chunk], model.cfg.pad_id, device), opts)
+        found = search(model, pad_batch([ids[i] for i in chunk], pad_id=model.cfg.pad_id).to(device), opts)
         for i, hyps in zip(chunk, found.hypotheses):
             for h in hyps:
                 h.text = tokenizer.decode_tgt(h.ids)
@@ -293,22 +287,26 @@ def attention_maps(model: Transformer, tokenizer, src_ids: list[int], tgt_in_ids
 
 
 @torch.inference_mode()
-def next_token_table(model: Transformer, tokenizer, src_ids: list[int], out_ids: list[int], k: int = 5) -> list[dict]:
-    """For each produced token: the model's top-k next tokens (teacher-forced on the output) with probabilities."""
+def next_token_logprobs(model: Transformer, src_ids: list[int], out_ids: list[int]) -> torch.Tensor:
+    """[T, V] float32 log-probabilities on the CPU of the next token at each output position, teacher-forced on the
+    output: the distributions the search saw."""
     model.eval()
     device = model_device(model)
     src = torch.tensor([src_ids], device=device)
     tgt_in = torch.tensor([[model.cfg.bos_id] + out_ids[:-1]], device=device)
-    probs = model(src, tgt_in)[0].float().softmax(-1)  # [T,V]
-    top = probs.topk(min(k, probs.size(-1)), dim=-1)
-    rows = []
-    for t, chosen in enumerate(out_ids):
-        rows.append(
-            {
-                "step": t + 1,
-                "chosen": tokenizer.tgt_tokens([chosen])[0],
-                "chosen_prob": probs[t, chosen].item(),
-                "top": [(tokenizer.tgt_tokens([i])[0], p) for i, p in zip(top.indices[t].tolist(), top.values[t].tolist())],
-            }
-        )
-    return rows
+    return model(src, tgt_in)[0].float().log_softmax(-1).cpu()
+
+
+def top_candidates(probs: torch.Tensor, k: int) -> list[list[tuple[int, float]]]:
+    """Per row of probs [T, V]: the k most likely token ids with their probabilities, best first."""
+    top = probs.topk(min(int(k), probs.size(-1)), dim=-1)
+    return [list(zip(ids, ps)) for ids, ps in zip(top.indices.tolist(), top.values.tolist())]
+
+
+def next_token_table(model: Transformer, tokenizer, src_ids: list[int], out_ids: list[int], k: int = 5) -> list[dict]:
+    """For each produced token: the model's top-k next tokens (teacher-forced on the output) with probabilities."""
+    probs = next_token_logprobs(model, src_ids, out_ids).exp()
+    token = tokenizer.tgt_tokens
+    return [{"step": t + 1, "chosen": token([chosen])[0], "chosen_prob": probs[t, chosen].item(),
+             "top": [(token([i])[0], p) for i, p in top]}
+            for t, (chosen, top) in enumerate(zip(out_ids, top_candidates(probs, k)))]

@@ -12,10 +12,13 @@ from dataclasses import dataclass
 
 import torch
 
+from playground.batching import Batch, GlobalBatch
+from playground.config import TrainConfig
 from playground.device import autocast, describe, resolve_device, resolve_precision, sync
 from playground.errors import TrainingError
 from playground.model import Transformer
-from playground.train import TrainConfig, label_smoothed_loss, planned_steps
+from playground.schedule import planned_steps
+from playground.train import Optimization
 
 SUBWORDS_PER_WORD = {"bpe": 1.4, "wordpiece": 1.4, "unigram": 1.4, "word": 1.0}  # "char" counts characters
 PADDING_OVERHEAD = 1.15  # length-bucketed batches still pad a little; rounding to multiples of 8 adds some
@@ -65,23 +68,9 @@ def build_model(cfg: TrainConfig, vocab_size: int, device: torch.device) -> Tran
 
 def count_parameters(cfg: TrainConfig, vocab_size: int | None = None) -> int:
     """Parameters of the model a run with this config would train (joint vocabulary of `vocab_size`, default
-    cfg.vocab_size), counted from the layer shapes of playground.model without building it: instant, where a
-    model on the meta device costs tens of ms per form edit and ~2 s the first time (its init imports
-    torch._dynamo). Keep it in step with playground.model: Transformer.num_parameters is the truth."""
+    cfg.vocab_size), counted without building it (TransformerConfig.num_parameters)."""
     vocab = vocab_size or cfg.vocab_size
-    m = cfg.model_config(vocab, vocab, True)
-    d, f = m.d_model, m.d_ff
-    positions = m.max_len * d if m.positional_encoding == "learned" else 0
-    attention = 4 * d * d + 4 * d  # fused QKV (or Q + fused KV) and the output projection, with biases
-    feed_forward = 2 * d * f + f + d
-    norm = 2 * d
-    encoder = m.n_encoder_layers * (attention + feed_forward + 2 * norm)
-    decoder = m.n_decoder_layers * (2 * attention + feed_forward + 3 * norm)
-    final_norms = 2 * norm if m.norm_placement == "pre" else 0
-    src_embed = m.src_vocab_size * d + positions
-    tgt_embed = (0 if m.tie_embeddings and m.joint_vocab else m.tgt_vocab_size * d) + positions
-    output = 0 if m.tie_embeddings else d * m.tgt_vocab_size
-    return src_embed + tgt_embed + encoder + decoder + final_norms + output
+    return cfg.model_config(vocab, vocab, True).num_parameters()
 
 
 def data_tokens(words: int, chars: int, tokenizer: str) -> int:
@@ -143,25 +132,14 @@ def _measure(cfg: TrainConfig, device: torch.device, precision: str, vocab: int,
              timed_steps: int) -> tuple[int, float, int, float]:
     """(parameters, seconds per full-batch step, rows actually timed, seconds per validation) on the device."""
     model = build_model(cfg, vocab, device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=cfg.betas, eps=cfg.eps)
+    optimization = Optimization(cfg, model, device, precision)  # the Trainer's own step, optimizer and all
     generator = torch.Generator().manual_seed(0)
-    pad_id = model.cfg.pad_id
 
-    def make_batch(n_rows: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def make_batch(n_rows: int) -> GlobalBatch:
         src = torch.randint(4, vocab, (n_rows, length), generator=generator)
         tgt = torch.randint(4, vocab, (n_rows, length + 1), generator=generator)
-        return src.to(device), tgt[:, :-1].to(device), tgt[:, 1:].to(device)
-
-    def step(batch: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> None:
-        src, tgt_in, tgt_out = batch
-        model.train()
-        with autocast(device, precision):
-            logits = model(src, tgt_in)
-        loss_sum, n = label_smoothed_loss(logits, tgt_out, cfg.label_smoothing, pad_id)
-        optimizer.zero_grad(set_to_none=True)
-        (loss_sum / n).backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm or float("inf"))
-        optimizer.step()
+        batch = Batch(src.to(device), tgt[:, :-1].to(device), tgt[:, 1:].to(device), n_rows * length, n_rows * length)
+        return GlobalBatch([batch], batch.n_tokens, batch.n_tokens + batch.n_src_tokens)
 
     def timed(batch, n: int) -> float:
         """Median seconds of n steps (the median shrugs off a busy neighbour on a shared machine)."""
@@ -169,7 +147,7 @@ def _measure(cfg: TrainConfig, device: torch.device, precision: str, vocab: int,
         for _ in range(n):
             sync(device)
             start = time.perf_counter()
-            step(batch)
+            optimization.step(batch, 1, None)
             sync(device)
             times.append(time.perf_counter() - start)
         return sorted(times)[len(times) // 2]
@@ -178,13 +156,13 @@ def _measure(cfg: TrainConfig, device: torch.device, precision: str, vocab: int,
     # within MAX_PROBE_SECONDS; full batches slower than that are timed smaller and scaled up
     probe_rows = max(1, min(rows, PROBE_TOKENS // (2 * length)))
     small = make_batch(probe_rows)
-    step(small)
+    optimization.step(small, 1, None)
     first = timed(small, 1)
     batch = small
     if probe_rows < rows:
         probe_rows = min(rows, max(probe_rows, int(probe_rows * MAX_PROBE_SECONDS / max(first, 1e-6))))
         batch = make_batch(probe_rows)
-        step(batch)  # kernels are chosen per shape: warm this one up too
+        optimization.step(batch, 1, None)  # kernels are chosen per shape: warm this one up too
     per_step = timed(batch, max(1, timed_steps)) * rows / probe_rows
     return model.num_parameters(), per_step, probe_rows, _time_validation(model, cfg, device, precision, length, vocab)
 

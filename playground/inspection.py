@@ -15,12 +15,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from playground.decode import (DecodeOptions, Hypothesis, beam_search, filter_logits, model_device, pad_batch,
-                               sample_tokens, source_ids, translate)
+from playground.batching import collate, encode_pairs, make_batches, pad_batch, sentence_tokens
+from playground.decode import (DecodeOptions, Hypothesis, beam_search, filter_logits, model_device,
+                               next_token_logprobs, sample_tokens, source_ids, top_candidates, translate)
 from playground.errors import DataError, PlaygroundError
-from playground.model import Transformer
+from playground.model import Transformer, causal_mask
 from playground.tokenizer import SPECIAL_TOKENS
-from playground.train import collate, encode_pairs, make_batches
 
 Pair = tuple[str, str]
 SIDES = ("source", "target")
@@ -29,8 +29,8 @@ MAX_FREQUENCY_PAIRS = 5_000  # pairs encoded to rank tokens by frequency for the
 
 
 def train_max_len(model: Transformer) -> int:
-    """The trainer's max_len for this model: the model keeps 2 more positions (<bos>/<eos>)."""
-    return model.cfg.max_len - 2
+    """The trainer's max_len for this model (batching.sentence_tokens)."""
+    return sentence_tokens(model.cfg.max_len)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -82,7 +82,7 @@ def mask_batch(model: Transformer, tokenizer, pairs: Sequence[Pair], n_pairs: in
     batch = collate(encoded, list(range(len(encoded))), torch.device("cpu"))
     padding = model.src_key_mask(batch.src)[:, 0, 0, :]  # [B, S]
     T = batch.tgt_in.size(1)
-    look_ahead = torch.ones(T, T, dtype=torch.int64).tril()  # the complement of attend()'s `future`
+    look_ahead = causal_mask(T, T).to(torch.int64)  # the mask the decoder's self-attention applies
     return MaskBatch([tokenizer.src_tokens(row) for row in batch.src.tolist()],
                      [tokenizer.tgt_tokens(row) for row in batch.tgt_in.tolist()],
                      padding.to(torch.int64).numpy(), look_ahead.numpy())
@@ -121,11 +121,8 @@ def sampling_steps(model: Transformer, tokenizer, source: str, opts: DecodeOptio
     if opts.method not in ("greedy", "sample"):
         raise PlaygroundError("The step table follows a greedy or a sampled translation; beam search has beam_steps.")
     translation = translate(model, tokenizer, [check_source(source)], opts)[0]
-    hypothesis, out_ids, device = translation.best, translation.best.ids, model_device(model)
-    src = torch.tensor([translation.source_ids], device=device)
-    tgt_in = torch.tensor([[model.cfg.bos_id] + out_ids[:-1]], device=device)
-    with torch.inference_mode():  # teacher-forced on the output: the same distributions the search saw
-        logp = model(src, tgt_in)[0].float().log_softmax(-1).cpu()  # [T, V]
+    hypothesis, out_ids = translation.best, translation.best.ids
+    logp = next_token_logprobs(model, translation.source_ids, out_ids)  # [T, V]
     sampling = filter_logits(logp, opts.temperature, opts.top_k, opts.top_p).softmax(-1)
     if opts.method == "sample":
         sampled = torch.tensor(out_ids)
@@ -133,12 +130,10 @@ def sampling_steps(model: Transformer, tokenizer, source: str, opts: DecodeOptio
         generator = torch.Generator().manual_seed(opts.seed if opts.seed is not None else 0)
         sampled = sample_tokens(sampling, generator)
     probs = logp.exp()
-    top = probs.topk(min(int(k), probs.size(-1)), dim=-1)
     token = tokenizer.tgt_tokens
     steps = []
-    for t, taken in enumerate(out_ids):
-        ids = top.indices[t].tolist()
-        candidates = [(name, p, q) for name, p, q in zip(token(ids), top.values[t].tolist(), sampling[t, ids].tolist())]
+    for t, (taken, top) in enumerate(zip(out_ids, top_candidates(probs, k))):
+        candidates = [(token([i])[0], p, sampling[t, i].item()) for i, p in top]
         drawn = int(sampled[t])
         steps.append(SamplingStep(t + 1, candidates, token([int(probs[t].argmax())])[0], token([drawn])[0],
                                   probs[t, drawn].item(), token([taken])[0]))
@@ -168,7 +163,7 @@ def beam_steps(model: Transformer, tokenizer, source: str, opts: DecodeOptions) 
     model.eval()
     ids = source_ids(tokenizer, [check_source(source)], model.cfg)
     trace: list[dict] = []
-    result = beam_search(model, pad_batch(ids, model.cfg.pad_id, model_device(model)), opts, trace)
+    result = beam_search(model, pad_batch(ids, pad_id=model.cfg.pad_id).to(model_device(model)), opts, trace)
     token = tokenizer.tgt_tokens
     nodes = [BeamNode(0, 0, 0, "<bos>", "", 0.0)]
     previous: list[list[int]] = [[]]  # token ids of each open beam at the previous step, by rank
@@ -234,7 +229,7 @@ def batch_padding(encoded: Sequence[tuple[list[int], list[int]]], batches: Seque
 
 def compare_batching(tokenizer, pairs: Sequence[Pair], batch_tokens: int, max_len: int,
                      seed: int = 0) -> tuple[BatchingStats, BatchingStats]:
-    """(random, grouped by length): the trainer's length-grouped batches (playground.train.make_batches) against
+    """(random, grouped by length): the trainer's length-grouped batches (playground.batching.make_batches) against
     the same pairs shuffled at random into batches of the same sizes, so both hold the same sentences per batch."""
     if not pairs:
         raise DataError("Load data on the Data tab first: batching is measured on your pairs.")

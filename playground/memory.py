@@ -6,15 +6,10 @@ from __future__ import annotations
 import torch
 
 from playground.errors import TrainingError
-from playground.model import Transformer, TransformerConfig
+from playground.model import TransformerConfig
 
 BYTES = 4  # fp32 master weights, gradients, Adam moments and logits (the loss is computed in fp32)
 HEADROOM = 0.9  # leave a tenth of the free memory to the rest of the process
-
-
-def parameter_count(cfg: TransformerConfig) -> int:
-    with torch.device("meta"):  # the exact count, without allocating a byte
-        return Transformer(cfg).num_parameters()
 
 
 def training_memory_bytes(cfg: TransformerConfig, batch_tokens: int, precision: str = "fp32") -> int:
@@ -22,7 +17,7 @@ def training_memory_bytes(cfg: TransformerConfig, batch_tokens: int, precision: 
     (batch_tokens source + target tokens): per layer the sublayer inputs/outputs, the feed-forward hidden units and
     the attention weights (for sentences of up to 128 tokens, or max_len when shorter), and the logits over the
     target vocabulary with their softmax and gradient."""
-    states = 4 * parameter_count(cfg) * BYTES
+    states = 4 * cfg.num_parameters() * BYTES
     half = batch_tokens // 2  # about half of a batch's tokens are on each side
     d, f, h, length = cfg.d_model, cfg.d_ff, cfg.n_heads, min(cfg.max_len, 128)
     per_token = {"encoder": 8 * d + 2 * f + 2 * h * length, "decoder": 12 * d + 2 * f + 4 * h * length}

@@ -65,6 +65,23 @@ class TransformerConfig:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def num_parameters(self) -> int:
+        """Parameters of the model this config builds (tied ones counted once), from the layer shapes below: instant,
+        where building it, even on the meta device, costs tens of ms (and ~2 s the first time). The memory check,
+        the duration estimate and Transformer.num_parameters all count with it; a test holds it to the tensors."""
+        d, f = self.d_model, self.d_ff
+        positions = self.max_len * d if self.positional_encoding == "learned" else 0
+        attention = 4 * d * d + 4 * d  # fused QKV (or Q + fused KV) and the output projection, with biases
+        feed_forward = 2 * d * f + f + d
+        norm = 2 * d
+        encoder = self.n_encoder_layers * (attention + feed_forward + 2 * norm)
+        decoder = self.n_decoder_layers * (2 * attention + feed_forward + 3 * norm)
+        final_norms = 2 * norm if self.norm_placement == "pre" else 0
+        src_embed = self.src_vocab_size * d + positions
+        tgt_embed = (0 if self.tie_embeddings and self.joint_vocab else self.tgt_vocab_size * d) + positions
+        output = 0 if self.tie_embeddings else d * self.tgt_vocab_size
+        return src_embed + tgt_embed + encoder + decoder + final_norms + output
+
     @classmethod
     def from_dict(cls, values: dict) -> "TransformerConfig":
         known = {f.name for f in fields(cls)}
@@ -103,6 +120,11 @@ class Dropout(nn.Module):
         return x * keep.div_(1 - self.p)
 
 
+def causal_mask(tq: int, tk: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """[tq, tk] bool, True where a query may look at a key: the keys up to its own position (the last tq of tk)."""
+    return torch.ones(tq, tk, dtype=torch.bool, device=device).tril(tk - tq)
+
+
 def attend(q, k, v, key_mask, causal: bool, drop: Dropout, need_weights=False):
     """Scaled dot-product attention over heads. q [B,H,Tq,Dh], k/v [B,H,Tk,Dh], key_mask [B,1,1,Tk] (True = keep) or
     None; `drop` applies to the attention weights.
@@ -122,9 +144,7 @@ def attend(q, k, v, key_mask, causal: bool, drop: Dropout, need_weights=False):
     if key_mask is not None:
         scores = scores.masked_fill(~key_mask, float("-inf"))
     if causal:
-        tq, tk = scores.shape[-2:]
-        future = torch.ones(tq, tk, dtype=torch.bool, device=q.device).triu(tk - tq + 1)
-        scores = scores.masked_fill(future, float("-inf"))
+        scores = scores.masked_fill(~causal_mask(*scores.shape[-2:], q.device), float("-inf"))
     weights = scores.softmax(dim=-1)
     out = drop(weights) @ v
     return out, weights
@@ -360,7 +380,7 @@ class Transformer(nn.Module):
 
     def num_parameters(self) -> int:
         """Parameters counted once even when tied."""
-        return sum(p.numel() for p in self.parameters())
+        return self.cfg.num_parameters()
 
     def src_key_mask(self, src: torch.Tensor) -> torch.Tensor:
         return (src != self.cfg.pad_id)[:, None, None, :]  # [B,1,1,S], True = a real token

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from playground.errors import TrainingError
-from playground.train import TrainConfig
+from playground.config import TrainConfig
 
 
 @dataclass(frozen=True)

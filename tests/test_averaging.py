@@ -7,6 +7,7 @@ from test_train import DATA, tiny_cfg
 from playground.averaging import average_packages
 from playground.cli import main
 from playground.errors import PackageError
+from playground.events import Averaged
 from playground.model import Transformer, TransformerConfig
 from playground.package import load_package, save_package
 from playground.tokenizer import train_tokenizer
@@ -50,8 +51,8 @@ def test_packages_of_different_models_or_tokenizers_are_refused(tmp_path, tokeni
 
 def test_average_last_writes_the_mean_of_the_last_validation_snapshots(tmp_path):
     events = list(Trainer(tiny_cfg(max_steps=6, eval_every=2, average_last=2), DATA, tmp_path / "run").run())
-    averaged = [e for e in events if e["type"] == "averaged"]
-    assert len(averaged) == 1 and averaged[0]["steps"] == [4, 6] and events[-1]["summary"]["averaged"] == averaged[0]["path"]
+    averaged = [e for e in events if isinstance(e, Averaged)]
+    assert len(averaged) == 1 and averaged[0].steps == [4, 6] and events[-1].summary["averaged"] == averaged[0].path
 
     snapshots = sorted((tmp_path / "run-snapshots").iterdir())
     assert [p.name for p in snapshots] == ["step-00000004", "step-00000006"]  # older ones are dropped

@@ -153,8 +153,9 @@ def test_beam_scores_match_the_model_when_sentences_finish_at_different_steps(mo
 
 
 def test_long_sources_are_cut_as_the_trainer_cuts_them(tokenizer):
+    from playground.batching import encode_pairs
+    from playground.config import TrainConfig
     from playground.decode import source_ids
-    from playground.train import TrainConfig, encode_pairs
 
     train_cfg = TrainConfig(max_len=6, batch_tokens=64, max_steps=1)
     model_cfg = train_cfg.model_config(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, True)

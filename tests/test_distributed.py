@@ -16,6 +16,7 @@ from test_train import DATA, reverse_pairs, tiny_cfg
 from playground.cli import main
 from playground.data import load_parallel
 from playground.errors import TrainingError
+from playground.events import Step
 from playground.package import load_package
 from playground.train import TrainConfig, TrainData, Trainer
 
@@ -63,8 +64,8 @@ def reference_weights(package_config: dict, data_files: tuple[Path, Path], steps
     trainer = Trainer(cfg, TrainData(train, val), out)
     weights = {}
     for event in trainer.run():
-        if event["type"] == "step" and event["step"] in steps:
-            weights[event["step"]] = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+        if isinstance(event, Step) and event.step in steps:
+            weights[event.step] = {k: v.clone() for k, v in trainer.model.state_dict().items()}
     return weights
 
 
@@ -91,7 +92,7 @@ def test_torchrun_two_ranks_match_one_process_and_resume(tmp_path, data_files):
     assert_same_weights(package.model.state_dict(), expected[3])
 
     resumed = torchrun_train("--data", str(train_tsv), "--val", str(val_tsv), "--out", str(run), "--resume",
-                             str(run), "--max-steps", "5")
+                             str(run), "--max-steps", "2")  # 2 more: budgets on resume add to what was done
     assert json.loads(resumed.stdout.strip().splitlines()[-1])["steps"] == 5
     assert "rank 1 of 2 finished: 5 steps" in resumed.stderr
     package = load_package(run)
@@ -105,10 +106,10 @@ def test_accumulating_4_batches_equals_one_batch_of_4_times_the_size(tmp_path):
     combined = Trainer(cfg, DATA, tmp_path / "combined")
     # the same pairs in one batch: batch_tokens only shapes make_batches, so a hand-made batch may exceed it
     combined.batches = [[pair for batch in accumulated.batches[:4] for pair in batch]]
-    steps = [[e for e in trainer.run() if e["type"] == "step"] for trainer in (accumulated, combined)]
+    steps = [[e for e in trainer.run() if isinstance(e, Step)] for trainer in (accumulated, combined)]
 
-    assert [e["step"] for e in steps[0]] == [1]  # events count optimizer steps
-    assert steps[0][0]["loss"] == pytest.approx(steps[1][0]["loss"], rel=1e-5)
+    assert [e.step for e in steps[0]] == [1]  # events count optimizer steps
+    assert steps[0][0].loss == pytest.approx(steps[1][0].loss, rel=1e-5)
     for (name, p), q in zip(accumulated.model.named_parameters(), combined.model.parameters()):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-7, msg=name)  # the last step's gradient
         torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6, msg=name)

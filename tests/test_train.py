@@ -4,11 +4,14 @@ import math
 import pytest
 import torch
 
+from playground.batching import collate, encode_pairs, make_batches
 from playground.errors import TrainingError
+from playground.events import Done, Error, Eval, Saved, Start, Step
+from playground.loss import label_smoothed_loss
 from playground.package import load_package
+from playground.schedule import learning_rate
 from playground.tokenizer import train_tokenizer
-from playground.train import (TrainConfig, TrainData, Trainer, collate, encode_pairs, label_smoothed_loss,
-                              learning_rate, make_batches)
+from playground.train import Optimization, TrainConfig, TrainData, Trainer
 
 WORDS = "a b c d e f g h i j".split()
 
@@ -37,7 +40,7 @@ def events_of(trainer, stop_after=None):
     events = []
     for event in trainer.run():
         events.append(event)
-        if stop_after is not None and event["type"] == "step" and event["step"] == stop_after:
+        if stop_after is not None and isinstance(event, Step) and event.step == stop_after:
             trainer.stop()
     return events
 
@@ -93,12 +96,12 @@ def test_batches_respect_the_token_budget_and_cover_every_pair_once():
 
 def test_run_emits_events_saves_and_records_history(tmp_path):
     events = events_of(Trainer(tiny_cfg(), DATA, tmp_path / "run"))
-    kinds = [e["type"] for e in events]
-    assert kinds[0] == "start" and kinds[-1] == "done" and kinds.count("step") == 12
-    assert [e["step"] for e in events if e["type"] == "saved"] == [6, 12]
-    evals = [e for e in events if e["type"] == "eval"]
-    assert all({"val_loss", "bleu", "chrf", "exact_match", "samples"} <= e.keys() for e in evals)
-    summary = events[-1]["summary"]
+    assert isinstance(events[0], Start) and isinstance(events[-1], Done)
+    assert sum(isinstance(e, Step) for e in events) == 12
+    assert [e.step for e in events if isinstance(e, Saved)] == [6, 12]
+    evals = [e for e in events if isinstance(e, Eval)]
+    assert evals and all(e.samples and e.val_loss > 0 and 0 <= e.bleu <= 100 for e in evals)
+    summary = events[-1].summary
     assert summary["steps"] == 12 and summary["params"] > 0 and summary["tokens_per_s"] > 0
     package = load_package(tmp_path / "run")
     assert package.training["history"]["steps"] == list(range(1, 13))
@@ -108,26 +111,26 @@ def test_run_emits_events_saves_and_records_history(tmp_path):
 def test_stop_is_honoured_within_one_step_and_resume_continues_exactly(tmp_path):
     cfg = tiny_cfg(dropout=0.1, attention_dropout=0.1)  # the resumed run must also continue the dropout stream
     straight = events_of(Trainer(cfg, DATA, tmp_path / "straight"))
-    straight_steps = [e for e in straight if e["type"] == "step"]
+    straight_steps = [e for e in straight if isinstance(e, Step)]
 
     stopped = events_of(Trainer(cfg, DATA, tmp_path / "run"), stop_after=4)
-    assert [e["step"] for e in stopped if e["type"] == "step"][-1] == 4
-    assert stopped[-1]["reason"] == "stopped by the user"
+    assert [e.step for e in stopped if isinstance(e, Step)][-1] == 4
+    assert stopped[-1].reason == "stopped by the user"
     assert load_package(tmp_path / "run").training["steps"] == 4
 
     resumed = events_of(Trainer(cfg, DATA, tmp_path / "run", resume_from=tmp_path / "run"))
-    resumed_steps = [e for e in resumed if e["type"] == "step"]
-    assert resumed_steps[0]["step"] == 5
-    assert resumed_steps[0]["lr"] == pytest.approx(straight_steps[4]["lr"])
+    resumed_steps = [e for e in resumed if isinstance(e, Step)]
+    assert resumed_steps[0].step == 5
+    assert resumed_steps[0].lr == pytest.approx(straight_steps[4].lr)
     # same batches, same optimizer moments: the resumed run continues the uninterrupted one
-    assert [e["loss"] for e in resumed_steps] == pytest.approx([e["loss"] for e in straight_steps[4:]], rel=1e-4)
+    assert [e.loss for e in resumed_steps] == pytest.approx([e.loss for e in straight_steps[4:]], rel=1e-4)
 
 
 def test_closing_the_event_stream_keeps_the_work(tmp_path):
     trainer = Trainer(tiny_cfg(eval_every=100), DATA, tmp_path / "run")
     stream = trainer.run()
     for event in stream:
-        if event["type"] == "step" and event["step"] == 3:
+        if isinstance(event, Step) and event.step == 3:
             break
     stream.close()  # what a closed browser tab or Ctrl-C does to the generator
     assert load_package(tmp_path / "run").training["steps"] == 3
@@ -135,22 +138,22 @@ def test_closing_the_event_stream_keeps_the_work(tmp_path):
 
 def test_nan_loss_stops_with_a_message_and_keeps_the_last_good_package(tmp_path, monkeypatch):
     trainer = Trainer(tiny_cfg(), DATA, tmp_path / "run")
-    real_step = Trainer.train_step
+    real_step = Optimization.step
 
-    def poisoned(self, batch, planned):
-        loss, lr, norm = real_step(self, batch, planned)
-        return (float("nan") if self.step >= 7 else loss), lr, norm
+    def poisoned(self, batch, step, planned):
+        loss, lr, norm = real_step(self, batch, step, planned)
+        return (float("nan") if step >= 8 else loss), lr, norm
 
-    monkeypatch.setattr(Trainer, "train_step", poisoned)
+    monkeypatch.setattr(Optimization, "step", poisoned)
     events = events_of(trainer)
-    errors = [e for e in events if e["type"] == "error"]
-    assert len(errors) == 1 and "nan" in errors[0]["message"].lower() and "step 6" in errors[0]["message"]
+    errors = [e for e in events if isinstance(e, Error)]
+    assert len(errors) == 1 and "nan" in errors[0].message.lower() and "step 6" in errors[0].message
     assert load_package(tmp_path / "run").training["steps"] == 6
 
 
 def test_same_seed_same_loss_curve(tmp_path):
-    losses = lambda name: [e["loss"] for e in events_of(Trainer(tiny_cfg(max_steps=8), DATA, tmp_path / name))
-                           if e["type"] == "step"]
+    losses = lambda name: [e.loss for e in events_of(Trainer(tiny_cfg(max_steps=8), DATA, tmp_path / name))
+                           if isinstance(e, Step)]
     assert losses("a") == losses("b")
 
 
@@ -163,10 +166,10 @@ def test_a_run_draws_only_from_its_own_random_streams(tmp_path):
         torch.manual_seed(len(name))  # whatever state the global RNG is in when the run starts
         curve = []
         for event in Trainer(dataclasses.replace(cfg, seed=seed), DATA, tmp_path / name).run():
-            if event["type"] == "step":
-                curve.append(event["loss"])
+            if isinstance(event, Step):
+                curve.append(event.loss)
                 if disturb:  # a neighbour between two steps
-                    torch.manual_seed(event["step"])
+                    torch.manual_seed(event.step)
                     torch.rand(1000)
         return curve
 
@@ -223,9 +226,9 @@ def test_best_breaks_metric_ties_on_validation_loss(tmp_path):
 
 @pytest.mark.parametrize("changes", [dict(), dict(norm_placement="pre"), dict(positional_encoding="learned"),
                                      dict(tie_embeddings=False), dict(n_encoder_layers=1, n_decoder_layers=3)])
-def test_the_estimates_parameter_formula_matches_the_model(changes):
-    from playground.estimate import count_parameters
-    from playground.memory import parameter_count
+def test_the_parameter_formula_matches_the_model(changes):
+    from playground.model import Transformer
 
-    cfg = tiny_cfg(**changes)
-    assert count_parameters(cfg, 77) == parameter_count(cfg.model_config(77, 77, True))
+    model_cfg = tiny_cfg(**changes).model_config(77, 77, True)
+    with torch.device("meta"):
+        assert model_cfg.num_parameters() == sum(p.numel() for p in Transformer(model_cfg).parameters())

@@ -18,11 +18,11 @@ from gradio_client import Client, handle_file  # noqa: E402
 from gradio_client.exceptions import AppError  # noqa: E402
 
 from playground import inspection, plots  # noqa: E402
-from playground.decode import DecodeOptions, beam_search, pad_batch, source_ids, translate  # noqa: E402
+from playground.batching import encode_pairs, make_batches, pad_batch  # noqa: E402
+from playground.decode import DecodeOptions, beam_search, source_ids, translate  # noqa: E402
 from playground.model import Transformer, TransformerConfig  # noqa: E402
 from playground.package import save_package  # noqa: E402
 from playground.tokenizer import PAD_ID, train_tokenizer  # noqa: E402
-from playground.train import encode_pairs, make_batches  # noqa: E402
 from conftest import PAIRS  # noqa: E402
 from test_app import free_port  # noqa: E402
 
@@ -133,7 +133,7 @@ def test_sampled_steps_are_the_sampled_translation(model, tokenizer):
 def test_beam_trace_leaves_the_search_unchanged(model, tokenizer):
     peaked(model)
     opts = DecodeOptions("beam", beam_size=3, nbest=3, max_len=9)
-    src = pad_batch(source_ids(tokenizer, [SENTENCE, "a dog runs"], model.cfg), PAD_ID, "cpu")
+    src = pad_batch(source_ids(tokenizer, [SENTENCE, "a dog runs"], model.cfg), pad_id=PAD_ID)
     trace: list[dict] = []
     traced, plain = beam_search(model, src, opts, trace), beam_search(model, src, opts)
     assert [[h.ids for h in hyps] for hyps in traced.hypotheses] == [[h.ids for h in hyps] for hyps in plain.hypotheses]

@@ -24,7 +24,7 @@ class InsideTab:
 
 def training_batch_tokens(package) -> int:
     """The batch budget the model was trained with; the trainer's default for a model trained elsewhere."""
-    from playground.train import TrainConfig
+    from playground.config import TrainConfig
 
     config = (package.training or {}).get("config") or {}
     return int(config.get("batch_tokens") or TrainConfig.batch_tokens)

@@ -22,12 +22,6 @@ from playground.ui.state import Session, friendly, gpu
 
 UPDATE_EVERY = 0.3  # seconds between UI updates while training (evals, the end and errors always update)
 CHART_SHARE = 0.1  # at most this share of the time goes to redrawing the charts between validations
-BUDGETS = ("max_steps", "max_epochs", "max_minutes")
-RESUMABLE_OVERRIDES = (  # what Resume takes from the form; the rest (architecture, tokenizer) comes from the package
-    "lr", "schedule", "warmup_steps", "label_smoothing", "clip_norm", "batch_tokens", "weight_decay", *BUDGETS,
-    "eval_every", "eval_sentences", "early_stop_metric", "patience", "device", "precision", "accumulate",
-    "average_last",
-)
 SAMPLE_COLUMNS = ["step", "source", "reference", "model output"]
 EXTRA_LABELS = {"accumulate": "Gradient accumulation (batches per optimizer step)",
                 "average_last": "Average the weights of the last K validations at the end (0 = off)"}
@@ -47,17 +41,10 @@ class TrainTab:
 # Settings <-> TrainConfig
 
 
-def optional_fields() -> set[str]:
-    """TrainConfig fields that may be None (budgets, patience): 0 on the form means "not set"."""
-    from playground.train import TrainConfig
-
-    return {f.name for f in dataclasses.fields(TrainConfig) if "None" in str(f.type)}
-
-
 def preset_values(name: str) -> dict:
     """Every form value for a preset: TrainConfig defaults, the preset's settings on top, budgets it lacks off."""
+    from playground.config import BUDGETS, TrainConfig, optional_settings
     from playground.presets import PRESETS
-    from playground.train import TrainConfig
 
     if name not in PRESETS:
         raise TrainingError(f"Unknown preset {name!r}: choose one of {', '.join(PRESETS)}.")
@@ -66,13 +53,13 @@ def preset_values(name: str) -> dict:
     values.update(PRESETS[name].settings)
     beta1, beta2 = values.pop("betas")
     values.update(beta1=beta1, beta2=beta2)
-    optional = optional_fields()
+    optional = optional_settings()  # None ("not set") is 0 on the form
     return {k: (0 if k in optional and v is None else v) for k, v in values.items()}
 
 
 def build_config(values: dict):
     """A TrainConfig from the form (0 = no budget / no patience); bad settings raise TrainingError."""
-    from playground.train import TrainConfig
+    from playground.config import TrainConfig, optional_settings, setting_types
 
     v = dict(values)
     missing = [k for k, x in v.items() if x is None or x == ""]
@@ -80,14 +67,12 @@ def build_config(values: dict):
         verb = "is" if len(missing) == 1 else "are"
         raise TrainingError(f"Fill in every setting: {', '.join(missing)} {verb} empty.")
     v["betas"] = (float(v.pop("beta1")), float(v.pop("beta2")))
-    for f in dataclasses.fields(TrainConfig):
-        if f.name in v and f.name != "betas":
-            kind = str(f.type)
-            if kind.startswith("int"):
-                v[f.name] = int(round(float(v[f.name])))
-            elif kind.startswith("float"):
-                v[f.name] = float(v[f.name])
-    for k in optional_fields() & set(v):
+    for name, kind in setting_types().items():
+        if name in v and kind is int:
+            v[name] = int(round(float(v[name])))
+        elif name in v and kind is float:
+            v[name] = float(v[name])
+    for k in optional_settings() & set(v):
         v[k] = v[k] if v[k] and v[k] > 0 else None
     cfg = TrainConfig(**v)
     cfg.model_config(cfg.vocab_size, cfg.vocab_size, True)  # d_model / heads and friends, checked now
@@ -128,7 +113,7 @@ def data_shape(session: Session, tokenizer: str, batch_tokens: int) -> tuple[int
 def preview_steps(cfg, epoch_steps: int | None, estimated: int | None = None) -> tuple[int, str]:
     """Steps for the LR preview and where the number comes from: the steps budget, epochs x batches per epoch,
     the steps the estimate expects to fit in the minutes budget, or else a few warmups' worth."""
-    from playground.train import planned_steps
+    from playground.schedule import planned_steps
 
     planned, limited_by = planned_steps(cfg, epoch_steps)
     if planned:
@@ -139,7 +124,7 @@ def preview_steps(cfg, epoch_steps: int | None, estimated: int | None = None) ->
 
 
 def lr_preview_figure(session: Session, cfg, estimated_steps: int | None = None):
-    from playground.train import learning_rate
+    from playground.schedule import learning_rate
 
     _, epoch_steps = data_shape(session, cfg.tokenizer, cfg.batch_tokens)
     total, source = preview_steps(cfg, epoch_steps, estimated_steps)
@@ -179,17 +164,18 @@ def bar(fraction: float) -> str:
     return f'<progress value="{max(0.0, min(fraction, 1.0)):.3f}" max="1"></progress>'
 
 
-def progress_line(name: str, e: dict, cfg, last_eval: dict | None) -> str:
-    planned = e.get("planned_steps")
+def progress_line(name: str, e, cfg, last_eval: dict | None) -> str:
+    """The status line for a Step event; `last_eval` is the latest validation record of the run's history."""
+    planned = e.planned_steps
     if planned:
-        fraction, of = e["step"] / planned, f"/{planned:,}"
+        fraction, of = e.step / planned, f"/{planned:,}"
     elif cfg.max_minutes:
-        fraction, of = e["elapsed"] / (cfg.max_minutes * 60), ""
+        fraction, of = e.elapsed / (cfg.max_minutes * 60), ""
     else:
         fraction, of = 0.0, ""
-    parts = [f"step **{e['step']:,}**{of}", f"{bar(fraction)} {fraction:.0%}", f"epoch {e['epoch']:.2f}",
-             f"loss {e['loss']:.3f}", f"lr {e['lr']:.2e}", f"{e['tokens_per_s']:,.0f} tokens/s",
-             f"elapsed {clock(e['elapsed'])}", f"ETA {clock(e.get('eta'))}"]
+    parts = [f"step **{e.step:,}**{of}", f"{bar(fraction)} {fraction:.0%}", f"epoch {e.epoch:.2f}",
+             f"loss {e.loss:.3f}", f"lr {e.lr:.2e}", f"{e.tokens_per_s:,.0f} tokens/s",
+             f"elapsed {clock(e.elapsed)}", f"ETA {clock(e.eta)}"]
     line = f"⏳ Training `{name}`: " + " · ".join(parts)
     if last_eval:
         line += (f"  \nLast validation (step {last_eval['step']:,}): loss {last_eval['val_loss']:.3f}, "
@@ -197,21 +183,23 @@ def progress_line(name: str, e: dict, cfg, last_eval: dict | None) -> str:
     return line
 
 
-def done_line(name: str, folder: Path, e: dict) -> str:
-    s = e["summary"]
+def done_line(name: str, folder: Path, e) -> str:
+    """The status line for the Done event."""
+    s = e.summary
     final = s.get("final") or {}
     best = s.get("best") or {}
     metrics = (f"final BLEU {final.get('bleu', 0):.1f}, chrF {final.get('chrf', 0):.1f}, val loss "
                f"{final.get('val_loss', float('nan')):.3f}" if final else "no validation")
     if best:
         metrics += f" (best BLEU {best.get('bleu', 0):.1f} at step {best.get('step', '?')})"
-    return (f"✅ **Done** ({e['reason']}): {s['steps']:,} steps, {s['epochs']:.2f} epochs in {clock(s['wall_s'])}, "
+    return (f"✅ **Done** ({e.reason}): {s['steps']:,} steps, {s['epochs']:.2f} epochs in {clock(s['wall_s'])}, "
             f"{s['tokens_per_s']:,.0f} tokens/s on {s['device']}; {metrics}.  \nSaved as **`{name}`** "
             f"(`{folder}`): try it on the Translate and Attention tabs.")
 
 
-def samples_frame(e: dict) -> pd.DataFrame:
-    rows = [[e["step"], s["source"], s["reference"], s["hypothesis"]] for s in e.get("samples", [])]
+def samples_frame(e) -> pd.DataFrame:
+    """The sample translations of an Eval event."""
+    rows = [[e.step, s["source"], s["reference"], s["hypothesis"]] for s in e.samples]
     return pd.DataFrame(rows, columns=SAMPLE_COLUMNS)
 
 
@@ -233,6 +221,8 @@ def run_trainer(session: Session, make_trainer, name: str, folder: Path, cfg):
     """Shared by Start and Resume: build the trainer, iterate its events, yield throttled UI updates.
 
     Outputs: status, loss chart, validation chart, LR chart, BLEU/chrF chart, samples table."""
+    from playground import events as ev
+
     if session.trainer is not None:
         raise TrainingError("This tab is already training; press Stop first (or wait for it to finish).")
     skip = gr.skip()
@@ -271,33 +261,33 @@ def run_trainer(session: Session, make_trainer, name: str, folder: Path, cfg):
     last_yield, status, last_step, samples, averaged = 0.0, "", None, skip, ""
     try:
         for e in events:
-            kind = e["type"]
-            if kind == "start":
-                status = (f"⏳ Training `{name}`: {e['params']:,} parameters on {e['device']} ({e['precision']}), "
-                          f"{e['train_pairs']:,} training / {e['val_pairs']:,} validation pairs, "
-                          f"{e['steps_per_epoch']:,} steps per epoch, vocabulary {e['vocab_size']:,}.")
-                yield (status, *charts(True), skip)
-                last_yield = time.monotonic()
-            elif kind == "step":
-                last_step = e
-                status = progress_line(name, e, cfg, last_eval)
-                if time.monotonic() - last_yield >= UPDATE_EVERY:
-                    yield (status, *step_charts(), skip)
+            match e:
+                case ev.Start():
+                    status = (f"⏳ Training `{name}`: {e.params:,} parameters on {e.device} ({e.precision}), "
+                              f"{e.train_pairs:,} training / {e.val_pairs:,} validation pairs, "
+                              f"{e.steps_per_epoch:,} steps per epoch, vocabulary {e.vocab_size:,}.")
+                    yield (status, *charts(True), skip)
                     last_yield = time.monotonic()
-            elif kind == "eval":
-                last_eval, samples = e, samples_frame(e)
-                if last_step is not None:
-                    status = progress_line(name, last_step, cfg, last_eval)
-                yield (status, *charts(True), samples)
-                last_yield = time.monotonic()
-            elif kind == "error":
-                yield (f"❌ {e['message']}", *charts(True), samples)
-                raise TrainingError(e["message"])
-            elif kind == "averaged":
-                averaged = (f"  \nThe weights of steps {', '.join(map(str, e.get('steps', [])))} were averaged into "
-                            f"**`{Path(e['path']).name}`**.")
-            elif kind == "done":
-                yield (done_line(name, folder, e) + averaged, *charts(True), samples)
+                case ev.Step():
+                    last_step = e
+                    status = progress_line(name, e, cfg, last_eval)
+                    if time.monotonic() - last_yield >= UPDATE_EVERY:
+                        yield (status, *step_charts(), skip)
+                        last_yield = time.monotonic()
+                case ev.Eval():
+                    last_eval, samples = dataclasses.asdict(e), samples_frame(e)
+                    if last_step is not None:
+                        status = progress_line(name, last_step, cfg, last_eval)
+                    yield (status, *charts(True), samples)
+                    last_yield = time.monotonic()
+                case ev.Error():
+                    yield (f"❌ {e.message}", *charts(True), samples)
+                    raise TrainingError(e.message)
+                case ev.Averaged():
+                    averaged = (f"  \nThe weights of steps {', '.join(map(str, e.steps))} were averaged into "
+                                f"**`{Path(e.path).name}`**.")
+                case ev.Done():
+                    yield (done_line(name, folder, e) + averaged, *charts(True), samples)
     finally:
         events.close()  # a closed tab closes this generator: run()'s finally then saves the package
         session.trainer = None
@@ -318,28 +308,20 @@ def _train(session: Session, model_name: str, models_dir: Path, values: dict):
 
 
 def _resume(session: Session, resume_from: str, models_dir: Path, values: dict):
+    """The package's saved settings (playground.checkpoint.resume_config), with the form's budgets, validation and
+    machine settings: the rest of the form shows a preset, not the package."""
+    from playground.checkpoint import resume_config
+    from playground.config import RESUME_SETTINGS
     from playground.package import RESUME_STATE
-    from playground.train import TrainConfig, Trainer
-    from playground.ui.state import package_folder, package_info
+    from playground.train import Trainer
+    from playground.ui.state import package_folder
 
     folder = package_folder(models_dir, resume_from)
     if not (folder / RESUME_STATE).is_file():
         raise PackageError(f"{folder.name} holds no training state to resume from (it was imported, or not trained "
                            "here): start a new run instead.")
-    training = package_info(folder)["training"] or {}
-    saved = dict(training.get("config") or {})
-    if not saved:
-        raise PackageError(f"{folder.name} has no training config to resume with.")
     form = build_config(values).to_dict()
-    saved.update({k: form[k] for k in RESUMABLE_OVERRIDES if k in form})
-    # the budgets on the form come on top of what the package already did
-    if form["max_steps"]:
-        saved["max_steps"] = int(training.get("steps", 0)) + form["max_steps"]
-    if form["max_epochs"]:
-        saved["max_epochs"] = float(training.get("epochs", 0)) + form["max_epochs"]
-    if form["max_minutes"]:
-        saved["max_minutes"] = float(training.get("wall_s", 0)) / 60 + form["max_minutes"]
-    cfg = TrainConfig.from_dict(saved)
+    cfg = resume_config(folder, {k: form[k] for k in RESUME_SETTINGS})
     data = split_data(session, cfg.seed)
     yield from run_trainer(session, lambda: Trainer(cfg, data, folder, resume_from=folder), folder.name, folder, cfg)
 
@@ -374,8 +356,9 @@ def resume_dropdown(models_dir: Path, session: Session | None = None, keep: str 
 def _controls(values: dict) -> dict:
     """One component per TrainConfig field (betas as two numbers), grouped; keys are the field names."""
     from playground.device import PRECISIONS
+    from playground.config import EARLY_STOP_METRICS, OPTIMIZERS, setting_types
+    from playground.schedule import SCHEDULES
     from playground.tokenizer import TOKENIZER_KINDS
-    from playground.train import EARLY_STOP_METRICS, OPTIMIZERS, SCHEDULES, TrainConfig
 
     import torch
 
@@ -441,19 +424,19 @@ def _controls(values: dict) -> dict:
         c["precision"] = gr.Dropdown(list(PRECISIONS), value=values["precision"], label="Precision",
                                      info="auto measures what is fastest here")
         c["seed"] = gr.Number(values["seed"], label="Seed", precision=0)
-    extra = [f for f in dataclasses.fields(TrainConfig) if f.name not in c and f.name != "betas" and f.name in values]
+    extra = {name: kind for name, kind in setting_types().items() if name not in c and kind is not tuple
+             and name in values}
     if extra:  # settings the trainer gained after this form was written still get a field
         gr.Markdown("**More**")
         with gr.Row():
-            for f in extra:
-                label = EXTRA_LABELS.get(f.name, f.name.replace("_", " ").capitalize())
-                kind = str(f.type)
-                if kind.startswith("bool"):
-                    c[f.name] = gr.Checkbox(values[f.name], label=label)
-                elif kind.startswith(("int", "float")):
-                    c[f.name] = gr.Number(values[f.name], label=label, precision=0 if kind.startswith("int") else None)
+            for name, kind in extra.items():
+                label = EXTRA_LABELS.get(name, name.replace("_", " ").capitalize())
+                if kind is bool:
+                    c[name] = gr.Checkbox(values[name], label=label)
+                elif kind in (int, float):
+                    c[name] = gr.Number(values[name], label=label, precision=0 if kind is int else None)
                 else:
-                    c[f.name] = gr.Textbox(str(values[f.name]), label=label)
+                    c[name] = gr.Textbox(str(values[name]), label=label)
     return c
 
 

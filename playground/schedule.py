@@ -1,0 +1,40 @@
+"""The learning-rate schedule: the paper's (Noam) and three others, and how many steps a run plans to take.
+The trainer sets the rate with it at every step; the Train tab's preview draws it."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from playground.config import TrainConfig
+
+SCHEDULES = ("noam", "inverse_sqrt", "cosine", "constant")
+
+
+def learning_rate(cfg: TrainConfig, step: int, total_steps: int | None = None) -> float:
+    """Learning rate at optimizer step `step` (1-based)."""
+    step = max(step, 1)
+    warmup = max(cfg.warmup_steps, 1)
+    if cfg.schedule == "noam":  # the paper: d^-0.5 * min(step^-0.5, step * warmup^-1.5)
+        return cfg.lr * cfg.d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+    if cfg.schedule == "inverse_sqrt":
+        return cfg.lr * min(step / warmup, math.sqrt(warmup / step))
+    if cfg.schedule == "cosine":
+        if step < warmup:
+            return cfg.lr * step / warmup
+        total = max(total_steps or step, warmup + 1)
+        progress = min((step - warmup) / (total - warmup), 1.0)
+        return cfg.lr * 0.5 * (1 + math.cos(math.pi * progress))
+    return cfg.lr  # constant
+
+
+def planned_steps(cfg: TrainConfig, epoch_steps: int | None) -> tuple[int | None, str]:
+    """(steps, "steps" or "epochs"): the budget that ends the run first, the one the trainer and the
+    estimate both count by (the steps budget on a tie); (None, "minutes") when only the minutes budget, or epochs of unknown size, limit it."""
+    planned, limited_by = (cfg.max_steps, "steps") if cfg.max_steps else (None, "minutes")
+    if cfg.max_epochs and epoch_steps:
+        by_epochs = math.ceil(cfg.max_epochs * epoch_steps)
+        if planned is None or by_epochs < planned:
+            planned, limited_by = by_epochs, "epochs"
+    return planned, limited_by
