@@ -1,11 +1,50 @@
+"""What several test files share: tiny settings and data that train in a second, a free port for a test server,
+and the tiny model fixtures."""
+
+import socket
+
 import pytest
 import torch
 
 from playground.model import Transformer, TransformerConfig
 from playground.tokenizer import train_tokenizer
+from playground.train import TrainConfig, TrainData
 
 PAIRS = [("the cat sees the dog", "die Katze sieht den Hund"), ("a dog runs", "ein Hund läuft"),
          ("the small bird sings", "der kleine Vogel singt"), ("we see a red ball", "wir sehen einen roten Ball")] * 3
+
+
+WORDS = "a b c d e f g h i j".split()
+
+
+def reverse_pairs(n, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    pairs = []
+    for _ in range(n):
+        length = int(torch.randint(3, 7, (1,), generator=g))
+        seq = [WORDS[int(i)] for i in torch.randint(0, len(WORDS), (length,), generator=g)]
+        pairs.append((" ".join(seq), " ".join(reversed(seq))))
+    return pairs
+
+
+def tiny_cfg(**changes) -> TrainConfig:
+    values = dict(d_model=32, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=64, dropout=0.0,
+                  tokenizer="word", vocab_size=50, max_len=16, batch_tokens=256, schedule="inverse_sqrt", lr=3e-3,
+                  warmup_steps=10, max_steps=12, eval_every=6, eval_sentences=8, precision="fp32", device="cpu")
+    return TrainConfig(**{**values, **changes})
+
+
+# the same tiny model as CLI flags (the tokenizer included), for tests that train through `python -m playground train`
+TINY_MODEL_FLAGS = ["--d-model", "32", "--n-heads", "2", "--n-encoder-layers", "1", "--n-decoder-layers", "1",
+                    "--d-ff", "64", "--tokenizer", "word", "--vocab-size", "50"]
+DATA = TrainData(reverse_pairs(80), reverse_pairs(10, seed=1), "seq", "rev", "reverse test")
+
+
+def free_port() -> int:
+    """A port nothing listens on now, for a test's own server on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import time
 import zipfile
 from pathlib import Path
@@ -16,6 +15,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from gradio_client import Client, handle_file  # noqa: E402
+from conftest import free_port  # noqa: E402
 from gradio_client.exceptions import AppError  # noqa: E402
 
 from playground import plots  # noqa: E402
@@ -27,11 +27,6 @@ TINY = dict(d_model=32, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=
             batch_tokens=512, max_steps=30, max_minutes=0, max_epochs=0, eval_every=15, eval_sentences=16,
             warmup_steps=10, lr=3e-3, schedule="inverse_sqrt", precision="fp32", device="cpu")
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from test_train import DATA, tiny_cfg
+from conftest import DATA, tiny_cfg
 
 from playground.averaging import average_packages
 from playground.cli import main

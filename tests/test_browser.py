@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import time
 import warnings
 from pathlib import Path
@@ -20,6 +19,7 @@ from pathlib import Path
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 import pytest  # noqa: E402
+from conftest import free_port  # noqa: E402
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="the browser test needs `pip install playwright`")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -47,11 +47,6 @@ TINY_FORM = {"number input for Encoder layers": 1, "number input for Decoder lay
              "Validate every (steps)": STEPS // 3, "Sentences decoded per validation": 16}
 TINY_CHOICES = {"Device": "cpu", "Precision": "fp32"}
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def copy_demo(dest: Path) -> None:

@@ -4,14 +4,13 @@ gradient accumulation against one batch of the combined size, and TensorBoard lo
 import dataclasses
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
-from test_train import DATA, reverse_pairs, tiny_cfg
+from conftest import DATA, TINY_MODEL_FLAGS, free_port, reverse_pairs, tiny_cfg
 
 from playground.cli import main
 from playground.data import load_parallel
@@ -24,8 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 # Adam's first steps move each weight by about ±lr wherever |gradient| >> eps, so a gradient that is zero in theory
 # but rounding noise in practice (the key biases, which softmax ignores) could flip sign between two summation
 # orders; eps = 1e-6 keeps such noise from moving weights and leaves every real gradient's update as it is.
-TINY_FLAGS = ["--d-model", "32", "--n-heads", "2", "--n-encoder-layers", "1", "--n-decoder-layers", "1", "--d-ff", "64",
-              "--dropout", "0", "--tokenizer", "word", "--vocab-size", "50", "--max-len", "16", "--batch-tokens", "256",
+TINY_FLAGS = [*TINY_MODEL_FLAGS, "--dropout", "0", "--max-len", "16", "--batch-tokens", "256",
               "--schedule", "inverse_sqrt", "--lr", "3e-3", "--warmup-steps", "10", "--eps", "1e-6",
               "--eval-every", "100", "--eval-sentences", "4", "--precision", "fp32", "--device", "cpu"]
 
@@ -40,11 +38,6 @@ def data_files(tmp_path_factory) -> tuple[Path, Path]:
         (folder / name).write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")
     return folder / "train.tsv", folder / "val.tsv"
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def torchrun_train(*args: str) -> subprocess.CompletedProcess:

@@ -12,6 +12,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from conftest import TINY_MODEL_FLAGS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -34,8 +35,7 @@ def write_pairs(path: Path, n: int = 60) -> Path:
 
 def train_command(data: Path, out: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "playground", "train", "--data", str(data), "--out", str(out), "--preset", "tiny",
-            "--d-model", "32", "--n-heads", "2", "--n-encoder-layers", "1", "--n-decoder-layers", "1", "--d-ff", "64",
-            "--tokenizer", "word", "--vocab-size", "50", "--batch-tokens", "256", "--max-len", "16",
+            *TINY_MODEL_FLAGS, "--batch-tokens", "256", "--max-len", "16",
             "--eval-every", "1", "--eval-sentences", "2", "--precision", "fp32", "--device", "cpu", *extra]
 
 

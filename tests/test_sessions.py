@@ -10,7 +10,6 @@ import json
 import os
 import random
 import re
-import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -23,6 +22,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from gradio_client import Client, handle_file  # noqa: E402
 from gradio_client.exceptions import AppError  # noqa: E402
+from conftest import free_port  # noqa: E402
 from gradio_client.utils import Status  # noqa: E402
 
 from playground.ui.app import build_app  # noqa: E402
@@ -37,11 +37,6 @@ FRUITS_EN = ["apple", "banana", "cherry", "grape", "lemon", "mango", "melon", "p
 FRUITS_DE = ["Apfel", "Banane", "Kirsche", "Traube", "Zitrone", "Mango", "Melone", "Pfirsich", "Birne", "Pflaume"]
 TIMEOUT = 120  # seconds for any one session's whole story: a hang fails instead of blocking the suite
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,7 @@ import math
 
 import pytest
 import torch
+from conftest import DATA, reverse_pairs, tiny_cfg
 
 from playground.batching import collate, encode_pairs, make_batches
 from playground.errors import TrainingError
@@ -11,30 +12,7 @@ from playground.loss import label_smoothed_loss
 from playground.package import load_package
 from playground.schedule import learning_rate
 from playground.tokenizer import train_tokenizer
-from playground.train import Optimization, TrainConfig, TrainData, Trainer
-
-WORDS = "a b c d e f g h i j".split()
-
-
-def reverse_pairs(n, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    pairs = []
-    for _ in range(n):
-        length = int(torch.randint(3, 7, (1,), generator=g))
-        seq = [WORDS[int(i)] for i in torch.randint(0, len(WORDS), (length,), generator=g)]
-        pairs.append((" ".join(seq), " ".join(reversed(seq))))
-    return pairs
-
-
-def tiny_cfg(**changes) -> TrainConfig:
-    values = dict(d_model=32, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=64, dropout=0.0,
-                  tokenizer="word", vocab_size=50, max_len=16, batch_tokens=256, schedule="inverse_sqrt", lr=3e-3,
-                  warmup_steps=10, max_steps=12, eval_every=6, eval_sentences=8, precision="fp32", device="cpu")
-    return TrainConfig(**{**values, **changes})
-
-
-DATA = TrainData(reverse_pairs(80), reverse_pairs(10, seed=1), "seq", "rev", "reverse test")
-
+from playground.train import Optimization, TrainConfig, Trainer
 
 def events_of(trainer, stop_after=None):
     events = []

@@ -23,8 +23,7 @@ from playground.decode import DecodeOptions, beam_search, source_ids, translate 
 from playground.model import Transformer, TransformerConfig  # noqa: E402
 from playground.package import save_package  # noqa: E402
 from playground.tokenizer import PAD_ID, train_tokenizer  # noqa: E402
-from conftest import PAIRS  # noqa: E402
-from test_app import free_port  # noqa: E402
+from conftest import PAIRS, free_port  # noqa: E402
 
 DEMO = Path(__file__).resolve().parents[1] / "models" / "demo-en-de"
 DEMO_FILES = ("config.json", "model.safetensors", "tokenizer.json", "training.json", "README.md")
