@@ -183,6 +183,7 @@ def wait_for_steps(job, timeout: float = 60.0) -> None:
     raise AssertionError(f"no training progress within {timeout} s: {job.outputs()}")
 
 
+@pytest.mark.slow
 def test_stop_ends_the_run_cleanly(app, models_dir):
     client = Client(app, verbose=False)
     client.predict("numbers", 0.05, api_name="/load_builtin")
@@ -194,6 +195,7 @@ def test_stop_ends_the_run_cleanly(app, models_dir):
     assert (models_dir / "stopped" / "model.safetensors").is_file()
 
 
+@pytest.mark.slow
 def test_closing_the_tab_keeps_the_work_done(app, models_dir):
     client = Client(app, verbose=False)
     client.predict("reverse", 0.05, api_name="/load_builtin")

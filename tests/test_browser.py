@@ -23,7 +23,7 @@ from conftest import free_port  # noqa: E402
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="the browser test needs `pip install playwright`")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = [pytest.mark.browser,
+pytestmark = [pytest.mark.browser, pytest.mark.slow,
               pytest.mark.skipif(CHROMIUM is None, reason="no `chromium` on PATH (apt-get install chromium; .ci/run "
                                                           "does it)")]
 expect = sync_api.expect

@@ -68,6 +68,7 @@ def assert_same_weights(actual: dict, expected: dict) -> None:
         torch.testing.assert_close(actual[name], tensor, rtol=1e-4, atol=1e-5, msg=name)
 
 
+@pytest.mark.slow
 def test_torchrun_two_ranks_match_one_process_and_resume(tmp_path, data_files):
     train_tsv, val_tsv = data_files
     run = tmp_path / "run"

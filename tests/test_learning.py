@@ -14,6 +14,7 @@ ASSETS = DATASETS_DIR / "reverse"
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
+@pytest.mark.slow
 def test_tiny_model_learns_sequence_reversal(tmp_path):
     train = load_parallel(ASSETS / "train.tsv").pairs
     test = load_parallel(ASSETS / "test.tsv").pairs

@@ -39,6 +39,7 @@ def train_command(data: Path, out: Path, *extra: str) -> list[str]:
             "--eval-every", "1", "--eval-sentences", "2", "--precision", "fp32", "--device", "cpu", *extra]
 
 
+@pytest.mark.slow
 def test_training_killed_hard_leaves_a_package_that_loads_and_resumes(tmp_path):
     data = write_pairs(tmp_path / "pairs.tsv")
     out = tmp_path / "models" / "run"

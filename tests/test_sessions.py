@@ -27,7 +27,7 @@ from gradio_client.utils import Status  # noqa: E402
 
 from playground.ui.app import build_app  # noqa: E402
 
-pytestmark = pytest.mark.sessions
+pytestmark = [pytest.mark.sessions, pytest.mark.slow]
 
 # small enough to train in a second or two on two busy CPU cores (the settings test_app.py uses)
 TINY = dict(d_model=32, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=64, vocab_size=200, max_len=32,

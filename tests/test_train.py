@@ -86,6 +86,7 @@ def test_run_emits_events_saves_and_records_history(tmp_path):
     assert len(package.training["history"]["probe"]) == 2
 
 
+@pytest.mark.slow
 def test_stop_is_honoured_within_one_step_and_resume_continues_exactly(tmp_path):
     cfg = tiny_cfg(dropout=0.1, attention_dropout=0.1)  # the resumed run must also continue the dropout stream
     straight = events_of(Trainer(cfg, DATA, tmp_path / "straight"))
@@ -135,6 +136,7 @@ def test_same_seed_same_loss_curve(tmp_path):
     assert losses("a") == losses("b")
 
 
+@pytest.mark.slow
 def test_a_run_draws_only_from_its_own_random_streams(tmp_path):
     """The rest of the process (the web app's other sessions) seeds and draws from torch's global RNG whenever it
     likes: a run's initial weights and dropout masks (embeddings, sublayers, attention weights) must not change."""
