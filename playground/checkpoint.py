@@ -35,6 +35,7 @@ class History:
 class RunState:
     """Where a run stands, saved as resume.json next to the package."""
 
+    rng_state: list[int] = field(default_factory=list)  # the run's dropout generator
     step: int = 0
     epoch: int = 0
     batch_in_epoch: int = 0
@@ -42,7 +43,6 @@ class RunState:
     elapsed_s: float = 0.0
     best: dict | None = None  # the best validation so far (validation.is_better)
     bad_evals: int = 0  # validations since the best one
-    rng_state: list[int] = field(default_factory=list)  # the run's dropout generator
     optimizer: dict = field(default_factory=dict)  # param groups and scalar state; the tensors are safetensors
 
     def to_json(self) -> dict:

@@ -268,8 +268,8 @@ class Trainer:
         }
 
     def save(self, elapsed: float, training: dict | None = None) -> Path:
-        state = RunState(self.step, self.epoch, self.batch_in_epoch, self.tokens_seen, elapsed, self.best,
-                         self.bad_evals, self.dropout_rng.get_state().tolist())
+        state = RunState(self.dropout_rng.get_state().tolist(), self.step, self.epoch, self.batch_in_epoch,
+                         self.tokens_seen, elapsed, self.best, self.bad_evals)
         return save_run(self.out_dir, self.model, self.tokenizer, self.optimization.optimizer, state,
                         src_lang=self.data.src_lang, tgt_lang=self.data.tgt_lang,
                         training=training or self.summary(elapsed))

@@ -183,12 +183,18 @@ def wait_for_steps(job, timeout: float = 60.0) -> None:
     raise AssertionError(f"no training progress within {timeout} s: {job.outputs()}")
 
 
+def endless_run(app, dataset: str, name: str):
+    """A new session training `name` on a built-in dataset with no budget in sight, once its first steps show."""
+    client = Client(app, verbose=False)
+    client.predict(dataset, 0.05, api_name="/load_builtin")
+    job = client.submit(model_name=name, api_name="/train", **{**TINY, "max_steps": 10**6, "eval_every": 10**6})
+    wait_for_steps(job)
+    return client, job
+
+
 @pytest.mark.slow
 def test_stop_ends_the_run_cleanly(app, models_dir):
-    client = Client(app, verbose=False)
-    client.predict("numbers", 0.05, api_name="/load_builtin")
-    job = client.submit(model_name="stopped", api_name="/train", **{**TINY, "max_steps": 10**6, "eval_every": 10**6})
-    wait_for_steps(job)
+    client, job = endless_run(app, "numbers", "stopped")
     client.predict(api_name="/stop")
     result = job.result(timeout=60)
     assert "stopped by the user" in result[0]
@@ -197,10 +203,7 @@ def test_stop_ends_the_run_cleanly(app, models_dir):
 
 @pytest.mark.slow
 def test_closing_the_tab_keeps_the_work_done(app, models_dir):
-    client = Client(app, verbose=False)
-    client.predict("reverse", 0.05, api_name="/load_builtin")
-    job = client.submit(model_name="closed", api_name="/train", **{**TINY, "max_steps": 10**6, "eval_every": 10**6})
-    wait_for_steps(job)
+    client, job = endless_run(app, "reverse", "closed")
     job.cancel()  # what Gradio does when the browser tab goes away: the handler's generator is closed
     training = models_dir / "closed" / "training.json"
     deadline = time.monotonic() + 30

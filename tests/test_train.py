@@ -1,5 +1,6 @@
 import dataclasses
 import math
+import pickle
 
 import pytest
 import torch
@@ -75,6 +76,7 @@ def test_batches_respect_the_token_budget_and_cover_every_pair_once():
 def test_run_emits_events_saves_and_records_history(tmp_path):
     events = events_of(Trainer(tiny_cfg(), DATA, tmp_path / "run"))
     assert isinstance(events[0], Start) and isinstance(events[-1], Done)
+    assert pickle.loads(pickle.dumps(events)) == events  # plain data: they cross process boundaries (ZeroGPU)
     assert sum(isinstance(e, Step) for e in events) == 12
     assert [e.step for e in events if isinstance(e, Saved)] == [6, 12]
     evals = [e for e in events if isinstance(e, Eval)]
