@@ -23,6 +23,7 @@ import os
 import random
 import re
 import statistics
+import sys
 import unicodedata
 import zlib
 from collections import Counter
@@ -31,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from itertools import chain
 from pathlib import Path
 
+from playground import limits
 from playground.errors import DataError
 
 Pair = tuple[str, str]
@@ -54,6 +56,11 @@ _DELIMITER_NAMES = {"\t": "tab", ",": "comma", ";": "semicolon"}  # in order of 
 _LANG_CODE = re.compile(r"[a-z]{2,3}([-_][A-Za-z0-9]{2,4})?")  # "en", "deu", "pt-BR", "zh_Hans"
 _COLUMN_NAMES = {"src", "tgt", "source", "target", "input", "output"}
 _PLURAL_REASONS = {"duplicate": "duplicates"}
+
+
+def pairs_memory_bytes(pairs: list[Pair]) -> int:
+    """What a list of pairs holds in memory: the strings, the tuples and the list's own slots."""
+    return sys.getsizeof(pairs) + sum(sys.getsizeof(p) + sys.getsizeof(p[0]) + sys.getsizeof(p[1]) for p in pairs)
 
 
 @dataclass
@@ -85,8 +92,8 @@ def load_parallel(
     tgt_lang: str | None = None,
     max_len: int = 256,
     dedupe: bool = True,
-    max_bytes: int = 200 * 1024 * 1024,
-    max_rows: int = 2_000_000,
+    max_bytes: int | None = None,
+    max_rows: int | None = None,
 ) -> ParallelData:
     """Read sentence pairs from one TSV/CSV/JSONL file, or from two aligned files (``path`` + ``tgt_path``).
 
@@ -94,6 +101,8 @@ def load_parallel(
     characters). ``max_bytes`` (uncompressed, per file) and ``max_rows`` guard memory. Any problem with the
     input raises ``DataError`` saying what is wrong, where, and how to fix it.
     """
+    max_bytes = max_bytes or limits.max_data_bytes()
+    max_rows = max_rows or limits.max_data_rows()
     if max_len < 1:
         raise DataError(f"max_len must be at least 1 token, not {max_len}.")
     path = Path(path)
@@ -245,8 +254,8 @@ class _PairFilter:
         self.total_rows += 1
         if self.total_rows > self.max_rows:
             raise DataError(
-                f"{self.name} has more than {_count(self.max_rows, 'row')}, the limit (max_rows={self.max_rows}). "
-                "Upload a smaller sample of the corpus or raise the limit."
+                f"{self.name} has more than {_count(self.max_rows, 'row')}, the limit. Upload a smaller sample of "
+                "the corpus (the operator can raise the limit with PLAYGROUND_MAX_DATA_ROWS)."
             )
 
     def _drop(self, reason: str, line: int) -> None:
@@ -297,8 +306,8 @@ def _read_text(path: Path, max_bytes: int) -> tuple[str, bool]:
     after = " after decompression" if compressed else ""
     if len(data) > max_bytes:
         raise DataError(
-            f"{name} is larger than the limit of {_format_bytes(max_bytes)}{after} (max_bytes={max_bytes}). "
-            "Upload a smaller sample of the corpus or raise the limit."
+            f"{name} is larger than the limit of {_format_bytes(max_bytes)}{after}. Upload a smaller sample of the "
+            "corpus (the operator can raise the limit with PLAYGROUND_MAX_DATA_MB)."
         )
     if data[:2] in _UTF16_BOMS:
         raise DataError(f"{name} is saved as UTF-16 text. Re-save it as UTF-8 (Save As → Encoding: UTF-8) and upload it again.")

@@ -14,6 +14,7 @@ import torch
 
 from playground.device import autocast, describe, resolve_device, resolve_precision, sync
 from playground.errors import TrainingError
+from playground.memory import check_training_fits, parameter_count
 from playground.model import Transformer
 from playground.train import TrainConfig, label_smoothed_loss, planned_steps
 
@@ -65,23 +66,9 @@ def build_model(cfg: TrainConfig, vocab_size: int, device: torch.device) -> Tran
 
 def count_parameters(cfg: TrainConfig, vocab_size: int | None = None) -> int:
     """Parameters of the model a run with this config would train (joint vocabulary of `vocab_size`, default
-    cfg.vocab_size), counted from the layer shapes of playground.model without building it: instant, where a
-    model on the meta device costs tens of ms per form edit and ~2 s the first time (its init imports
-    torch._dynamo). Keep it in step with playground.model: Transformer.num_parameters is the truth."""
+    cfg.vocab_size), counted from the layer shapes without building it (playground.memory.parameter_count)."""
     vocab = vocab_size or cfg.vocab_size
-    m = cfg.model_config(vocab, vocab, True)
-    d, f = m.d_model, m.d_ff
-    positions = m.max_len * d if m.positional_encoding == "learned" else 0
-    attention = 4 * d * d + 4 * d  # fused QKV (or Q + fused KV) and the output projection, with biases
-    feed_forward = 2 * d * f + f + d
-    norm = 2 * d
-    encoder = m.n_encoder_layers * (attention + feed_forward + 2 * norm)
-    decoder = m.n_decoder_layers * (2 * attention + feed_forward + 3 * norm)
-    final_norms = 2 * norm if m.norm_placement == "pre" else 0
-    src_embed = m.src_vocab_size * d + positions
-    tgt_embed = (0 if m.tie_embeddings and m.joint_vocab else m.tgt_vocab_size * d) + positions
-    output = 0 if m.tie_embeddings else d * m.tgt_vocab_size
-    return src_embed + tgt_embed + encoder + decoder + final_norms + output
+    return parameter_count(cfg.model_config(vocab, vocab, True))
 
 
 def data_tokens(words: int, chars: int, tokenizer: str) -> int:
@@ -115,6 +102,7 @@ def estimate_training(
     precision = resolve_precision(cfg.precision, device)
     vocab = vocab_size or cfg.vocab_size
     length = max(2, min(seq_len or 24, cfg.max_len))
+    check_training_fits(cfg.model_config(vocab, vocab, True), cfg.batch_tokens, device, precision)  # before building
     rows = max(1, cfg.batch_tokens // (2 * length))
     try:
         params, per_step, probe_rows, eval_seconds = _measure(cfg, device, precision, vocab, length, rows, timed_steps)

@@ -5,16 +5,30 @@ from __future__ import annotations
 
 import torch
 
-from playground.errors import TrainingError
-from playground.model import Transformer, TransformerConfig
+from playground import limits
+from playground.errors import PackageError, TrainingError
+from playground.model import TransformerConfig
 
 BYTES = 4  # fp32 master weights, gradients, Adam moments and logits (the loss is computed in fp32)
 HEADROOM = 0.9  # leave a tenth of the free memory to the rest of the process
 
 
-def parameter_count(cfg: TransformerConfig) -> int:
-    with torch.device("meta"):  # the exact count, without allocating a byte
-        return Transformer(cfg).num_parameters()
+def parameter_count(m: TransformerConfig) -> int:
+    """The parameters of Transformer(m), counted from the layer shapes of playground.model without building it:
+    instant and allocation-free, so a hostile config.json or form is measured before anything exists. Keep it in
+    step with playground.model (the tests compare it with Transformer.num_parameters)."""
+    d, f = m.d_model, m.d_ff
+    positions = m.max_len * d if m.positional_encoding == "learned" else 0
+    attention = 4 * d * d + 4 * d  # fused QKV (or Q + fused KV) and the output projection, with biases
+    feed_forward = 2 * d * f + f + d
+    norm = 2 * d
+    encoder = m.n_encoder_layers * (attention + feed_forward + 2 * norm)
+    decoder = m.n_decoder_layers * (2 * attention + feed_forward + 3 * norm)
+    final_norms = 2 * norm if m.norm_placement == "pre" else 0
+    src_embed = m.src_vocab_size * d + positions
+    tgt_embed = (0 if m.tie_embeddings and m.joint_vocab else m.tgt_vocab_size * d) + positions
+    output = 0 if m.tie_embeddings else d * m.tgt_vocab_size
+    return src_embed + tgt_embed + encoder + decoder + final_norms + output
 
 
 def training_memory_bytes(cfg: TransformerConfig, batch_tokens: int, precision: str = "fp32") -> int:
@@ -33,21 +47,37 @@ def training_memory_bytes(cfg: TransformerConfig, batch_tokens: int, precision: 
 
 
 def free_memory_bytes(device: torch.device) -> int | None:
-    """Free memory on the device (MemAvailable for the CPU), or None where it cannot be read."""
+    """Free memory on the device (for the CPU: what this process's cgroup or rlimit leaves, at most the host's
+    MemAvailable), or None where it cannot be read."""
     if device.type == "cuda":
         return torch.cuda.mem_get_info(device)[0]
     if device.type == "cpu":
-        try:
-            with open("/proc/meminfo") as meminfo:
-                for line in meminfo:
-                    if line.startswith("MemAvailable:"):
-                        return int(line.split()[1]) * 1024
-        except OSError:
-            return None
+        return limits.available_memory_bytes()
     return None
 
 
+def check_parameter_limit(params: int, error: type[Exception] = TrainingError) -> None:
+    """Refuse a model beyond the operator's limit, before it is built."""
+    limit = limits.max_parameters()
+    if params > limit:
+        raise error(f"This model has {params:,} parameters; this server allows at most {limit:,} "
+                    "(the operator sets PLAYGROUND_MAX_PARAMETERS). Make it smaller: d_model, d_ff, layers or "
+                    "the vocabulary.")
+
+
+def check_model_loads(params: int) -> None:
+    """A package's model (fp32 weights, plus the file's bytes while they are copied in) must fit in memory."""
+    check_parameter_limit(params, PackageError)
+    free = limits.available_memory_bytes()
+    need = 2 * params * BYTES
+    if free is not None and need > HEADROOM * free:
+        raise PackageError(f"This model has {params:,} parameters and needs about {need / 1e9:.1f} GB to load, but "
+                           f"this server has {free / 1e9:.1f} GB free; it was not loaded.")
+
+
 def check_training_fits(cfg: TransformerConfig, batch_tokens: int, device: torch.device, precision: str) -> None:
+    """Refuse a run beyond the parameter limit or the memory free to this process, before anything is allocated."""
+    check_parameter_limit(parameter_count(cfg))
     free = free_memory_bytes(device)
     need = training_memory_bytes(cfg, batch_tokens, precision)
     if free is not None and need > HEADROOM * free:

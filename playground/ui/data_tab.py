@@ -132,6 +132,14 @@ def show(session: Session):
 
 
 def _adopt(session: Session, data, description: str, val_fraction: float | None) -> None:
+    from playground.data import pairs_memory_bytes
+    from playground.limits import max_session_data_bytes
+
+    held, limit = pairs_memory_bytes(data.pairs), max_session_data_bytes()
+    if held > limit:  # every visitor's session holds its own pairs: one must not hold the server's memory
+        raise DataError(f"These {len(data.pairs):,} pairs take {held / 1e6:,.0f} MB in memory; a session may hold at "
+                        f"most {limit / 1e6:,.0f} MB (the operator sets PLAYGROUND_MAX_SESSION_DATA_MB). Upload a "
+                        "smaller sample.")
     session.data, session.description = data, description
     session.src_lang, session.tgt_lang = data.src_lang or "src", data.tgt_lang or "tgt"
     if val_fraction is not None:
