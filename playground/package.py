@@ -84,17 +84,6 @@ def package_path(models_dir: str | os.PathLike, name: str) -> Path:
     return Path(models_dir) / check_name(name)
 
 
-def unique_name(models_dir: str | os.PathLike, base: str) -> str:
-    """`base`, or `base-2`, `base-3`, ... so a new package never overwrites another one (nor a name that a running
-    operation has reserved). Only a hint: reserve_name takes the name for good."""
-    check_name(base)
-    name, n = base, 1
-    while (Path(models_dir) / name).exists() or reserved(Path(models_dir) / name):
-        n += 1
-        name = f"{base}-{n}"
-    return name
-
-
 # A name is reserved by an empty-ish folder `.NAME.lock` holding the owner's pid: os.mkdir is atomic, so of two
 # operations that want one name exactly one gets it; the sweep frees the reservations of processes that died.
 

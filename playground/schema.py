@@ -116,6 +116,30 @@ class Obj:
                 raise Invalid(where, f"has an unknown field {key!r}")
 
 
+class TrainSettings:
+    """A training record's `config`: each TrainConfig field with its declared type (resuming builds a TrainConfig
+    from it). Built on first use: playground.train imports this module's users."""
+
+    _schema: Obj | None = None
+
+    def check(self, value, where: str) -> None:
+        if TrainSettings._schema is None:
+            import dataclasses
+
+            from playground.train import TrainConfig
+
+            kinds = {"int": Int(), "float": Num(), "str": Str(100), "bool": Bool(),
+                     "tuple[float, float]": List(Num(), 2)}
+            fields = {}
+            for f in dataclasses.fields(TrainConfig):
+                kind = str(f.type)
+                optional = kind.endswith(" | None")
+                inner = kinds.get(kind.removesuffix(" | None"), Anything())  # a type added later: unchecked
+                fields[f.name] = Opt(inner) if optional else inner
+            TrainSettings._schema = Obj(fields)
+        TrainSettings._schema.check(value, where)
+
+
 def depth(value) -> int:
     """Nesting depth of a JSON value, without recursion (a hostile file may nest thousands of levels)."""
     deepest, stack = 0, [(value, 1)]
@@ -161,7 +185,7 @@ SCORES = {"step": Int(), "val_loss": Num(), "val_ppl": Num(), "bleu": Num(0, 100
           "exact_match": Num(0, 1)}
 EVAL = Obj(SCORES)
 TRAINING = Obj({
-    "config": Obj({}), "steps": Int(), "epochs": Num(0), "params": Int(), "wall_s": Num(0), "device": Str(200),
+    "config": TrainSettings(), "steps": Int(), "epochs": Num(0), "params": Int(), "wall_s": Num(0), "device": Str(200),
     "precision": Str(20), "world_size": Int(1), "tokens_seen": Int(),
     "data": Obj({"description": Str(1000), "train_pairs": Int(), "val_pairs": Int(), "src_lang": Str(64),
                  "tgt_lang": Str(64)}),

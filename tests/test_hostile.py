@@ -340,6 +340,8 @@ def test_6_the_sweep_removes_what_no_live_operation_owns(package, tmp_path):
     (lambda f: (f / WEIGHTS).write_bytes((f / WEIGHTS).read_bytes()[:200]), "corrupt or truncated"),
     (lambda f: (f / "tokenizer.json").write_text('{"version": "1.0"}'), "tokenizer"),
     (lambda f: edit_json(f / TRAINING, lambda t: t.update(steps="many")), "steps: must be a whole number"),
+    (lambda f: edit_json(f / TRAINING, lambda t: t.update(config={"d_model": "wide"})),
+     "config.d_model: must be a whole number"),
 ])
 def test_7_info_checks_what_loading_checks_and_never_prints_a_traceback(package, spoil, message, capsys):
     assert main(["info", "--model", str(package)]) == 0
