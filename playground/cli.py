@@ -125,9 +125,11 @@ def cmd_train(args: argparse.Namespace) -> int:
         cfg = dataclasses.replace(cfg, **budgets)
     main = torchrun_ranks().is_main
     board = TensorBoardLog(args.tensorboard) if args.tensorboard and main else None
-    try:  # rank 0 writes the package: it holds the name from now on (nothing else writes it meanwhile)
-        with (reserve_package(out_folder(args.out), overwrite=args.overwrite, resume=args.resume) if main
-              else contextlib.nullcontext()), process_group(cfg.device) as ranks:  # joins nothing unless torchrun started this process
+    # rank 0 writes the package: it holds the name from now on, so nothing else writes it meanwhile
+    reservation = (reserve_package(out_folder(args.out), overwrite=args.overwrite, resume=args.resume) if main
+                   else contextlib.nullcontext())
+    try:
+        with reservation, process_group(cfg.device) as ranks:  # joins nothing unless torchrun started this process
             code = train_on_this_rank(args, cfg, ranks, board)
             if code and ranks.distributed:  # leave without the joint teardown: other ranks may sit in a collective
                 raise SystemExit(code)

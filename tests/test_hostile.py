@@ -226,6 +226,21 @@ def test_3_a_card_bomb_is_refused_and_no_reader_reads_past_its_limit(package, tm
 # 4. a session's data is bounded, and freed when its tab closes
 
 
+def test_4_a_session_keeps_its_pairs_packed():
+    from playground.data import PackedPairs, pair_stats, split_pairs
+
+    pairs = [(f"the {i}th sentence", f"der {i}. Satz ü") for i in range(2000)] + [("émoji 🙂", "")]
+    packed = PackedPairs(pairs)
+    assert list(packed) == pairs and len(packed) == len(pairs) and packed[-1] == pairs[-1]
+    assert packed[5:8] == pairs[5:8] and packed.swapped()[3] == pairs[3][::-1]
+    assert split_pairs(packed, 0.1, seed=3) == split_pairs(pairs, 0.1, seed=3)
+    assert pair_stats(packed) == pair_stats(pairs)
+    as_list = sum(sys.getsizeof(p) + sys.getsizeof(p[0]) + sys.getsizeof(p[1]) for p in pairs)
+    assert packed.nbytes < as_list / 3  # a third of the memory, or less
+    with pytest.raises(IndexError):
+        packed[len(pairs)]
+
+
 def test_4_session_data_is_capped_and_released_when_the_tab_closes(tmp_path, monkeypatch):
     import httpx
     from gradio_client import Client, handle_file
@@ -234,8 +249,8 @@ def test_4_session_data_is_capped_and_released_when_the_tab_closes(tmp_path, mon
     from playground.ui.app import build_app
 
     corpus = tmp_path / "corpus.tsv"
-    corpus.write_text("".join(f"sentence number {i} here\tSatz Nummer {i} hier\n" for i in range(20_000)))
-    monkeypatch.setenv("PLAYGROUND_MAX_SESSION_DATA_MB", "2")
+    corpus.write_text("".join(f"sentence number {i} here\tSatz Nummer {i} hier\n" for i in range(40_000)))
+    monkeypatch.setenv("PLAYGROUND_MAX_SESSION_DATA_MB", "1")
     monkeypatch.setenv("GRADIO_HEARTBEAT_INTERVAL", "0.2")  # the server notices a closed tab within a beat
     demo = build_app(tmp_path / "models")
     with socket.socket() as s:
@@ -244,7 +259,7 @@ def test_4_session_data_is_capped_and_released_when_the_tab_closes(tmp_path, mon
     demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True)
     try:
         client = Client(f"http://127.0.0.1:{port}/", verbose=False)
-        with pytest.raises(AppError, match=r"take \d+ MB in memory; a session may hold at most 2 MB "
+        with pytest.raises(AppError, match=r"take 2\.\d MB in memory; a session may hold at most 1\.0 MB "
                                            r"\(the operator sets PLAYGROUND_MAX_SESSION_DATA_MB\)"):
             client.predict([handle_file(str(corpus))], 0.05, api_name="/load_files")
         assert "pairs kept" in client.predict("reverse", 0.05, api_name="/load_builtin")[0]

@@ -79,6 +79,7 @@ def build_app(models_dir: str | os.PathLike = "models") -> gr.Blocks:
         for view in inside.redraw:
             inside_page.select(**view)
         demo.load(**refresh)
+
         def release(request: gr.Request) -> None:
             """A closed tab's session data goes now (Gradio would keep it as long as the server runs)."""
             release_session(demo, session, request)

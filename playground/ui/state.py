@@ -67,7 +67,7 @@ class Session:
 
     @property
     def pairs(self) -> list[tuple[str, str]]:
-        """The loaded pairs themselves (no copy: read them; swapping the direction replaces the list)."""
+        """The loaded pairs themselves, packed (playground.data.PackedPairs; swapping the direction replaces them)."""
         return self.data.pairs if self.data is not None else []
 
     def release(self) -> None:
