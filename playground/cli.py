@@ -5,8 +5,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -130,11 +132,16 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from playground.distributed import process_group, torchrun_ranks
+    from playground.package import reserve_package
 
     cfg = train_config(args)
-    board = TensorBoardLog(args.tensorboard) if args.tensorboard and torchrun_ranks().is_main else None
+    main = torchrun_ranks().is_main
+    board = TensorBoardLog(args.tensorboard) if args.tensorboard and main else None
+    # rank 0 writes the package: it holds the name from now on, so nothing else writes it meanwhile
+    reservation = (reserve_package(out_folder(args.out), overwrite=args.overwrite, resume=args.resume) if main
+                   else contextlib.nullcontext())
     try:
-        with process_group(cfg.device) as ranks:  # joins nothing unless torchrun started this process
+        with reservation, process_group(cfg.device) as ranks:  # joins nothing unless torchrun started this process
             code = train_on_this_rank(args, cfg, ranks, board)
             if code and ranks.distributed:  # leave without the joint teardown: other ranks may sit in a collective
                 raise SystemExit(code)
@@ -310,28 +317,32 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from playground.package import package_info
+    """What load_package checks (every file's size and schema, tokenizer, weights' header), without the weights."""
+    from playground.package import check_package, package_info
 
+    checked = check_package(args.model)
     info = package_info(args.model)
     if args.json:
         print(json.dumps(info, ensure_ascii=False))
         return 0
-    c, m, t = info["config"], info["config"]["model"], info["training"]
+    c, m, t = info["config"], checked.model_config, info["training"]
     print(f"{info['name']}: {c['src_lang']} → {c['tgt_lang']}, {c['num_parameters']:,} parameters, "
           f"{info['size_bytes'] / 1e6:.1f} MB on disk")
-    print(f"  d_model {m['d_model']}, {m['n_heads']} heads, {m['n_encoder_layers']}+{m['n_decoder_layers']} layers, "
-          f"ff {m['d_ff']}, {m['activation']}, {m['positional_encoding']} positions, {m['norm_placement']}-LN, "
-          f"{'tied' if m['tie_embeddings'] else 'untied'} embeddings, max length {m['max_len']}")
-    vocabulary = (f"{m['src_vocab_size']:,}" if c["tokenizer"]["joint"]
-                  else f"{m['src_vocab_size']:,}/{m['tgt_vocab_size']:,}")
+    print(f"  d_model {m.d_model}, {m.n_heads} heads, {m.n_encoder_layers}+{m.n_decoder_layers} layers, "
+          f"ff {m.d_ff}, {m.activation}, {m.positional_encoding} positions, {m.norm_placement}-LN, "
+          f"{'tied' if m.tie_embeddings else 'untied'} embeddings, max length {m.max_len}")
+    vocabulary = f"{m.src_vocab_size:,}" if c["tokenizer"]["joint"] else f"{m.src_vocab_size:,}/{m.tgt_vocab_size:,}"
     print(f"  tokenizer {c['tokenizer']['kind']} ({'joint' if c['tokenizer']['joint'] else 'separate'}), "
           f"vocabulary {vocabulary}")
     if t:
-        print(f"  trained {t['steps']} steps ({t['epochs']:.2f} epochs) in {t['wall_s']:.0f} s on {t['device']} "
-              f"[{t['precision']}], data: {t['data']['description']} ({t['data']['train_pairs']:,} pairs)")
+        data = t.get("data") or {}
+        print(f"  trained {t.get('steps', '?')} steps ({t.get('epochs', 0):.2f} epochs) in {t.get('wall_s', 0):.0f} s "
+              f"on {t.get('device', '?')} [{t.get('precision', '?')}], data: {data.get('description', '?')} "
+              f"({data.get('train_pairs', 0):,} pairs)")
         for label in ("last", "best"):
             if t.get(label):
-                r = t[label]
+                r = {"step": "?", "val_loss": math.nan, "bleu": math.nan, "chrf": math.nan, "exact_match": math.nan,
+                     **t[label]}
                 print(f"  {label}: step {r['step']}, val loss {r['val_loss']:.3f}, BLEU {r['bleu']:.1f}, "
                       f"chrF {r['chrf']:.1f}, exact match {r['exact_match']:.1%}")
     return 0
@@ -339,8 +350,10 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def cmd_average(args: argparse.Namespace) -> int:
     from playground.averaging import average_packages
+    from playground.package import reserve_package
 
-    out = average_packages(args.packages, out_folder(args.out))
+    with reserve_package(out_folder(args.out), overwrite=args.overwrite) as folder:
+        out = average_packages(args.packages, folder)
     if args.json:
         print(json.dumps({"package": str(out), "averaged_from": args.packages}))
     else:
@@ -369,6 +382,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--src-lang", help="source language code (taken from the file's header when present)")
     t.add_argument("--tgt-lang", help="target language code")
     t.add_argument("--out", required=True, help="package folder; a bare name goes under models/")
+    t.add_argument("--overwrite", action="store_true", help="replace the package at --out if it exists")
     t.add_argument("--preset", choices=["tiny", "small", "base"],
                    help=f"starting hyperparameters of a new run (default {DEFAULT_PRESET}); with --resume, the "
                         "package's own settings are the start and a preset's settings count as changes")
@@ -416,6 +430,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "the model config and the tokenizer (checkpoints of one run do).")
     av.add_argument("--out", required=True, help="package folder to write; a bare name goes under models/")
     av.add_argument("packages", nargs="+", metavar="PKG", help="package folders to average")
+    av.add_argument("--overwrite", action="store_true", help="replace the package at --out if it exists")
     av.add_argument("--json", action="store_true", help="print the result as one JSON object")
     av.set_defaults(func=cmd_average)
     return parser

@@ -79,6 +79,8 @@ class TrainConfig:
             problems.append("eval-every must be ≥ 1, warmup ≥ 0 and label smoothing in [0, 1)")
         if self.accumulate < 1 or self.average_last < 0:
             problems.append("accumulate must be ≥ 1 and average-last ≥ 0")
+        if not 0 <= self.seed < 2**63:  # torch's generators take a signed 64-bit seed
+            problems.append(f"seed must be a whole number from 0 to {2**63 - 1}, not {self.seed}")
         if problems:
             raise TrainingError("Invalid training settings: " + "; ".join(problems) + ".")
 

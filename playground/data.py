@@ -26,11 +26,13 @@ import statistics
 import unicodedata
 import zlib
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import chain
 from pathlib import Path
 
+from playground import limits
 from playground.errors import DataError
 
 Pair = tuple[str, str]
@@ -54,6 +56,47 @@ _DELIMITER_NAMES = {"\t": "tab", ",": "comma", ";": "semicolon"}  # in order of 
 _LANG_CODE = re.compile(r"[a-z]{2,3}([-_][A-Za-z0-9]{2,4})?")  # "en", "deu", "pt-BR", "zh_Hans"
 _COLUMN_NAMES = {"src", "tgt", "source", "target", "input", "output"}
 _PLURAL_REASONS = {"duplicate": "duplicates"}
+
+
+class PackedPairs(Sequence):
+    """Sentence pairs packed as UTF-8 bytes with end offsets: a read-only sequence of (source, target) tuples that
+    holds ~1 byte per character and 16 per pair, where a list of tuples of str holds ~200 bytes per pair more.
+    What a web session keeps for as long as it lives; each pair is decoded when it is read."""
+
+    def __init__(self, pairs: Iterable[Pair] = (), *, _sides: tuple | None = None):
+        if _sides is None:
+            src, tgt, src_ends, tgt_ends = bytearray(), bytearray(), array("Q"), array("Q")
+            for source, target in pairs:
+                src += source.encode()
+                tgt += target.encode()
+                src_ends.append(len(src))
+                tgt_ends.append(len(tgt))
+            _sides = ((src, src_ends), (tgt, tgt_ends))
+        self._sides = _sides
+
+    @property
+    def nbytes(self) -> int:
+        return sum(len(data) + ends.itemsize * len(ends) for data, ends in self._sides)
+
+    def swapped(self) -> PackedPairs:
+        """The same pairs as (target, source), sharing the bytes."""
+        return PackedPairs(_sides=self._sides[::-1])
+
+    def __len__(self) -> int:
+        return len(self._sides[0][1])
+
+    def _text(self, side: int, i: int) -> str:
+        data, ends = self._sides[side]
+        return data[ends[i - 1] if i else 0:ends[i]].decode()
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError("pair index out of range")
+        return self._text(0, i), self._text(1, i)
 
 
 @dataclass
@@ -85,8 +128,8 @@ def load_parallel(
     tgt_lang: str | None = None,
     max_len: int = 256,
     dedupe: bool = True,
-    max_bytes: int = 200 * 1024 * 1024,
-    max_rows: int = 2_000_000,
+    max_bytes: int | None = None,
+    max_rows: int | None = None,
 ) -> ParallelData:
     """Read sentence pairs from one TSV/CSV/JSONL file, or from two aligned files (``path`` + ``tgt_path``).
 
@@ -94,6 +137,8 @@ def load_parallel(
     characters). ``max_bytes`` (uncompressed, per file) and ``max_rows`` guard memory. Any problem with the
     input raises ``DataError`` saying what is wrong, where, and how to fix it.
     """
+    max_bytes = max_bytes or limits.max_data_bytes()
+    max_rows = max_rows or limits.max_data_rows()
     if max_len < 1:
         raise DataError(f"max_len must be at least 1 token, not {max_len}.")
     path = Path(path)
@@ -245,8 +290,8 @@ class _PairFilter:
         self.total_rows += 1
         if self.total_rows > self.max_rows:
             raise DataError(
-                f"{self.name} has more than {_count(self.max_rows, 'row')}, the limit (max_rows={self.max_rows}). "
-                "Upload a smaller sample of the corpus or raise the limit."
+                f"{self.name} has more than {_count(self.max_rows, 'row')}, the limit. Upload a smaller sample of "
+                "the corpus (the operator can raise the limit with PLAYGROUND_MAX_DATA_ROWS)."
             )
 
     def _drop(self, reason: str, line: int) -> None:
@@ -297,8 +342,8 @@ def _read_text(path: Path, max_bytes: int) -> tuple[str, bool]:
     after = " after decompression" if compressed else ""
     if len(data) > max_bytes:
         raise DataError(
-            f"{name} is larger than the limit of {_format_bytes(max_bytes)}{after} (max_bytes={max_bytes}). "
-            "Upload a smaller sample of the corpus or raise the limit."
+            f"{name} is larger than the limit of {_format_bytes(max_bytes)}{after}. Upload a smaller sample of the "
+            "corpus (the operator can raise the limit with PLAYGROUND_MAX_DATA_MB)."
         )
     if data[:2] in _UTF16_BOMS:
         raise DataError(f"{name} is saved as UTF-16 text. Re-save it as UTF-8 (Save As → Encoding: UTF-8) and upload it again.")

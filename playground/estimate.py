@@ -16,6 +16,7 @@ from playground.batching import Batch, GlobalBatch
 from playground.config import TrainConfig
 from playground.device import autocast, describe, resolve_device, resolve_precision, sync
 from playground.errors import TrainingError
+from playground.memory import check_training_fits
 from playground.model import Transformer
 from playground.schedule import planned_steps
 from playground.train import Optimization
@@ -104,6 +105,7 @@ def estimate_training(
     precision = resolve_precision(cfg.precision, device)
     vocab = vocab_size or cfg.vocab_size
     length = max(2, min(seq_len or 24, cfg.max_len))
+    check_training_fits(cfg.model_config(vocab, vocab, True), cfg.batch_tokens, device, precision)  # before building
     rows = max(1, cfg.batch_tokens // (2 * length))
     try:
         params, per_step, probe_rows, eval_seconds = _measure(cfg, device, precision, vocab, length, rows, timed_steps)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from playground.errors import TrainingError
+from playground import limits
+from playground.errors import PackageError, TrainingError
 from playground.model import TransformerConfig
 
 BYTES = 4  # fp32 master weights, gradients, Adam moments and logits (the loss is computed in fp32)
@@ -28,21 +29,37 @@ def training_memory_bytes(cfg: TransformerConfig, batch_tokens: int, precision: 
 
 
 def free_memory_bytes(device: torch.device) -> int | None:
-    """Free memory on the device (MemAvailable for the CPU), or None where it cannot be read."""
+    """Free memory on the device (for the CPU: what this process's cgroup or rlimit leaves, at most the host's
+    MemAvailable), or None where it cannot be read."""
     if device.type == "cuda":
         return torch.cuda.mem_get_info(device)[0]
     if device.type == "cpu":
-        try:
-            with open("/proc/meminfo") as meminfo:
-                for line in meminfo:
-                    if line.startswith("MemAvailable:"):
-                        return int(line.split()[1]) * 1024
-        except OSError:
-            return None
+        return limits.available_memory_bytes()
     return None
 
 
+def check_parameter_limit(params: int, error: type[Exception] = TrainingError) -> None:
+    """Refuse a model beyond the operator's limit, before it is built."""
+    limit = limits.max_parameters()
+    if params > limit:
+        raise error(f"This model has {params:,} parameters; this server allows at most {limit:,} "
+                    "(the operator sets PLAYGROUND_MAX_PARAMETERS). Make it smaller: d_model, d_ff, layers or "
+                    "the vocabulary.")
+
+
+def check_model_loads(params: int) -> None:
+    """A package's model (fp32 weights, plus the file's bytes while they are copied in) must fit in memory."""
+    check_parameter_limit(params, PackageError)
+    free = limits.available_memory_bytes()
+    need = 2 * params * BYTES
+    if free is not None and need > HEADROOM * free:
+        raise PackageError(f"This model has {params:,} parameters and needs about {need / 1e9:.1f} GB to load, but "
+                           f"this server has {free / 1e9:.1f} GB free; it was not loaded.")
+
+
 def check_training_fits(cfg: TransformerConfig, batch_tokens: int, device: torch.device, precision: str) -> None:
+    """Refuse a run beyond the parameter limit or the memory free to this process, before anything is allocated."""
+    check_parameter_limit(cfg.num_parameters())
     free = free_memory_bytes(device)
     need = training_memory_bytes(cfg, batch_tokens, precision)
     if free is not None and need > HEADROOM * free:

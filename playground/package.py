@@ -6,6 +6,7 @@ Saving writes a sibling folder and swaps it in, so a crash mid-save never leaves
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -15,6 +16,7 @@ import tempfile
 import time
 import uuid
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +24,9 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_model, save_file, save_model
 
+from playground import limits, schema
 from playground.errors import PackageError
+from playground.memory import check_model_loads
 from playground.model import Transformer, TransformerConfig
 from playground.tokenizer import PairTokenizer
 
@@ -35,6 +39,19 @@ ALLOWED = {CONFIG, WEIGHTS, TOKENIZER, TGT_TOKENIZER, TRAINING, CARD, RESUME_TEN
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 MAX_ZIP_BYTES = 2 * 1024**3  # uncompressed total a package zip may expand to
 MAX_ZIP_RATIO = 200  # uncompressed / compressed size; far above real weights (~1.1), far below zip bombs
+SCHEMAS = {CONFIG: schema.CONFIG, TRAINING: schema.TRAINING, RESUME_STATE: schema.RESUME}
+STALE_AFTER_S = 24 * 3600  # a temporary folder this old belongs to no live operation, whatever its pid says
+EXPORT_TTL_S = 600  # a downloaded zip has been copied to Gradio's cache long before this
+STARTED = time.time()  # this process's leftovers are the ones made after it started
+
+SHIPPED_MODELS_DIR = Path(__file__).resolve().parent.parent / "models"  # models that come with the repo
+SHIPPED_MODELS = ("demo-en-de",)
+
+
+def is_shipped(folder: str | os.PathLike) -> bool:
+    """A package that ships with the repo: read-only in every mode (never deleted, overwritten or resumed into)."""
+    folder = Path(folder).resolve()
+    return folder.name in SHIPPED_MODELS and folder.parent == SHIPPED_MODELS_DIR
 
 
 @dataclass
@@ -67,14 +84,103 @@ def package_path(models_dir: str | os.PathLike, name: str) -> Path:
     return Path(models_dir) / check_name(name)
 
 
-def unique_name(models_dir: str | os.PathLike, base: str) -> str:
-    """`base`, or `base-2`, `base-3`, ... so a new package never overwrites another one."""
+# A name is reserved by an empty-ish folder `.NAME.lock` holding the owner's pid: os.mkdir is atomic, so of two
+# operations that want one name exactly one gets it; the sweep frees the reservations of processes that died.
+
+
+def lock_path(folder: Path) -> Path:
+    return folder.parent / f".{folder.name}.lock"
+
+
+def pid_alive(pid: int, made_at: float) -> bool:
+    """Is the process that made a leftover at `made_at` still running? Our own pid counts only for what this process
+    made (a restarted container often gets the same pid as the one that crashed)."""
+    if pid == os.getpid():
+        return made_at >= STARTED - 1
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True
+    return True
+
+
+def lock_owner_alive(lock: Path) -> bool:
+    try:
+        return pid_alive(int((lock / "pid").read_text()), lock.stat().st_mtime)
+    except (OSError, ValueError):  # being written this instant, or garbage: judge by its age
+        try:
+            return time.time() - lock.stat().st_mtime < 60
+        except OSError:
+            return False
+
+
+def reserved(folder: Path) -> bool:
+    """Another live operation is writing this package."""
+    lock = lock_path(folder)
+    return lock.is_dir() and lock_owner_alive(lock)
+
+
+def try_lock(folder: Path) -> bool:
+    """Take the reservation of folder's name; False when a live operation holds it (a dead one's is taken over)."""
+    lock = lock_path(folder)
+    for _ in range(2):
+        try:
+            os.mkdir(lock)
+        except FileExistsError:
+            if lock_owner_alive(lock):
+                return False
+            shutil.rmtree(lock, ignore_errors=True)
+            continue
+        (lock / "pid").write_text(str(os.getpid()))
+        return True
+    return False
+
+
+@contextlib.contextmanager
+def reserve_name(models_dir: str | os.PathLike, base: str, *, exact: bool = False) -> Iterator[Path]:
+    """Hold a package name for the whole of an operation that writes it (train, import, average, resume), so nothing
+    else writes that name meanwhile. exact=False: `base` or the first free `base-N` that is no package yet;
+    exact=True: `base` itself (it may be a package: resuming, overwriting), PackageError if another operation holds
+    it. Yields the package folder."""
+    models_dir = Path(models_dir)
+    models_dir.mkdir(parents=True, exist_ok=True)
     check_name(base)
     name, n = base, 1
-    while (Path(models_dir) / name).exists():
+    while True:
+        folder = models_dir / name
+        if exact:
+            if not try_lock(folder):
+                raise PackageError(f"{name} is being written by another run or upload right now; try again when it "
+                                   "has finished, or choose another name.")
+            break
+        if not folder.exists() and try_lock(folder):
+            if not folder.exists():  # an operation that held the name just before us may have finished it
+                break
+            shutil.rmtree(lock_path(folder), ignore_errors=True)
         n += 1
         name = f"{base}-{n}"
-    return name
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(lock_path(folder), ignore_errors=True)
+
+
+@contextlib.contextmanager
+def reserve_package(folder: str | os.PathLike, *, overwrite: bool = False,
+                    resume: str | os.PathLike | None = None) -> Iterator[Path]:
+    """Reserve the exact package `folder` for a command that writes it: an existing package is refused unless
+    `overwrite` (or it is the package being resumed), and a shipped one always."""
+    folder = Path(folder)
+    check_name(folder.name)
+    if is_shipped(folder):
+        raise PackageError(f"{folder.name} ships with the playground and is never overwritten; choose another --out.")
+    resuming = resume is not None and Path(resume).resolve() == folder.resolve()
+    if folder.exists() and not (overwrite or resuming):
+        raise PackageError(f"{folder} exists already; choose another --out, or pass --overwrite to replace it.")
+    with reserve_name(folder.parent, folder.name, exact=True) as reserved_folder:
+        yield reserved_folder
 
 
 def is_package(folder: str | os.PathLike) -> bool:
@@ -90,7 +196,66 @@ def list_packages(models_dir: str | os.PathLike) -> list[Path]:
     for old in models_dir.glob(".*.old"):
         recover_interrupted_save(old)
     found = [p for p in models_dir.iterdir() if p.is_dir() and is_package(p)]
-    return sorted(found, key=lambda p: (p / WEIGHTS).stat().st_mtime, reverse=True)
+
+    def newest(p: Path) -> float:
+        try:
+            return (p / WEIGHTS).stat().st_mtime
+        except OSError:  # deleted while listing
+            return 0.0
+
+    return sorted(found, key=newest, reverse=True)
+
+
+def snapshots_folder(folder: Path) -> Path:
+    """Where a run with --average-last keeps its validation snapshots (playground.averaging.SnapshotStore)."""
+    return folder.with_name(folder.name + "-snapshots")
+
+
+def folder_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def sweep_leftovers(models_dir: str | os.PathLike, tmp_dir: str | os.PathLike | None = None) -> list[Path]:
+    """Remove what belongs to no live operation: `.import-*` and `.NAME.tmp-*` folders of crashed imports and saves,
+    reservations of dead processes, `<name>-snapshots` whose package is gone, and `package-*` export folders in
+    tmp_dir (the system's temporary folder by default). Returns what was removed. Safe to run at any time."""
+    models_dir, now, removed = Path(models_dir), time.time(), []
+
+    def made_by_dead(path: Path, pid_part: str, ttl: float = STALE_AFTER_S) -> bool:
+        try:
+            made_at = path.stat().st_mtime
+        except OSError:
+            return False
+        if now - made_at > ttl:
+            return True
+        return pid_part.isdigit() and not pid_alive(int(pid_part), made_at)
+
+    candidates: list[Path] = []
+    if models_dir.is_dir():
+        for path in models_dir.iterdir():
+            name = path.name
+            if name.startswith(".") and name.endswith(".lock"):
+                candidates += [] if lock_owner_alive(path) else [path]
+            elif name.startswith(".import-"):  # .import-PID-random
+                candidates += [path] if made_by_dead(path, name.split("-")[1]) else []
+            elif name.startswith(".") and ".tmp-" in name:  # .NAME.tmp-PID-random
+                candidates += [path] if made_by_dead(path, name.rsplit(".tmp-", 1)[1].split("-")[0]) else []
+            elif name.endswith("-snapshots") and path.is_dir():
+                owner = path.with_name(name.removesuffix("-snapshots"))
+                candidates += [] if is_package(owner) or reserved(owner) else [path]
+    tmp_dir = Path(tmp_dir or tempfile.gettempdir())
+    for path in tmp_dir.glob("package-*"):  # package-PID-random, from the Models tab's downloads
+        if path.is_dir() and made_by_dead(path, path.name.split("-")[1], EXPORT_TTL_S):
+            candidates.append(path)
+    for path in candidates:
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def temp_prefix(kind: str) -> str:
+    """Prefix of a temporary folder that the sweep can attribute to this process."""
+    return f"{kind}-{os.getpid()}-"
 
 
 def recover_interrupted_save(old: Path) -> None:
@@ -134,7 +299,7 @@ def save_package(
     folder = Path(folder)
     check_name(folder.name)
     folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = folder.parent / f".{folder.name}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp = folder.parent / f".{folder.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
     try:
         config = {
@@ -214,14 +379,35 @@ def model_card(config: dict, training: dict | None) -> str:
 # Loading
 
 
-def read_json(path: Path) -> dict:
+def read_limited(path: Path) -> bytes:
+    """A package file's bytes, refused past its kind's limit without reading more than that (a card is kilobytes,
+    training.json megabytes: see playground.limits)."""
+    limit = limits.max_file_bytes(path.name)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise PackageError(f"{path.name} in {path.parent.name} is not valid JSON ({err}).") from err
-    if not isinstance(data, dict):
-        raise PackageError(f"{path.name} in {path.parent.name} must hold a JSON object.")
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)
+    except OSError as err:
+        raise PackageError(f"{path.name} in {path.parent.name} cannot be read ({err.strerror}).") from err
+    if len(data) > limit:
+        raise PackageError(f"{path.name} in {path.parent.name} is larger than the {limit:,} bytes allowed for it "
+                           f"(the operator sets {limits.env_name(path.name)}).")
     return data
+
+
+def read_json(path: Path, check: bool = True) -> dict:
+    """A package's JSON file, size-limited, parsed and (check=True) checked against its schema (playground.schema)."""
+    data = read_limited(path)
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise PackageError(f"{path.name} in {path.parent.name} is not valid JSON ({err}).") from err
+    except RecursionError:
+        raise PackageError(f"{path.name} in {path.parent.name} nests too deeply to be a package file.") from None
+    if not isinstance(value, dict):
+        raise PackageError(f"{path.name} in {path.parent.name} must hold a JSON object.")
+    if check and path.name in SCHEMAS:
+        schema.validate(value, SCHEMAS[path.name], f"{path.name} in {path.parent.name}")
+    return value
 
 
 def read_config(folder: str | os.PathLike) -> dict:
@@ -231,31 +417,69 @@ def read_config(folder: str | os.PathLike) -> dict:
     missing = [f for f in REQUIRED if not (folder / f).is_file()]
     if missing:
         raise PackageError(f"{folder.name} is not a complete model package: missing {', '.join(missing)}.")
-    config = read_json(folder / CONFIG)
+    config = read_json(folder / CONFIG, check=False)
     version = config.get("format_version")
     if version != FORMAT_VERSION:
         raise PackageError(
             f"{folder.name} has package format version {version!r}; this playground reads version {FORMAT_VERSION}."
         )
-    if not isinstance(config.get("model"), dict):
-        raise PackageError(f"config.json in {folder.name} has no 'model' section.")
+    schema.validate(config, schema.CONFIG, f"config.json in {folder.name}")
     return config
 
 
+def read_training(folder: Path) -> dict | None:
+    return read_json(folder / TRAINING) if (folder / TRAINING).is_file() else None
+
+
+def safetensors_shapes(path: Path) -> dict[str, tuple[int, ...]]:
+    """{tensor name: shape} from a safetensors header alone: its 8-byte length is checked before the header is read,
+    and no tensor data is touched."""
+    size = path.stat().st_size
+    limit = limits.max_file_bytes(path.name)
+    if size > limit:
+        raise PackageError(f"{path.name} in {path.parent.name} has {size:,} bytes; at most {limit:,} are allowed "
+                           "(the operator sets PLAYGROUND_MAX_PARAMETERS).")
+    with open(path, "rb") as f:
+        head = f.read(8)
+        length = int.from_bytes(head, "little") if len(head) == 8 else -1
+        if not 0 < length <= min(limits.HEADER_BYTES, size - 8):
+            raise PackageError(f"{path.name} in {path.parent.name} is corrupt or truncated (its header claims "
+                               f"{length:,} bytes).")
+        try:
+            header = json.loads(f.read(length))
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
+            raise PackageError(f"{path.name} in {path.parent.name} has a corrupt header ({err}).") from None
+    if not isinstance(header, dict):
+        raise PackageError(f"{path.name} in {path.parent.name} has a corrupt header.")
+    shapes = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        shape = entry.get("shape") if isinstance(entry, dict) else None
+        if not isinstance(shape, list) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0
+                                                  for n in shape):
+            raise PackageError(f"{path.name} in {path.parent.name} has a corrupt header entry for {name!r}.")
+        shapes[name] = tuple(shape)
+    return shapes
+
+
 def check_weights(path: Path, model: Transformer) -> None:
-    """Compare the safetensors header with the model built from config.json, before loading anything."""
+    """Compare the safetensors header with the model built from config.json (on the meta device: shapes only),
+    before loading anything."""
     state = model.state_dict()
     expected = {k: tuple(v.shape) for k, v in state.items()}
-    try:
-        with safe_open(str(path), framework="pt") as f:
-            stored = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
+    stored = safetensors_shapes(path)
+    try:  # the header must also be one safetensors accepts (offsets inside the file, known dtypes)
+        with safe_open(str(path), framework="pt"):
+            pass
     except (SafetensorError, OSError, ValueError) as err:
         raise PackageError(f"model.safetensors in {path.parent.name} is corrupt or truncated ({err}).") from err
     unexpected = sorted(set(stored) - set(expected))
     wrong = [f"{k}: file {stored[k]} vs config {expected[k]}" for k in stored if k in expected and stored[k] != expected[k]]
-    aliases = {}  # tied weights are stored under one of their names only
-    for name, tensor in state.items():
-        aliases.setdefault(tensor.data_ptr(), []).append(name)
+    parameters = dict(model.named_parameters(remove_duplicate=False))
+    aliases = {}  # tied weights are one parameter under several names, stored under one of them only
+    for name in state:
+        aliases.setdefault(id(parameters.get(name, name)), []).append(name)
     missing = [names[0] for names in aliases.values() if not any(n in stored for n in names)]
     if unexpected or wrong or missing:
 
@@ -267,25 +491,53 @@ def check_weights(path: Path, model: Transformer) -> None:
         raise PackageError(f"The weights in {path.parent.name} do not fit its config.json: {details}.")
 
 
-def load_package(folder: str | os.PathLike, device: str | torch.device = "cpu") -> Package:
-    """Load and check a package; every problem raises PackageError with a message that says what is wrong."""
+@dataclass
+class CheckedPackage:
+    """Everything load_package checks, found without building the model: what `info` reports."""
+
+    config: dict
+    model_config: TransformerConfig
+    tokenizer: PairTokenizer
+    training: dict | None
+
+
+def check_package(folder: str | os.PathLike) -> CheckedPackage:
+    """Check a package as load_package does (every file's size and schema, the model's size against the limits and
+    the free memory, the tokenizer, the weights' header against the config) without allocating the model."""
     folder = Path(folder)
     config = read_config(folder)
     cfg = TransformerConfig.from_dict(config["model"])
+    check_model_loads(cfg.num_parameters())
+    for name in ALLOWED:  # weights are checked from their header below
+        path = folder / name
+        if name != WEIGHTS and path.is_file() and path.stat().st_size > limits.max_file_bytes(name):
+            raise PackageError(f"{name} in {folder.name} is larger than the {limits.max_file_bytes(name):,} bytes "
+                               f"allowed for it (the operator sets {limits.env_name(name)}).")
     tokenizer = PairTokenizer.load(folder)
     if (tokenizer.src_vocab_size, tokenizer.tgt_vocab_size) != (cfg.src_vocab_size, cfg.tgt_vocab_size):
         raise PackageError(
             f"The tokenizer of {folder.name} has {tokenizer.src_vocab_size}/{tokenizer.tgt_vocab_size} tokens but "
             f"config.json says {cfg.src_vocab_size}/{cfg.tgt_vocab_size}."
         )
-    model = Transformer(cfg)
-    check_weights(folder / WEIGHTS, model)
+    with torch.device("meta"):
+        check_weights(folder / WEIGHTS, Transformer(cfg))
+    training = read_training(folder)
+    if (folder / RESUME_STATE).is_file():
+        read_json(folder / RESUME_STATE)
+    return CheckedPackage(config, cfg, tokenizer, training)
+
+
+def load_package(folder: str | os.PathLike, device: str | torch.device = "cpu") -> Package:
+    """Load and check a package; every problem raises PackageError with a message that says what is wrong. Nothing
+    is allocated before the sizes in the JSON files and the weights' header have passed the limits."""
+    folder = Path(folder)
+    checked = check_package(folder)
+    model = Transformer(checked.model_config)
     try:
         load_model(model, str(folder / WEIGHTS), strict=True)
     except (SafetensorError, RuntimeError, OSError) as err:
         raise PackageError(f"Could not load the weights of {folder.name}: {err}") from err
-    training = read_json(folder / TRAINING) if (folder / TRAINING).is_file() else None
-    return Package(folder, model.to(device).eval(), tokenizer, config, training)
+    return Package(folder, model.to(device).eval(), checked.tokenizer, checked.config, checked.training)
 
 
 def load_resume_state(folder: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict]:
@@ -294,6 +546,7 @@ def load_resume_state(folder: str | os.PathLike) -> tuple[dict[str, torch.Tensor
         raise PackageError(f"{folder.name} holds no training state to resume from (it was not saved by a training run).")
     from safetensors.torch import load_file
 
+    safetensors_shapes(folder / RESUME_TENSORS)  # its size and header, before a byte of it is loaded
     try:
         tensors = load_file(str(folder / RESUME_TENSORS))
     except (SafetensorError, OSError) as err:
@@ -302,20 +555,25 @@ def load_resume_state(folder: str | os.PathLike) -> tuple[dict[str, torch.Tensor
 
 
 def package_info(folder: str | os.PathLike) -> dict:
-    """config.json + training.json + file sizes, without loading the weights (for listings and `info`)."""
+    """config.json + training.json (both schema-checked) + file sizes, without loading the weights (for listings).
+    size_bytes counts the run's snapshots too (<name>-snapshots): they take disk space for this package."""
     folder = Path(folder)
     config = read_config(folder)
-    training = read_json(folder / TRAINING) if (folder / TRAINING).is_file() else None
+    training = read_training(folder)
     sizes = {p.name: p.stat().st_size for p in folder.iterdir() if p.is_file()}
+    snapshots = snapshots_folder(folder)
+    snapshot_bytes = folder_bytes(snapshots) if snapshots.is_dir() else 0
     return {"name": folder.name, "path": str(folder), "config": config, "training": training, "files": sizes,
-            "size_bytes": sum(sizes.values())}
+            "snapshot_bytes": snapshot_bytes, "size_bytes": sum(sizes.values()) + snapshot_bytes}
 
 
 def delete_package(models_dir: str | os.PathLike, name: str) -> None:
+    """Delete a package and the snapshots its run kept."""
     folder = package_path(models_dir, name)
     if not is_package(folder):
         raise PackageError(f"There is no model package named {name!r} to delete.")
     shutil.rmtree(folder)
+    shutil.rmtree(snapshots_folder(folder), ignore_errors=True)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -356,6 +614,10 @@ def zip_members(zf: zipfile.ZipFile, zip_size: int) -> dict[str, zipfile.ZipInfo
                                f"Allowed files: {', '.join(sorted(ALLOWED))}.")
         if base in members:
             raise PackageError(f"The zip holds {base} twice.")
+        limit = limits.max_file_bytes(base)
+        if info.file_size > limit:
+            raise PackageError(f"{base} in the zip expands to {info.file_size:,} bytes; at most {limit:,} are allowed "
+                               f"for it (the operator sets {limits.env_name(base)}). It was refused.")
         total += info.file_size
         members[base] = info
     if total > MAX_ZIP_BYTES:
@@ -369,10 +631,11 @@ def zip_members(zf: zipfile.ZipFile, zip_size: int) -> dict[str, zipfile.ZipInfo
 
 
 def import_zip(zip_path: str | os.PathLike, models_dir: str | os.PathLike, name: str | None = None) -> Path:
-    """Validate a package zip, extract it beside models/, load it once as a check, then move it in."""
+    """Validate a package zip, extract it beside models/, load it once as a check, then move it in: models/ gets
+    the whole package or nothing."""
     zip_path, models_dir = Path(zip_path), Path(models_dir)
     models_dir.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".import-", dir=models_dir))
+    tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(".import"), dir=models_dir))
     try:
         try:
             folder_name = extract_zip(zip_path, tmp)
@@ -380,12 +643,12 @@ def import_zip(zip_path: str | os.PathLike, models_dir: str | os.PathLike, name:
             raise
         except Exception as err:  # zipfile is not hardened: hostile archives raise many kinds of errors
             raise PackageError(f"{zip_path.name} is not a readable zip file ({type(err).__name__}: {err}).") from err
-        load_package(tmp)  # refuse anything that does not load
-        target = models_dir / unique_name(models_dir, check_name(name) if name else safe_stem(folder_name))
-        config = read_json(tmp / CONFIG)
-        config["name"] = target.name
-        write_json(tmp / CONFIG, config)
-        os.replace(tmp, target)
+        load_package(tmp)  # refuse anything that does not load (every file's size and schema included)
+        with reserve_name(models_dir, check_name(name) if name else safe_stem(folder_name)) as target:
+            config = read_json(tmp / CONFIG)
+            config["name"] = target.name
+            write_json(tmp / CONFIG, config)
+            os.replace(tmp, target)
         return target
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -211,7 +211,7 @@ def test_unclosed_csv_quote_names_line(tmp_path):
 
 def test_size_and_row_limits(tmp_path):
     path = write(tmp_path, "data.tsv", tsv(PAIRS))
-    assert "max_bytes=10" in error_message(path, max_bytes=10)
+    assert "PLAYGROUND_MAX_DATA_MB" in error_message(path, max_bytes=10)  # names a setting that exists
     assert "larger than the limit" in error_message(write(tmp_path, "d.gz", tsv(PAIRS), compress=True), max_bytes=10)
     assert "more than 2 rows" in error_message(path, max_rows=2)
 

@@ -9,7 +9,7 @@ from safetensors.torch import save_file
 
 from playground.errors import PackageError
 from playground.package import (check_name, delete_package, export_zip, import_zip, list_packages, load_package,
-                                package_info, save_package, unique_name)
+                                package_info, reserve_name, save_package)
 
 SRC = torch.tensor([[5, 6, 7, 3, 0]])
 TGT = torch.tensor([[2, 8, 9, 10]])
@@ -159,8 +159,8 @@ def test_names_cannot_escape_models(name):
 
 
 def test_unique_names_and_delete(saved):
-    assert unique_name(saved.parent, "tiny") == "tiny-2"
-    assert unique_name(saved.parent, "other") == "other"
+    with reserve_name(saved.parent, "tiny") as taken, reserve_name(saved.parent, "other") as free:
+        assert (taken.name, free.name) == ("tiny-2", "other")
     delete_package(saved.parent, "tiny")
     assert list_packages(saved.parent) == []
     with pytest.raises(PackageError):

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
+import time
 from pathlib import Path
 
 import gradio as gr
 
 from playground.ui import attention_tab, data_tab, inside_tab, models_tab, train_tab, translate_tab
-from playground.ui.state import Session, friendly, model_dropdown, model_names
+from playground.limits import env_int, max_data_bytes
+from playground.ui.state import Session, friendly, model_dropdown, model_names, release_session
 
 CONCURRENCY = 2  # events of one kind running at once (2 CPU cores on a free Space); training: 1 at a time
 QUEUE_SIZE = 20  # waiting requests beyond this are turned away with Gradio's "queue is full" message
+log = logging.getLogger("playground.ui")
+CACHE_CLEANUP = (600, 3600)  # every 10 min, delete uploads and downloads in Gradio's cache older than an hour
 CSS = """
 #train-status { font-variant-numeric: tabular-nums; }
 #train-status progress { width: 10em; height: 0.8em; vertical-align: middle; }
@@ -29,7 +35,8 @@ def build_app(models_dir: str | os.PathLike = "models") -> gr.Blocks:
 
     models_dir = Path(models_dir)
     models_dir.mkdir(parents=True, exist_ok=True)
-    with gr.Blocks(title="Transformer Playground") as demo:
+    start_sweeper(models_dir)
+    with gr.Blocks(title="Transformer Playground", delete_cache=CACHE_CLEANUP) as demo:
         session = gr.State(Session())
         gr.Markdown(INTRO + f"  \n<small>Running on {describe(resolve_device('auto'))}.</small>")
         with gr.Tabs():
@@ -72,16 +79,48 @@ def build_app(models_dir: str | os.PathLike = "models") -> gr.Blocks:
         for view in inside.redraw:
             inside_page.select(**view)
         demo.load(**refresh)
+
+        def release(request: gr.Request) -> None:
+            """A closed tab's session data goes now (Gradio would keep it as long as the server runs)."""
+            release_session(demo, session, request)
+
+        demo.unload(release)
     demo.queue(default_concurrency_limit=CONCURRENCY, max_size=QUEUE_SIZE)
     return demo
 
 
-MAX_UPLOAD = "200mb"  # the data reader's own limit (playground.data.load_parallel max_bytes) is the same
+_SWEEPERS: set[Path] = set()  # models folders with a sweeper thread in this process
+
+
+def start_sweeper(models_dir: Path) -> None:
+    """Remove leftovers (crashed imports and saves, dead reservations, orphaned snapshots, old download folders) now
+    and every PLAYGROUND_SWEEP_S seconds (default 600), in a daemon thread: one per models folder and process."""
+    from playground.package import sweep_leftovers
+
+    key = models_dir.resolve()
+    if key in _SWEEPERS:
+        return
+    _SWEEPERS.add(key)
+    every = env_int("PLAYGROUND_SWEEP_S", 600)
+
+    def sweep_forever() -> None:
+        while True:
+            time.sleep(every)
+            try:
+                for path in sweep_leftovers(models_dir):
+                    log.info("removed leftover %s", path)
+            except OSError:
+                log.exception("sweeping leftovers failed")
+
+    sweep_leftovers(models_dir)  # before the first page: nothing of a crashed run is listed
+    threading.Thread(target=sweep_forever, name="playground-sweeper", daemon=True).start()
 
 
 def launch_options() -> dict:
-    """Theme, CSS (Gradio 6 takes them in launch(), not in Blocks()) and the upload limit Gradio enforces."""
-    return {"theme": gr.themes.Soft(), "css": CSS, "max_file_size": MAX_UPLOAD}
+    """Theme, CSS (Gradio 6 takes them in launch(), not in Blocks()), the upload limit Gradio enforces (the data
+    reader's own, playground.limits.max_data_bytes) and how many sessions Gradio keeps (PLAYGROUND_MAX_SESSIONS)."""
+    return {"theme": gr.themes.Soft(), "css": CSS, "max_file_size": max_data_bytes(),
+            "state_session_capacity": env_int("PLAYGROUND_MAX_SESSIONS", 1000)}
 
 
 def launch(demo: gr.Blocks, **kwargs):

@@ -132,6 +132,16 @@ def show(session: Session):
 
 
 def _adopt(session: Session, data, description: str, val_fraction: float | None) -> None:
+    from playground.data import PackedPairs
+    from playground.limits import max_session_data_bytes
+
+    # every visitor's session keeps its own pairs for as long as it lives: packed, and never past the cap
+    data.pairs = PackedPairs(data.pairs)
+    held, limit = data.pairs.nbytes, max_session_data_bytes()
+    if held > limit:
+        raise DataError(f"These {len(data.pairs):,} pairs take {held / 1e6:,.1f} MB in memory; a session may hold at "
+                        f"most {limit / 1e6:,.1f} MB (the operator sets PLAYGROUND_MAX_SESSION_DATA_MB). Upload a "
+                        "smaller sample.")
     session.data, session.description = data, description
     session.src_lang, session.tgt_lang = data.src_lang or "src", data.tgt_lang or "tgt"
     if val_fraction is not None:
@@ -162,7 +172,7 @@ def swap_direction(session: Session):
     if session.data is None:
         raise DataError("Load data first, then swap its direction.")
     data = session.data
-    data.pairs = [(t, s) for s, t in data.pairs]
+    data.pairs = data.pairs.swapped()
     data.src_lang, data.tgt_lang = data.tgt_lang, data.src_lang
     session.src_lang, session.tgt_lang = session.tgt_lang, session.src_lang
     return show(session)

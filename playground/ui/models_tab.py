@@ -25,28 +25,28 @@ class ModelsTab:
 
 
 def models_frame(models_dir: Path) -> pd.DataFrame:
-    """One row per package, from its JSON files (no weights loaded); a broken package says so."""
+    """One row per package, from its JSON files (no weights loaded); a broken package says so in its own row."""
     from playground.package import list_packages
 
     rows = []
     for folder in list_packages(models_dir):
-        try:
+        try:  # the JSON files are schema-checked (playground.schema), so the fields below have their types
             info = package_info(folder)
-        except PackageError as err:
-            rows.append([folder.name, "⚠️ broken", str(err)[:80], None, None, None, None, None, None, None])
+            config, training = info["config"], info["training"] or {}
+            last = training.get("last") or {}
+            m, tok = config["model"], config["tokenizer"]
+            architecture = (f"{m.get('n_encoder_layers', '?')}+{m.get('n_decoder_layers', '?')} layers, "
+                            f"d_model {m.get('d_model', '?')}, {m.get('n_heads', '?')} heads, "
+                            f"{tok['kind']} {m['src_vocab_size']}")
+            saved = config.get("saved_at") or time.strftime("%Y-%m-%d %H:%M", time.localtime(folder.stat().st_mtime))
+        except (PackageError, OSError) as err:  # broken, or deleted while listing
+            rows.append([folder.name, "⚠️ broken", str(err)[:160], None, None, None, None, None, None, None])
             continue
-        config, training = info["config"], info["training"] or {}
-        last = training.get("last") or {}
-        m, tok = config.get("model") or {}, config.get("tokenizer") or {}
-        architecture = (f"{m.get('n_encoder_layers', '?')}+{m.get('n_decoder_layers', '?')} layers, "
-                        f"d_model {m.get('d_model', '?')}, {m.get('n_heads', '?')} heads, "
-                        f"{tok.get('kind', '?')} {m.get('src_vocab_size', '?')}")
         rows.append([
-            folder.name, f"{config.get('src_lang', '?')} → {config.get('tgt_lang', '?')}", architecture,
+            folder.name, f"{config['src_lang']} → {config['tgt_lang']}", architecture,
             config.get("num_parameters"), training.get("steps"),
             round(last["bleu"], 2) if "bleu" in last else None, round(last["chrf"], 2) if "chrf" in last else None,
-            round(last["val_loss"], 3) if "val_loss" in last else None, round(info["size_bytes"] / 1e6, 2),
-            config.get("saved_at") or time.strftime("%Y-%m-%d %H:%M", time.localtime(folder.stat().st_mtime)),
+            round(last["val_loss"], 3) if "val_loss" in last else None, round(info["size_bytes"] / 1e6, 2), saved,
         ])
     return pd.DataFrame(rows, columns=COLUMNS)
 
@@ -58,13 +58,15 @@ def file_size(n_bytes: int) -> str:
 
 def card(models_dir: Path, name: str | None) -> tuple[str, dict]:
     """The model card (README.md) and config.json of a package."""
-    from playground.package import CARD
+    from playground.package import CARD, read_limited
 
     if not name:
         return "*No model selected.*", {}
     folder = package_folder(models_dir, name)
     info = package_info(folder)
-    text = (folder / CARD).read_text(encoding="utf-8") if (folder / CARD).is_file() else f"# {name}\n\n(no model card)"
+    # never more than a card's limit is read (a README.md of a gigabyte of zeros is refused, not loaded)
+    text = (read_limited(folder / CARD).decode("utf-8", errors="replace") if (folder / CARD).is_file()
+            else f"# {name}\n\n(no model card)")
     files = ", ".join(f"`{f}` ({file_size(size)})" for f, size in sorted(info["files"].items()))
     return f"{text}\n\n**Files:** {files}", info["config"]
 
@@ -88,9 +90,10 @@ def build(session: gr.State, models_dir: Path) -> ModelsTab:
     @friendly
     def export_model(name: str):
         """Zip a package (weights, tokenizer, config, card) for download."""
-        from playground.package import export_zip
+        from playground.package import export_zip, temp_prefix
 
-        return str(export_zip(package_folder(models_dir, name), tempfile.mkdtemp(prefix="package-")))
+        # the sweep removes the folder once Gradio has copied the zip to its cache (playground.package.sweep_leftovers)
+        return str(export_zip(package_folder(models_dir, name), tempfile.mkdtemp(prefix=temp_prefix("package"))))
 
     @friendly
     def import_model(file):

@@ -67,8 +67,12 @@ class Session:
 
     @property
     def pairs(self) -> list[tuple[str, str]]:
-        """The loaded pairs themselves (no copy: read them; swapping the direction replaces the list)."""
+        """The loaded pairs themselves, packed (playground.data.PackedPairs; swapping the direction replaces them)."""
         return self.data.pairs if self.data is not None else []
+
+    def release(self) -> None:
+        """Drop what this session holds (its tab closed); a run it started keeps its own copy of the data."""
+        self.data, self._stats, self.translations, self.attention = None, None, [], None
 
     def stats(self):
         """playground.data.pair_stats of the loaded pairs (cached until the data or its direction changes)."""
@@ -78,6 +82,16 @@ class Session:
         if self._stats is None or self._stats[0] is not pairs:
             self._stats = (pairs, pair_stats(pairs))
         return self._stats[1]
+
+
+def release_session(demo: gr.Blocks, state: gr.State, request: gr.Request) -> None:
+    """demo.unload hook: free the closed tab's Session at once. Gradio keeps an input-only gr.State (ours: handlers
+    change the Session in place) for as long as the server runs, so without this every visitor's data stays."""
+    holder = getattr(demo, "state_holder", None)
+    stored = holder.session_data.get(request.session_hash) if holder and request.session_hash else None
+    session = stored.state_data.pop(state._id, None) if stored else None
+    if isinstance(session, Session):
+        session.release()
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -167,23 +181,32 @@ def package_folder(models_dir: str | Path, name: str | None) -> Path:
     return folder
 
 
-_INFO: dict[str, tuple[tuple, dict]] = {}  # folder -> (its files' names, sizes and mtimes; package_info)
+_INFO: OrderedDict[str, tuple[tuple, dict]] = OrderedDict()  # folder -> (its files' stamps; package_info)
+INFO_CACHE_SIZE = 64  # packages whose JSON files are kept (training.json may be megabytes)
 
 
 def package_info(folder: str | Path) -> dict:
     """playground.package.package_info (config.json, training.json with the whole history, file sizes), read
     again only when a file of the package changes: the pickers and tables refresh on every tab switch, and the
-    Attention tab's probe slider reads the history at every move. Shared between calls: never modify it."""
+    Attention tab's probe slider reads the history at every move. Shared between calls: never modify it. The cache
+    keeps the most recently used packages that still exist: a deleted package's files leave memory with it."""
     from playground.package import package_info as read_info
 
     folder = Path(folder)
     try:
         stamp = tuple(sorted((p.name, s.st_size, s.st_mtime_ns) for p in folder.iterdir() for s in [p.stat()]))
     except OSError:
+        _INFO.pop(str(folder), None)
         return read_info(folder)  # no such folder (any more): package_info says so
     cached = _INFO.get(str(folder))
     if cached is None or cached[0] != stamp:
+        for gone in [key for key in _INFO if not Path(key).is_dir()]:
+            del _INFO[gone]
+        _INFO.pop(str(folder), None)  # a broken new version must not leave the old one cached
         cached = _INFO[str(folder)] = (stamp, read_info(folder))
+        while len(_INFO) > INFO_CACHE_SIZE:
+            _INFO.popitem(last=False)
+    _INFO.move_to_end(str(folder))
     return cached[1]
 
 

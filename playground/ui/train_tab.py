@@ -66,17 +66,32 @@ def build_config(values: dict):
     if missing:
         verb = "is" if len(missing) == 1 else "are"
         raise TrainingError(f"Fill in every setting: {', '.join(missing)} {verb} empty.")
-    v["betas"] = (float(v.pop("beta1")), float(v.pop("beta2")))
+    v["betas"] = (as_number("beta1", v.pop("beta1"), float), as_number("beta2", v.pop("beta2"), float))
     for name, kind in setting_types().items():
-        if name in v and kind is int:
-            v[name] = int(round(float(v[name])))
-        elif name in v and kind is float:
-            v[name] = float(v[name])
+        if name not in v or kind is tuple:
+            continue
+        if kind in (int, float):
+            v[name] = as_number(name, v[name], kind)
+        elif kind is bool and not isinstance(v[name], bool):
+            raise TrainingError(f"{name} must be true or false, not {v[name]!r}.")
+        elif kind is str and not isinstance(v[name], str):
+            raise TrainingError(f"{name} must be text, not {v[name]!r}.")
     for k in optional_settings() & set(v):
         v[k] = v[k] if v[k] and v[k] > 0 else None
     cfg = TrainConfig(**v)
     cfg.model_config(cfg.vocab_size, cfg.vocab_size, True)  # d_model / heads and friends, checked now
     return cfg
+
+
+def as_number(name: str, value, kind: type) -> int | float:
+    """A form (or API) value as a finite int or float; TrainingError naming the field otherwise."""
+    try:
+        number = float(value)
+        if not math.isfinite(number) or isinstance(value, bool):
+            raise ValueError
+    except (TypeError, ValueError, OverflowError):
+        raise TrainingError(f"{name} must be a number, not {value!r}.") from None
+    return int(round(number)) if kind is int else number
 
 
 ESTIMATING = "  \n⏱ Estimating the duration on this machine…"
@@ -294,17 +309,16 @@ def run_trainer(session: Session, make_trainer, name: str, folder: Path, cfg):
 
 
 def _train(session: Session, model_name: str, models_dir: Path, values: dict):
-    from playground.package import check_name, unique_name
+    from playground.package import check_name, reserve_name
     from playground.train import Trainer
 
     cfg = build_config(values)
     name = check_name((model_name or "").strip())
-    unique = unique_name(models_dir, name)
-    if unique != name:
-        gr.Warning(f"A model named {name!r} already exists, so this run is saved as {unique!r}.")
-    folder = Path(models_dir) / unique
     data = split_data(session, cfg.seed)
-    yield from run_trainer(session, lambda: Trainer(cfg, data, folder), unique, folder, cfg)
+    with reserve_name(models_dir, name) as folder:  # held until the run ends: no upload or run takes the name
+        if folder.name != name:
+            gr.Warning(f"A model named {name!r} already exists, so this run is saved as {folder.name!r}.")
+        yield from run_trainer(session, lambda: Trainer(cfg, data, folder), folder.name, folder, cfg)
 
 
 def _resume(session: Session, resume_from: str, models_dir: Path, values: dict):
@@ -312,7 +326,7 @@ def _resume(session: Session, resume_from: str, models_dir: Path, values: dict):
     machine settings: the rest of the form shows a preset, not the package."""
     from playground.checkpoint import resume_config
     from playground.config import RESUME_SETTINGS
-    from playground.package import RESUME_STATE
+    from playground.package import RESUME_STATE, reserve_name
     from playground.train import Trainer
     from playground.ui.state import package_folder
 
@@ -323,7 +337,9 @@ def _resume(session: Session, resume_from: str, models_dir: Path, values: dict):
     form = build_config(values).to_dict()
     cfg = resume_config(folder, {k: form[k] for k in RESUME_SETTINGS})
     data = split_data(session, cfg.seed)
-    yield from run_trainer(session, lambda: Trainer(cfg, data, folder, resume_from=folder), folder.name, folder, cfg)
+    with reserve_name(models_dir, folder.name, exact=True):  # refused while another run writes this package
+        yield from run_trainer(session, lambda: Trainer(cfg, data, folder, resume_from=folder), folder.name, folder,
+                               cfg)
 
 
 @friendly
