@@ -15,6 +15,7 @@ import functools
 import json
 import logging
 import os
+import random
 import unicodedata
 from collections.abc import Iterable, Sequence
 from itertools import chain
@@ -191,6 +192,26 @@ class BpeDropout:
                 break
             pieces[best : best + 2] = [pieces[best] + pieces[best + 1]]
         return pieces
+
+
+class PairBpeDropout:
+    """Encodes like a PairTokenizer (encode_src_batch, encode_tgt_batch) with BPE-dropout on both sides, drawing
+    from one seeded stream: what one epoch's training data is segmented with."""
+
+    def __init__(self, tokenizer: PairTokenizer, p: float) -> None:
+        self.src = BpeDropout(tokenizer.src_tokenizer, p)
+        self.tgt = self.src if tokenizer.joint else BpeDropout(tokenizer.tgt_tokenizer, p)
+        self.rng = random.Random()
+
+    def reseeded(self, seed: str) -> "PairBpeDropout":
+        self.rng.seed(seed)
+        return self
+
+    def encode_src_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        return self.src.encode_batch(texts, self.rng)
+
+    def encode_tgt_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        return self.tgt.encode_batch(texts, self.rng)
 
 
 def train_tokenizer(
