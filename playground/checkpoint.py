@@ -26,6 +26,7 @@ class History:
     lr: list[float] = field(default_factory=list)
     evals: list[dict] = field(default_factory=list)  # step, val_loss, bleu, chrf, exact_match
     probe: list[dict] = field(default_factory=list)  # attention of a fixed validation pair at each validation
+    elapsed: list[float] = field(default_factory=list)  # seconds into the run at each step (runs compared by time)
 
     def as_dict(self) -> dict:
         return asdict(self)

@@ -361,6 +361,27 @@ def cmd_average(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from playground.compare import comparison, comparison_rows, format_table, load_runs
+
+    runs = load_runs([package_arg(model) for model in args.models])
+    if args.json:
+        print(json.dumps(comparison(runs), ensure_ascii=False))
+        return 0
+    settings, scores = comparison_rows(runs)
+    names = [run.name for run in runs]
+    print(format_table(["setting", *names], settings) if settings else "No setting differs between these runs.")
+    print()
+    print(format_table(["score (last validation)", *names], scores))
+    return 0
+
+
+def package_arg(model: str) -> Path:
+    """A package given as a folder, or by its bare name under models/."""
+    folder = Path(model)
+    return folder if folder.exists() else out_folder(model)
+
+
 # ----------------------------------------------------------------------------------------------------------
 # The parser
 
@@ -433,6 +454,13 @@ def build_parser() -> argparse.ArgumentParser:
     av.add_argument("--overwrite", action="store_true", help="replace the package at --out if it exists")
     av.add_argument("--json", action="store_true", help="print the result as one JSON object")
     av.set_defaults(func=cmd_average)
+
+    co = sub.add_parser("compare", help="the settings that differ between runs, and their scores",
+                        description="Compare two or more packages: the training settings that differ and the scores "
+                                    "of their last validation (the web app's Compare tab also overlays the curves).")
+    co.add_argument("models", nargs="+", metavar="MODEL", help="package folders (or names under models/)")
+    co.add_argument("--json", action="store_true", help="print the comparison as one JSON object")
+    co.set_defaults(func=cmd_compare)
     return parser
 
 

@@ -35,6 +35,7 @@ class TrainConfig:
     tokenizer: str = "bpe"
     vocab_size: int = 8000
     joint_vocab: bool = True
+    bpe_dropout: float = 0.0  # BPE-dropout on the training data, segmented afresh each epoch; 0 = off
     # optimisation
     optimizer: str = "adam"
     lr: float = 1.0  # noam: a scale on d_model^-0.5 * min(...); otherwise the peak learning rate
@@ -77,6 +78,8 @@ class TrainConfig:
                             f"length (2 x {self.max_len}); raise batch tokens or lower the maximum length")
         if self.eval_every < 1 or self.warmup_steps < 0 or not 0 <= self.label_smoothing < 1:
             problems.append("eval-every must be ≥ 1, warmup ≥ 0 and label smoothing in [0, 1)")
+        if not 0 <= self.bpe_dropout < 1 or (self.bpe_dropout and self.tokenizer != "bpe"):
+            problems.append("BPE-dropout must be in [0, 1) and needs the bpe tokenizer")
         if self.accumulate < 1 or self.average_last < 0:
             problems.append("accumulate must be ≥ 1 and average-last ≥ 0")
         if not 0 <= self.seed < 2**63:  # torch's generators take a signed 64-bit seed

@@ -7,6 +7,10 @@ Accepted layouts, detected from the content (not the file name); any of them may
   is parsed with the csv module, so quoted fields may hold delimiters, quotes and line breaks.
 - JSON Lines: one {"src": ..., "tgt": ...} or {"translation": {"en": ..., "de": ...}} object per line.
 - Two aligned plain-text files (``path`` and ``tgt_path``), one sentence per line.
+- TMX (translation memory exchange, what CAT tools and OPUS export): the two languages are picked from the
+  ``xml:lang`` of the ``<tuv>`` elements, inline markup is removed, and the file is streamed (never held twice).
+- Parquet, as Hugging Face datasets store translation data: a ``translation`` struct column or two string
+  columns, read one row group at a time (needs ``pyarrow``).
 
 Every side is NFC-normalised and its whitespace collapsed to single spaces, so that duplicates are found and
 tokenizers round-trip exactly. Rows that cannot be used are counted by reason in ``ParallelData.dropped``.
@@ -42,7 +46,8 @@ ACCEPTED_FORMATS = (
     "Accepted formats: a TSV or CSV file with two columns, source then target (an optional header row such as "
     "'en<TAB>de' names the languages); a JSON Lines file with one {\"src\": ..., \"tgt\": ...} or "
     "{\"translation\": {\"en\": ..., \"de\": ...}} object per line; or two aligned plain-text files with one "
-    "sentence per line (then upload the target-language file as well). Any of them may be gzip-compressed."
+    "sentence per line (then upload the target-language file as well); a TMX translation memory; or a Parquet "
+    "file with a \"translation\" column or two text columns. Any of them but Parquet may be gzip-compressed."
 )
 CHARS_PER_TOKEN_LIMIT = 8  # scripts without spaces (Chinese, Thai) are one "token" per sentence, so cap characters too
 
@@ -56,6 +61,10 @@ _DELIMITER_NAMES = {"\t": "tab", ",": "comma", ";": "semicolon"}  # in order of 
 _LANG_CODE = re.compile(r"[a-z]{2,3}([-_][A-Za-z0-9]{2,4})?")  # "en", "deu", "pt-BR", "zh_Hans"
 _COLUMN_NAMES = {"src", "tgt", "source", "target", "input", "output"}
 _PLURAL_REASONS = {"duplicate": "duplicates"}
+_PARQUET_MAGIC = b"PAR1"
+_PARQUET_BATCH_ROWS = 10_000
+_XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
+_TMX_NATIVE_CODE = {"bpt", "ept", "ph", "it", "ut"}  # inline elements whose content is formatting codes, not text
 
 
 class PackedPairs(Sequence):
@@ -105,7 +114,7 @@ class ParallelData:
 
     pairs: list[Pair]
     dropped: dict[str, int]  # reason -> count, every reason in DROP_REASONS present
-    fmt: str  # "tsv", "csv", "jsonl" or "aligned", with a "+gzip" suffix when compressed
+    fmt: str  # "tsv", "csv", "jsonl", "aligned", "tmx" or "parquet", with a "+gzip" suffix when compressed
     src_lang: str | None
     tgt_lang: str | None
     total_rows: int
@@ -130,12 +139,14 @@ def load_parallel(
     dedupe: bool = True,
     max_bytes: int | None = None,
     max_rows: int | None = None,
+    language_hint: tuple[str, str] | None = None,
 ) -> ParallelData:
-    """Read sentence pairs from one TSV/CSV/JSONL file, or from two aligned files (``path`` + ``tgt_path``).
+    """Read sentence pairs from one TSV/CSV/JSONL/TMX/Parquet file, or from two aligned files (``path`` + ``tgt_path``).
 
     ``max_len`` is the longest side kept, in whitespace tokens (and ``CHARS_PER_TOKEN_LIMIT * max_len``
-    characters). ``max_bytes`` (uncompressed, per file) and ``max_rows`` guard memory. Any problem with the
-    input raises ``DataError`` saying what is wrong, where, and how to fix it.
+    characters). ``max_bytes`` (uncompressed, per file) and ``max_rows`` guard memory. ``language_hint`` (source,
+    target) picks the pair of a multilingual file when no language is asked for and the file has more than two.
+    Any problem with the input raises ``DataError`` saying what is wrong, where, and how to fix it.
     """
     max_bytes = max_bytes or limits.max_data_bytes()
     max_rows = max_rows or limits.max_data_rows()
@@ -145,6 +156,13 @@ def load_parallel(
     rows = _PairFilter(path.name, max_len, dedupe, max_rows)
     if tgt_path is not None:
         return _load_aligned(path, Path(tgt_path), src_lang, tgt_lang, rows, max_bytes)
+    kind = _sniff(path)
+    if kind == "parquet":
+        src_lang, tgt_lang = _read_parquet(path, rows, src_lang, tgt_lang, language_hint, max_bytes)
+        return rows.finish("parquet", src_lang, tgt_lang)
+    if kind in ("tmx", "tmx+gzip"):
+        src_lang, tgt_lang = _read_tmx(path, rows, src_lang, tgt_lang, language_hint, max_bytes)
+        return rows.finish(kind, src_lang, tgt_lang)
 
     text, compressed = _read_text(path, max_bytes)
     lines = text.split("\n")
@@ -158,7 +176,7 @@ def load_parallel(
         )
     if _looks_like_jsonl(sample):
         fmt = "jsonl"
-        src_lang, tgt_lang = _read_jsonl(lines, rows, src_lang, tgt_lang)
+        src_lang, tgt_lang = _read_jsonl(lines, rows, src_lang, tgt_lang, language_hint)
     else:
         delimiter = _detect_delimiter(path.name, head)
         fmt = "tsv" if delimiter == "\t" else "csv"
@@ -520,10 +538,14 @@ def _header_kind(fields: list[str]) -> str | None:
 
 
 def _choose_languages(
-    available: list[str], src_lang: str | None, tgt_lang: str | None, where: str
+    available: list[str], src_lang: str | None, tgt_lang: str | None, where: str,
+    hint: tuple[str, str] | None = None,
 ) -> tuple[str, str]:
-    """Source and target among the available language keys, as asked for, else the only two there are."""
+    """Source and target among the available language keys, as asked for, else the only two there are (else the
+    hinted pair, when it is there)."""
     listed = ", ".join(repr(lang) for lang in available)
+    if src_lang is None and tgt_lang is None and hint and len(available) > 2 and set(hint) <= set(available):
+        src_lang, tgt_lang = hint
     for lang in (src_lang, tgt_lang):
         if lang is not None and lang not in available:
             raise DataError(f"{where} has no language {lang!r}; available: {listed}. Choose the languages from those.")
@@ -545,7 +567,7 @@ def _choose_languages(
 
 
 def _read_jsonl(
-    lines: list[str], rows: _PairFilter, src_lang: str | None, tgt_lang: str | None
+    lines: list[str], rows: _PairFilter, src_lang: str | None, tgt_lang: str | None, hint: tuple[str, str] | None
 ) -> tuple[str | None, str | None]:
     parsed: list[tuple[int, object, str]] = []  # (line, object or None, why not)
     for line, text in enumerate(lines, start=1):
@@ -570,7 +592,7 @@ def _read_jsonl(
         src_key, tgt_key, container = "src", "tgt", None  # every line is broken: finish() will say so
     elif _is_translation(layout):
         where = f"The \"translation\" objects in {rows.name}"
-        src_key, tgt_key = _choose_languages(list(layout["translation"]), src_lang, tgt_lang, where)
+        src_key, tgt_key = _choose_languages(list(layout["translation"]), src_lang, tgt_lang, where, hint)
         src_lang, tgt_lang, container = src_key, tgt_key, "translation"
     else:
         src_key, tgt_key, container = "src", "tgt", None
@@ -594,3 +616,206 @@ def _is_translation(obj: object) -> bool:
 
 def _is_src_tgt(obj: object) -> bool:
     return isinstance(obj, dict) and "src" in obj and "tgt" in obj
+
+
+# ----------------------------------------------------------------------------------------------------------
+# TMX and Parquet: read as streams, never whole
+
+
+def _sniff(path: Path) -> str:
+    """"parquet", "tmx", "tmx+gzip" or "text", from the first bytes (uploads get renamed, so not the extension)."""
+    if not path.is_file():
+        return "text"  # _read_text says what is wrong
+    with path.open("rb") as file:
+        head = file.read(512)
+        compressed = head[:2] == _GZIP_MAGIC
+        if compressed:
+            file.seek(0)
+            try:
+                head = gzip.GzipFile(fileobj=file).read(512)
+            except (OSError, EOFError, zlib.error):
+                return "text"  # _read_text reports the corrupt gzip data
+    if head.startswith(_PARQUET_MAGIC) and not compressed:
+        return "parquet"
+    start = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if start.startswith((b"<?xml", b"<!DOCTYPE", b"<tmx")):  # XML: only TMX is read; anything else is told so
+        return "tmx+gzip" if compressed else "tmx"
+    return "text"
+
+
+class _LimitedReader(io.RawIOBase):
+    """A binary stream that refuses to yield more than `limit` bytes: a size check for streamed (decompressed) input."""
+
+    def __init__(self, stream, limit: int, name: str, after: str) -> None:
+        self.stream, self.limit, self.name, self.after, self.read_so_far = stream, limit, name, after, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self.stream.read(len(buffer))
+        self.read_so_far += len(data)
+        if self.read_so_far > self.limit:
+            raise DataError(f"{self.name} is larger than the limit of {_format_bytes(self.limit)}{self.after} "
+                            ". Upload a smaller sample of the corpus (the operator can raise the limit with "
+                            "PLAYGROUND_MAX_DATA_MB).")
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def _same_language(code: str, wanted: str) -> bool:
+    """Language tags match exactly (ignoring case and _/-) or by their primary subtag ("en-GB" is "en")."""
+    a, b = code.lower().replace("_", "-"), wanted.lower().replace("_", "-")
+    return a == b or a.split("-")[0] == b.split("-")[0]
+
+
+def _find_language(codes: list[str], wanted: str) -> str | None:
+    """The code among `codes` that best stands for `wanted`: the same tag first, then the same primary language."""
+    exact = [c for c in codes if c.lower().replace("_", "-") == wanted.lower().replace("_", "-")]
+    return (exact or [c for c in codes if _same_language(c, wanted)] or [None])[0]
+
+
+def _resolve_languages(available: list[str], src_lang: str | None, tgt_lang: str | None, where: str,
+                       hint: tuple[str, str] | None) -> tuple[str, str]:
+    """_choose_languages with language variants matched: asking for "en" finds "en-GB" and the other way round."""
+    src = _find_language(available, src_lang) or src_lang if src_lang else None
+    tgt = _find_language(available, tgt_lang) or tgt_lang if tgt_lang else None
+    if hint:
+        found = tuple(_find_language(available, lang) for lang in hint)
+        hint = found if None not in found and found[0] != found[1] else None
+    return _choose_languages(available, src, tgt, where, hint)
+
+
+def _tuv_language(tuv) -> str | None:
+    return tuv.get(_XML_LANG) or tuv.get("lang")  # TMX 1.4 uses xml:lang, TMX 1.1 a plain lang attribute
+
+
+def _segment_text(element) -> str:
+    """The text of a <seg>, without inline markup: native codes (<bpt>, <ept>, <ph>, <it>, <ut>) are dropped whole,
+    highlighting (<hi>) keeps its text; entities are never expanded (the parser leaves them unresolved)."""
+    parts = [element.text or ""]
+    for child in element:
+        if isinstance(child.tag, str) and child.tag.rpartition("}")[2] not in _TMX_NATIVE_CODE:
+            parts.append(_segment_text(child))
+        parts.append(child.tail or "")
+    return "".join(parts)
+
+
+def _read_tmx(path: Path, rows: _PairFilter, src_lang: str | None, tgt_lang: str | None,
+              hint: tuple[str, str] | None, max_bytes: int) -> tuple[str, str]:
+    """Stream the <tu> elements (each freed after use) with a parser that loads no DTD, resolves no entity and
+    reads nothing from the network: entity-expansion bombs and external entities are inert."""
+    from lxml import etree  # comes with sacrebleu
+
+    chosen: tuple[str, str] | None = None
+    with path.open("rb") as raw:
+        compressed = raw.read(2) == _GZIP_MAGIC
+        raw.seek(0)
+        stream = _LimitedReader(gzip.GzipFile(fileobj=raw) if compressed else raw, max_bytes, path.name,
+                                " after decompression" if compressed else "")
+        parser = etree.iterparse(stream, events=("end",), tag=("tu", "{*}tu"), resolve_entities=False,
+                                 load_dtd=False, no_network=True, huge_tree=False, remove_comments=True,
+                                 remove_pis=True)
+        try:
+            for _, tu in parser:
+                segments: dict[str, str] = {}
+                for tuv in tu:
+                    if not isinstance(tuv.tag, str) or tuv.tag.rpartition("}")[2] != "tuv":
+                        continue
+                    seg = next((c for c in tuv if isinstance(c.tag, str) and c.tag.rpartition("}")[2] == "seg"), None)
+                    lang = _tuv_language(tuv)
+                    if lang and seg is not None:
+                        segments.setdefault(lang, _segment_text(seg))
+                if chosen is None and len(segments) >= 2:
+                    chosen = _resolve_languages(list(segments), src_lang, tgt_lang, path.name, hint)
+                line = tu.sourceline or 0
+                if chosen is None:
+                    rows.add_malformed(line, "a <tu> without two <tuv> elements that have a language and a <seg>")
+                else:
+                    src = _find_language(list(segments), chosen[0])
+                    tgt = _find_language(list(segments), chosen[1])
+                    if src is None or tgt is None or src == tgt:
+                        rows.add_malformed(line, f"no {chosen[0]!r} and {chosen[1]!r} variants in this <tu>")
+                    else:
+                        rows.add(line, segments[src], segments[tgt])
+                tu.clear(keep_tail=True)
+                while tu.getprevious() is not None:  # the processed <tu>s, or the tree would grow with the file
+                    del tu.getparent()[0]
+        except etree.XMLSyntaxError as error:
+            raise DataError(f"{path.name} is not well-formed XML (line {error.lineno}: {error.msg}); a TMX file must be "
+                            "valid XML. Export it again from your translation tool.") from error
+    if chosen is None:
+        raise DataError(f"{path.name} has no translation unit (<tu>) with two languages. A TMX file holds "
+                        "<tu><tuv xml:lang=\"en\"><seg>…</seg></tuv><tuv xml:lang=\"de\"><seg>…</seg></tuv></tu>.")
+    return chosen
+
+
+def _read_parquet(path: Path, rows: _PairFilter, src_lang: str | None, tgt_lang: str | None,
+                  hint: tuple[str, str] | None, max_bytes: int) -> tuple[str | None, str | None]:
+    """Hugging Face's layout ({"translation": {"en": …, "de": …}}) or two string columns, one row group at a time;
+    sizes are checked from the file's footer before any row is read."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as error:
+        raise DataError("Reading Parquet files needs the pyarrow package, which this server does not have: "
+                        "`pip install pyarrow`, or convert the file to JSON Lines first.") from error
+    try:
+        parquet = pq.ParquetFile(path)
+        meta = parquet.metadata
+        size = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+        if size > max_bytes:
+            raise DataError(f"{path.name} holds {_format_bytes(size)} of data uncompressed, more than the limit of "
+                            f"{_format_bytes(max_bytes)}. Upload a smaller sample (the operator can raise the "
+                            "limit with PLAYGROUND_MAX_DATA_MB).")
+        if meta.num_rows > rows.max_rows:
+            raise DataError(f"{path.name} has {meta.num_rows:,} rows, more than the limit of {rows.max_rows:,} rows "
+                            "(PLAYGROUND_MAX_DATA_ROWS). Upload a smaller sample of the corpus.")
+        schema = parquet.schema_arrow
+        columns, src_lang, tgt_lang = _parquet_columns(schema, pa, path.name, src_lang, tgt_lang, hint)
+        row = 0
+        for batch in parquet.iter_batches(batch_size=_PARQUET_BATCH_ROWS, columns=[columns[0]]
+                                          if columns[0] == "translation" else list(columns)):
+            if columns[0] == "translation":
+                struct = batch.column(0)
+                pairs = zip(struct.field(src_lang).to_pylist(), struct.field(tgt_lang).to_pylist())
+            else:
+                pairs = zip(batch.column(0).to_pylist(), batch.column(1).to_pylist())
+            for src, tgt in pairs:
+                row += 1
+                rows.add(row, src or "", tgt or "")
+    except (pa.ArrowException, OSError) as error:
+        raise DataError(f"Cannot read {path.name} as Parquet: {error}. Write it again (e.g. with pandas' "
+                        "to_parquet or datasets' to_parquet), or convert it to JSON Lines.") from error
+    return src_lang, tgt_lang
+
+
+def _parquet_columns(schema, pa, name: str, src_lang: str | None, tgt_lang: str | None,
+                     hint: tuple[str, str] | None) -> tuple[tuple[str, ...], str | None, str | None]:
+    """(the columns to read, source language, target language): a "translation" struct of text fields, text columns
+    named by language ("en", "de", …), or the only two text columns there are (source first, or named src/tgt)."""
+    def is_text(data_type) -> bool:
+        return pa.types.is_string(data_type) or pa.types.is_large_string(data_type)
+
+    if "translation" in schema.names:
+        struct = schema.field("translation").type
+        languages = [f.name for f in struct] if pa.types.is_struct(struct) and all(is_text(f.type) for f in struct) else []
+        if len(languages) < 2:
+            raise DataError(f"The \"translation\" column of {name} must hold text fields named by language "
+                            "({\"en\": …, \"de\": …}), as Hugging Face datasets write it.")
+        src, tgt = _resolve_languages(languages, src_lang, tgt_lang, f"The \"translation\" column of {name}", hint)
+        return ("translation",), src, tgt
+    text_columns = [f.name for f in schema if is_text(f.type)]
+    by_language = [c for c in text_columns if _LANG_CODE.fullmatch(c) and c.lower() not in _COLUMN_NAMES]
+    if len(by_language) >= 2:
+        src, tgt = _resolve_languages(by_language, src_lang, tgt_lang, name, hint)
+        return (src, tgt), src, tgt
+    if len(text_columns) == 2:
+        named = {c.lower(): c for c in text_columns}
+        for src_name, tgt_name in (("src", "tgt"), ("source", "target"), ("input", "output")):
+            if src_name in named and tgt_name in named:
+                return (named[src_name], named[tgt_name]), src_lang, tgt_lang
+        return tuple(text_columns), src_lang, tgt_lang
+    listed = ", ".join(f"{f.name} ({f.type})" for f in schema) or "none"
+    raise DataError(f"{name} has no \"translation\" column and not exactly two text columns (it has: {listed}). "
+                    "Keep the source and target text columns only, or name them by language (\"en\", \"de\").")

@@ -17,6 +17,7 @@ HEIGHT = 300
 MAX_POINTS = 2000  # longer curves are thinned before drawing (the browser stays quick during long runs)
 BLUE, ORANGE, GREEN, RED, GREY = "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9aa0a6"
 ATTENTION_SCALE = "Blues"
+RUN_COLORS = (BLUE, ORANGE, GREEN, RED, "#9467bd", "#8c564b", "#e377c2", "#17becf")  # one per compared run
 
 
 def _frame(title: str, height: int, margin: dict) -> dict:
@@ -137,6 +138,22 @@ def metrics_figure(evals: Sequence[dict]) -> go.Figure:
                                  mode="lines", line={"color": GREY, "width": 1, "dash": "dot"}))
     fig.update_yaxes(rangemode="tozero")
     return _layout(fig, "BLEU / chrF", "step", "score (validation sample)")
+
+
+def overlay_figure(series: Sequence[tuple[str, Sequence[float], Sequence[float]]], title: str, x_title: str,
+                   y_title: str, markers: bool = False, log_y: bool = False) -> go.Figure:
+    """One line per run on shared axes: `series` holds (run name, xs, ys); runs without points are left out."""
+    drawn = [(name, xs, ys) for name, xs, ys in series if len(xs)]
+    if not drawn:
+        return empty_figure("None of these runs recorded this.", title)
+    fig = go.Figure()
+    for index, (name, xs, ys) in enumerate(drawn):
+        xs, ys = thin(xs, ys)
+        fig.add_trace(go.Scatter(x=xs, y=ys, name=name, mode="lines+markers" if markers else "lines",
+                                 line={"color": RUN_COLORS[index % len(RUN_COLORS)], "width": 2}))
+    if log_y:
+        fig.update_yaxes(type="log", exponentformat="e")
+    return _layout(fig, title, x_title, y_title)
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import functools
 import json
 import logging
 import os
+import random
 import unicodedata
 from collections.abc import Iterable, Sequence
 from itertools import chain
@@ -147,6 +148,70 @@ class PairTokenizer:
         else:
             sizes = f"src_vocab={self.src_vocab_size}, tgt_vocab={self.tgt_vocab_size}"
         return f"PairTokenizer(kind={self.kind!r}, joint={self.joint}, {sizes})"
+
+
+class BpeDropout:
+    """BPE-dropout (Provilkov et al., 2020): segment with the tokenizer's own merges, skipping each candidate merge
+    with probability ``p`` at every step, so the same word comes out in different pieces from epoch to epoch.
+
+    The tokenizers library has BPE-dropout too, but draws from an unseeded random source; this one takes a
+    ``random.Random``, so a run's segmentations (and a resumed run's) are reproducible. With p = 0 it gives exactly
+    the library's segmentation. Only for training data: validation and translation use the plain tokenizer."""
+
+    def __init__(self, tokenizer: Tokenizer, p: float) -> None:
+        model = json.loads(tokenizer.to_str())["model"]
+        if model.get("type") != "BPE":
+            raise DataError("BPE-dropout needs the bpe tokenizer; choose tokenizer bpe or set BPE-dropout to 0.")
+        if not 0 <= p < 1:
+            raise DataError(f"BPE-dropout must be at least 0 and below 1, not {p}.")
+        self.p = p
+        self.vocab: dict[str, int] = model["vocab"]
+        merges = [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m) for m in model["merges"]]
+        self.ranks = {pair: rank for rank, pair in enumerate(merges)}
+        self.pre_tokenizer = tokenizer.pre_tokenizer
+
+    def encode_batch(self, texts: Sequence[str], rng) -> list[list[int]]:
+        return [self.encode(text, rng) for text in texts]
+
+    def encode(self, text: str, rng) -> list[int]:
+        ids = []
+        for word, _ in self.pre_tokenizer.pre_tokenize_str(unicodedata.normalize("NFC", text)):
+            ids.extend(self.vocab.get(piece, UNK_ID) for piece in self.segment(word, rng))
+        return ids
+
+    def segment(self, word: str, rng) -> list[str]:
+        """Merge the best-ranked adjacent pair that survives this step's dropout, until none survives."""
+        pieces = list(word)
+        while len(pieces) > 1:
+            best_rank, best = None, -1
+            for i in range(len(pieces) - 1):
+                rank = self.ranks.get((pieces[i], pieces[i + 1]))
+                if rank is not None and (best_rank is None or rank < best_rank) and not (self.p and rng.random() < self.p):
+                    best_rank, best = rank, i
+            if best_rank is None:
+                break
+            pieces[best : best + 2] = [pieces[best] + pieces[best + 1]]
+        return pieces
+
+
+class PairBpeDropout:
+    """Encodes like a PairTokenizer (encode_src_batch, encode_tgt_batch) with BPE-dropout on both sides, drawing
+    from one seeded stream: what one epoch's training data is segmented with."""
+
+    def __init__(self, tokenizer: PairTokenizer, p: float) -> None:
+        self.src = BpeDropout(tokenizer.src_tokenizer, p)
+        self.tgt = self.src if tokenizer.joint else BpeDropout(tokenizer.tgt_tokenizer, p)
+        self.rng = random.Random()
+
+    def reseeded(self, seed: str) -> "PairBpeDropout":
+        self.rng.seed(seed)
+        return self
+
+    def encode_src_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        return self.src.encode_batch(texts, self.rng)
+
+    def encode_tgt_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        return self.tgt.encode_batch(texts, self.rng)
 
 
 def train_tokenizer(

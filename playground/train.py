@@ -33,7 +33,7 @@ from playground.memory import check_training_fits
 from playground.model import Transformer
 from playground.package import check_name
 from playground.schedule import learning_rate, planned_steps
-from playground.tokenizer import PAD_ID, PairTokenizer, train_tokenizer
+from playground.tokenizer import PAD_ID, PairBpeDropout, PairTokenizer, train_tokenizer
 from playground.validation import (is_better, perplexity, probe_attention, translation_scores,
                                    validation_loss)
 
@@ -141,8 +141,9 @@ class Trainer:
             self.optimization = Optimization(cfg, self.model, self.device, self.precision, ranks)
         self.model.draw_dropout_from(self.dropout_rng)
         seed_rank(self.dropout_rng, cfg.seed, ranks, self.step)
-        self.train_set = encode_pairs(self.tokenizer, data.train, cfg.max_len)
-        self.val_set = encode_pairs(self.tokenizer, data.val, cfg.max_len)
+        self.segmenter = PairBpeDropout(self.tokenizer, cfg.bpe_dropout) if cfg.bpe_dropout else None
+        self.train_set = self.encode_train(self.epoch)
+        self.val_set = encode_pairs(self.tokenizer, data.val, cfg.max_len)  # always the plain segmentation
         self.batches = self.epoch_batches(self.epoch)
         self.average_dir = self.out_dir.with_name(self.out_dir.name + "-avg")
         self.snapshots = None
@@ -189,6 +190,13 @@ class Trainer:
     def batches_per_step(self) -> int:
         """The size of a global batch: batches one optimizer step consumes over all ranks and micro-batches."""
         return self.ranks.world_size * self.cfg.accumulate
+
+    def encode_train(self, epoch: int) -> list[tuple[list[int], list[int]]]:
+        """The training pairs as ids: segmented once, or with BPE-dropout afresh each epoch, seeded by the run's seed
+        and the epoch (every rank, and a resumed run, segments an epoch alike)."""
+        if self.segmenter is None:
+            return encode_pairs(self.tokenizer, self.data.train, self.cfg.max_len)
+        return encode_pairs(self.segmenter.reseeded(f"{self.cfg.seed}/{epoch}"), self.data.train, self.cfg.max_len)
 
     def epoch_batches(self, epoch: int) -> list[list[int]]:
         """The epoch's batch list, the same on every rank (seeded by the run's seed and the epoch)."""
@@ -319,6 +327,8 @@ class Trainer:
                 # the last batches of an epoch that cannot fill a global batch are left out (a different few each epoch)
                 if self.batch_in_epoch + self.batches_per_step > len(self.batches):
                     self.epoch, self.batch_in_epoch = self.epoch + 1, 0
+                    if self.segmenter:
+                        self.train_set = self.encode_train(self.epoch)
                     self.batches = self.epoch_batches(self.epoch)
                 batch = self.next_global_batch()
                 try:
@@ -346,6 +356,7 @@ class Trainer:
                 self.history.lr.append(lr)
                 now = time.perf_counter()
                 elapsed = self.elapsed_before + now - start_time
+                self.history.elapsed.append(round(elapsed, 3))
                 tokens_per_s = tokens_window / max(now - window_start, 1e-9)
                 if now - window_start > 2.0:  # a sliding window keeps tokens/s current
                     tokens_window, window_start = 0, now

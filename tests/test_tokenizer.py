@@ -143,3 +143,33 @@ def test_bad_training_input():
         train_tokenizer([("", "")])
     with pytest.raises(DataError, match="vocab_size"):
         train_tokenizer(PAIRS, vocab_size=0)
+
+
+# ---- BPE-dropout ---------------------------------------------------------------------------------------------
+
+
+def test_bpe_dropout_is_seeded_and_exact_at_zero():
+    import random
+
+    from playground.tokenizer import BpeDropout
+
+    tokenizer = train_tokenizer(PAIRS * 20, kind="bpe", vocab_size=150)
+    sentences = [src for src, _ in PAIRS] + ["a word the training never saw: Quokka!"]
+    plain = tokenizer.encode_src_batch(sentences)
+    assert BpeDropout(tokenizer.src_tokenizer, 0.0).encode_batch(sentences, random.Random(1)) == plain
+
+    dropout = BpeDropout(tokenizer.src_tokenizer, 0.3)
+    first = dropout.encode_batch(sentences, random.Random(7))
+    assert dropout.encode_batch(sentences, random.Random(7)) == first  # same seed, same segmentation
+    assert dropout.encode_batch(sentences, random.Random(8)) != first  # another epoch's seed, other pieces
+    assert sum(map(len, first)) > sum(map(len, plain))  # skipped merges leave smaller pieces
+    assert [tokenizer.decode_src(ids) for ids in first] == [tokenizer.decode_src(ids) for ids in plain]  # same text
+
+
+def test_bpe_dropout_refuses_other_kinds_and_bad_rates():
+    from playground.tokenizer import BpeDropout
+
+    with pytest.raises(DataError, match="needs the bpe tokenizer"):
+        BpeDropout(train_tokenizer(PAIRS, kind="word", vocab_size=50).src_tokenizer, 0.1)
+    with pytest.raises(DataError, match="below 1"):
+        BpeDropout(train_tokenizer(PAIRS, kind="bpe", vocab_size=80).src_tokenizer, 1.0)

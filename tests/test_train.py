@@ -13,7 +13,7 @@ from playground.loss import label_smoothed_loss
 from playground.package import load_package
 from playground.schedule import learning_rate
 from playground.tokenizer import train_tokenizer
-from playground.train import Optimization, TrainConfig, Trainer
+from playground.train import Optimization, TrainConfig, TrainData, Trainer
 
 def events_of(trainer, stop_after=None):
     events = []
@@ -214,3 +214,32 @@ def test_the_parameter_formula_matches_the_model(changes):
     model_cfg = tiny_cfg(**changes).model_config(77, 77, True)
     with torch.device("meta"):
         assert model_cfg.num_parameters() == sum(p.numel() for p in Transformer(model_cfg).parameters())
+
+
+@pytest.mark.slow
+def test_bpe_dropout_resegments_each_epoch_reproducibly_and_leaves_validation_plain(tmp_path):
+    words = [(" ".join(w * 2 for w in src.split()), " ".join(w * 3 for w in tgt.split())) for src, tgt in DATA.train]
+    data = TrainData(words, words[:8], "seq", "rev", "doubled words")
+    cfg = tiny_cfg(tokenizer="bpe", vocab_size=60, bpe_dropout=0.3, max_steps=30, eval_every=15)
+    trainer = Trainer(cfg, data, tmp_path / "run")
+    plain = encode_pairs(trainer.tokenizer, data.train, cfg.max_len)
+    epoch0 = trainer.train_set
+    assert epoch0 != plain and sum(len(s) for s, _ in epoch0) > sum(len(s) for s, _ in plain)
+    assert trainer.val_set == encode_pairs(trainer.tokenizer, data.val, cfg.max_len)
+    assert trainer.encode_train(0) == epoch0 and trainer.encode_train(1) != epoch0  # seeded by the epoch
+
+    straight = [e for e in events_of(trainer) if isinstance(e, Step)]
+    assert straight[-1].epoch > 1  # the run crossed epochs, so it re-segmented
+    again = [e for e in events_of(Trainer(cfg, data, tmp_path / "again")) if isinstance(e, Step)]
+    assert [e.loss for e in again] == [e.loss for e in straight]  # same seed, same segmentations, same run
+
+    stopped = events_of(Trainer(cfg, data, tmp_path / "resumed"), stop_after=20)
+    assert stopped[-1].reason == "stopped by the user"
+    resumed = [e for e in events_of(Trainer(cfg, data, tmp_path / "resumed", resume_from=tmp_path / "resumed"))
+               if isinstance(e, Step)]
+    assert [e.loss for e in resumed] == pytest.approx([e.loss for e in straight[20:]], rel=1e-4)
+
+
+def test_bpe_dropout_needs_bpe():
+    with pytest.raises(TrainingError, match="BPE-dropout"):
+        tiny_cfg(tokenizer="word", bpe_dropout=0.1)

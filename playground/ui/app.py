@@ -10,7 +10,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from playground.ui import attention_tab, data_tab, inside_tab, models_tab, train_tab, translate_tab
+from playground.ui import attention_tab, compare_tab, data_tab, inside_tab, models_tab, train_tab, translate_tab
 from playground.limits import env_int, max_data_bytes
 from playground.ui.state import Session, friendly, model_dropdown, model_names, release_session
 
@@ -52,10 +52,13 @@ def build_app(models_dir: str | os.PathLike = "models") -> gr.Blocks:
                 models = models_tab.build(session, models_dir)
             with gr.Tab("6 · Inside", id="inside") as inside_page:
                 inside = inside_tab.build(session, models_dir)
+            with gr.Tab("7 · Compare", id="compare") as compare_page:
+                compare = compare_tab.build(session, models_dir)
 
         @friendly
         def pickers(session: Session, translate_model: str | None, attention_model: str | None,
-                    models_model: str | None, resume_from: str | None, inside_model: str | None):
+                    models_model: str | None, resume_from: str | None, inside_model: str | None,
+                    compared: list[str] | None):
             """Fresh choices for every model picker, keeping what each had selected where it still exists."""
             names = model_names(models_dir)
             own = Path(session.run_dir).name if session.run_dir else None
@@ -65,16 +68,17 @@ def build_app(models_dir: str | os.PathLike = "models") -> gr.Blocks:
 
             return (pick(translate_model), pick(attention_model), pick(own if own in names else models_model),
                     models_tab.models_frame(models_dir), train_tab.resume_dropdown(models_dir, session, resume_from),
-                    pick(inside_model))
+                    pick(inside_model), gr.update(choices=names, value=[n for n in compared or [] if n in names]))
 
-        picker_inputs = [session, translate.model, attention.model, models.model, train.resume_from, inside.model]
+        picker_inputs = [session, translate.model, attention.model, models.model, train.resume_from, inside.model,
+                         compare.models]
         picker_outputs = [translate.model, attention.model, models.model, models.table, train.resume_from,
-                          inside.model]
+                          inside.model, compare.models]
         refresh = dict(fn=pickers, inputs=picker_inputs, outputs=picker_outputs, api_visibility="private",
                        show_progress="hidden")
         for event in (train.start_event, train.resume_event, *models.changed):
             event.then(**refresh)
-        for page in (train_page, translate_page, attention_page, models_page, inside_page):
+        for page in (train_page, translate_page, attention_page, models_page, inside_page, compare_page):
             page.select(**refresh)
         for view in inside.redraw:
             inside_page.select(**view)

@@ -49,8 +49,9 @@ def read_builtin(name: str):
                         len(train))
 
 
-def read_upload(files) -> tuple[object, str]:
-    """One file (TSV/CSV/JSONL, maybe gzipped) or two aligned plain-text files, source first."""
+def read_upload(files, language_hint: tuple[str, str] | None = None) -> tuple[object, str]:
+    """One file (TSV/CSV/JSONL/TMX/Parquet, maybe gzipped) or two aligned plain-text files, source first;
+    `language_hint` picks the pair of a file with more than two languages."""
     from playground.data import load_parallel
 
     paths = [Path(f if isinstance(f, str) else f.name) for f in (files or [])]
@@ -60,7 +61,7 @@ def read_upload(files) -> tuple[object, str]:
         raise DataError(f"{len(paths)} files were uploaded; upload one file with both sides, or two aligned files "
                         "(source first, then target).")
     if len(paths) == 1:
-        return load_parallel(paths[0], max_len=MAX_LEN_WORDS), paths[0].name
+        return load_parallel(paths[0], max_len=MAX_LEN_WORDS, language_hint=language_hint), paths[0].name
     return load_parallel(paths[0], paths[1], max_len=MAX_LEN_WORDS), f"{paths[0].name} + {paths[1].name}"
 
 
@@ -160,8 +161,9 @@ def load_builtin(session: Session, name: str, val_fraction: float = 0.05):
 
 @friendly
 def load_files(session: Session, files, val_fraction: float = 0.05):
-    """Load uploaded parallel text: one TSV/CSV/JSONL file, or two aligned files (source first, then target)."""
-    data, description = read_upload(files)
+    """Load uploaded parallel text: one TSV/CSV/JSONL/TMX/Parquet file, or two aligned files (source, then target).
+    The language fields pick the pair of a multilingual TMX or Parquet file."""
+    data, description = read_upload(files, (session.src_lang, session.tgt_lang))
     _adopt(session, data, f"Uploaded: {description}", val_fraction)
     return show(session)
 
@@ -205,11 +207,13 @@ def build(session: gr.State) -> DataTab:
             builtin_btn = gr.Button("Load built-in dataset", variant="primary")
         with gr.Column(scale=1):
             files = gr.File(file_count="multiple", label="…or upload parallel text",
-                            file_types=[".tsv", ".csv", ".txt", ".jsonl", ".json", ".gz", ".de", ".en", ".fr",
-                                        ".es", ".src", ".tgt"])
+                            file_types=[".tsv", ".csv", ".txt", ".jsonl", ".json", ".tmx", ".xml", ".parquet", ".gz",
+                                        ".de", ".en", ".fr", ".es", ".src", ".tgt"])
             gr.Markdown("One **TSV/CSV** (source, target columns; a header like `en<TAB>de` names the languages) or "
                         "**JSON Lines** (`{\"src\": …, \"tgt\": …}`) file, or **two aligned text files** with one "
-                        "sentence per line — select both at once, source first. gzip is fine.")
+                        "sentence per line — select both at once, source first. A **TMX** translation memory or a **Parquet** "
+                        "file (Hugging Face's `translation` column, or two text columns) works too; for a file with "
+                        "more than two languages, type the pair below first. gzip is fine.")
     with gr.Row():
         src_lang = gr.Textbox(label="Source language", value="src", scale=2)
         tgt_lang = gr.Textbox(label="Target language", value="tgt", scale=2)

@@ -405,6 +405,9 @@ def _controls(values: dict) -> dict:
         c["tokenizer"] = gr.Dropdown(list(TOKENIZER_KINDS), value=values["tokenizer"], label="Tokenizer kind")
         c["vocab_size"] = gr.Number(values["vocab_size"], label="Vocabulary size", precision=0, minimum=8)
         c["joint_vocab"] = gr.Checkbox(values["joint_vocab"], label="One joint vocabulary for both sides")
+        c["bpe_dropout"] = gr.Slider(0, 0.5, values["bpe_dropout"], step=0.05, label="BPE-dropout",
+                                     info="bpe only: skip each merge with this chance, so words are split afresh "
+                                          "each epoch (0.1 helps on small data); validation is not affected")
     gr.Markdown("**Optimisation**")
     with gr.Row():
         c["optimizer"] = gr.Radio(list(OPTIMIZERS), value=values["optimizer"], label="Optimizer")

@@ -1,0 +1,121 @@
+"""Compare tab: two or more runs side by side — their curves overlaid on shared axes (by step or by wall time), the
+settings that differ, the final scores, and the same sentences translated by each."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradio as gr
+import pandas as pd
+
+from playground import plots
+from playground.errors import PlaygroundError
+from playground.ui.state import friendly, gpu, load_model, model_names, package_folder
+
+MAX_SENTENCES = 20  # each sentence is translated by every compared model
+EXAMPLE = "the cat sees the dog\nfour hundred twenty-one"
+
+
+@dataclass
+class CompareTab:
+    models: gr.Dropdown
+
+
+def run_figures(runs, x_axis: str) -> list:
+    """Training loss (EMA), validation loss, learning rate and BLEU of every run, on shared axes."""
+    by_time = x_axis == "wall time"
+    x_title = "wall time (s)" if by_time else "step"
+
+    def xs(run, steps):
+        return [run.seconds_at(step) for step in steps] if by_time else list(steps)
+
+    def eval_series(key: str):
+        return [(run.name, xs(run, [e["step"] for e in run.evals]), [e[key] for e in run.evals]) for run in runs]
+
+    return [
+        plots.overlay_figure([(run.name, xs(run, run.steps), plots.ema(run.loss)) for run in runs],
+                             "Training loss (EMA 0.9)", x_title, "loss (label-smoothed)"),
+        plots.overlay_figure(eval_series("val_loss"), "Validation loss", x_title, "loss (NLL per token)", markers=True),
+        plots.overlay_figure([(run.name, xs(run, run.steps), run.lr) for run in runs], "Learning rate", x_title,
+                             "learning rate", log_y=True),
+        plots.overlay_figure(eval_series("bleu"), "BLEU", x_title, "BLEU (validation sample)", markers=True),
+        plots.overlay_figure(eval_series("chrf"), "chrF", x_title, "chrF (validation sample)", markers=True),
+    ]
+
+
+def tables(runs) -> tuple[pd.DataFrame, pd.DataFrame]:
+    from playground.compare import comparison_rows
+
+    settings, scores = comparison_rows(runs)
+    names = [run.name for run in runs]
+    if not settings:
+        settings = [["(none: every setting is the same)", *[""] * len(names)]]
+    return pd.DataFrame(settings, columns=["setting", *names]), pd.DataFrame(scores, columns=["score", *names])
+
+
+def time_note(runs) -> str:
+    estimated = [run.name for run in runs if not run.elapsed_recorded]
+    if not estimated:
+        return ""
+    return (f"*By wall time: {', '.join(estimated)} recorded only the total time, so its steps are spread evenly "
+            "over it.*")
+
+
+def build(session: gr.State, models_dir: Path) -> CompareTab:
+    gr.Markdown("Pick two or more models to see their training curves on shared axes, the settings that differ and "
+                "the scores of their last validation; then translate the same sentences with each of them.")
+    with gr.Row():
+        models = gr.Dropdown(model_names(models_dir), value=[], multiselect=True, label="Models to compare",
+                             info="Two to eight packages", scale=4)
+        x_axis = gr.Radio(["step", "wall time"], value="step", label="Horizontal axis", scale=1)
+        compare_btn = gr.Button("Compare", variant="primary", scale=1)
+    message = gr.Markdown()
+    with gr.Row():
+        settings = gr.Dataframe(label="Settings that differ", interactive=False, wrap=True)
+        scores = gr.Dataframe(label="Scores (last validation)", interactive=False, wrap=True)
+    with gr.Row():
+        loss_plot, val_plot = gr.Plot(show_label=False), gr.Plot(show_label=False)
+    with gr.Row():
+        lr_plot, bleu_plot, chrf_plot = gr.Plot(show_label=False), gr.Plot(show_label=False), gr.Plot(show_label=False)
+    with gr.Row():
+        sentences = gr.Textbox(EXAMPLE, lines=3, label="Sentences to translate with each model (one per line)",
+                               scale=4)
+        translate_btn = gr.Button("Translate with each", scale=1)
+    side_by_side = gr.Dataframe(label="Greedy translations, side by side", interactive=False, wrap=True)
+
+    view_outputs = [settings, scores, loss_plot, val_plot, lr_plot, bleu_plot, chrf_plot]
+
+    @friendly
+    def compare(names: list[str] | None, x_axis: str = "step"):
+        """The comparison of the chosen packages; a wrong choice is said next to the button, the views stay."""
+        from playground.compare import load_runs
+
+        try:
+            runs = load_runs([package_folder(models_dir, name) for name in names or []])
+        except PlaygroundError as err:
+            return f"⚠️ {err}", *[gr.skip()] * len(view_outputs)
+        note = time_note(runs) if x_axis == "wall time" else ""
+        return note, *tables(runs), *run_figures(runs, x_axis)
+
+    @gpu(duration=30)
+    @friendly
+    def translate_each(names: list[str] | None, text: str):
+        """The sentences translated greedily by each chosen model: one column per model."""
+        from playground.decode import DecodeOptions, translate
+
+        lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+        if not names:
+            return "⚠️ Pick the models to compare first.", gr.skip()
+        if not lines or len(lines) > MAX_SENTENCES:
+            return f"⚠️ Type between 1 and {MAX_SENTENCES} sentences, one per line.", gr.skip()
+        columns = {"source": lines}
+        for name in names:
+            package = load_model(models_dir, name)
+            columns[name] = [t.text for t in translate(package.model, package.tokenizer, lines, DecodeOptions("greedy"))]
+        return "", pd.DataFrame(columns)
+
+    gr.on([compare_btn.click, x_axis.change], compare, [models, x_axis], [message, *view_outputs],
+          api_name="compare")
+    translate_btn.click(translate_each, [models, sentences], [message, side_by_side], api_name="compare_translate")
+    return CompareTab(models)
