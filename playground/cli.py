@@ -1,4 +1,4 @@
-"""Command line: python -m playground {train,translate,evaluate,info,average} ... (see --help of each).
+"""Command line: python -m playground {train,translate,evaluate,info,average,export} ... (see --help of each).
 
 `train` runs unchanged under torchrun: every process trains, rank 0 alone prints, logs and saves."""
 
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from playground.errors import PlaygroundError, TrainingError
+from playground.export import add_export_command
 
 if TYPE_CHECKING:  # the commands import what they need when they run, to keep `--help` fast
     from playground.distributed import Ranks
@@ -399,6 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
     av.add_argument("packages", nargs="+", metavar="PKG", help="package folders to average")
     av.add_argument("--json", action="store_true", help="print the result as one JSON object")
     av.set_defaults(func=cmd_average)
+    add_export_command(sub)
     return parser
 
 
