@@ -16,13 +16,15 @@ from playground.errors import PlaygroundError
 REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$")
 TRANSFORMERS_DIR = "transformers"  # where the optional transformers export goes inside the Hub repo
 LANGUAGE = re.compile(r"^[a-z]{2,3}([_-][A-Za-z0-9]{2,8})*$")  # "en", "de", "pt-BR", "zh_Hans": an ISO code
+PLACEHOLDER_LANGUAGES = {"src", "tgt"}  # what a package says when nobody named the languages
 
 
 def card_metadata(config: dict, training: dict | None, transformers_folder: bool, license: str | None = None):
     """huggingface_hub's ModelCardData: languages, pipeline_tag, library_name, license (only when given), metrics."""
     from huggingface_hub import EvalResult, ModelCardData
 
-    languages = [lang for lang in (config.get("src_lang"), config.get("tgt_lang")) if lang and LANGUAGE.match(lang)]
+    languages = [lang for lang in (config.get("src_lang"), config.get("tgt_lang")) 
+                 if lang and LANGUAGE.match(lang) and lang not in PLACEHOLDER_LANGUAGES]
     best = (training or {}).get("best") or {}
     dataset = ((training or {}).get("data") or {}).get("description", "user data")
     results = [EvalResult(task_type="translation", dataset_type=dataset, dataset_name=dataset, metric_type=metric,
