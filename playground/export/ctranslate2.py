@@ -86,26 +86,30 @@ def vocabulary(tokenizer) -> list[str]:
 
 def export_ctranslate2(package_folder: str | os.PathLike, out: str | os.PathLike, quantization: str = "float32") -> Path:
     """Write a folder that ctranslate2.Translator loads; weights stored as `quantization`."""
-    ctranslate2 = require("ctranslate2")
     from playground.package import load_package, write_json
 
-    if quantization not in QUANTIZATIONS:
-        raise PlaygroundError(f"Unknown quantization {quantization!r}: choose one of {', '.join(QUANTIZATIONS)}.")
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise PlaygroundError(f"{out} already exists and is not empty: choose a new folder for the export.")
     package = load_package(package_folder)
-    pair = package.tokenizer
-    spec = model_spec(package.model, vocabulary(pair.src_tokenizer), vocabulary(pair.tgt_tokenizer))
+    write_ctranslate2(package.model, package.tokenizer, out, quantization)
+    write_json(out / "playground.json", package.config)  # the package's config: languages, max_len (positions)
+    return out
 
-    class PackageConverter(ctranslate2.converters.Converter):
+
+def write_ctranslate2(model: Transformer, tokenizer, out: Path, quantization: str = "float32") -> None:
+    """Convert a model and its PairTokenizer into the folder `out` (replaced if it exists)."""
+    ctranslate2 = require("ctranslate2")
+    if quantization not in QUANTIZATIONS:
+        raise PlaygroundError(f"Unknown quantization {quantization!r}: choose one of {', '.join(QUANTIZATIONS)}.")
+    spec = model_spec(model, vocabulary(tokenizer.src_tokenizer), vocabulary(tokenizer.tgt_tokenizer))
+
+    class ModelConverter(ctranslate2.converters.Converter):
         def _load(self):
             return spec
 
-    PackageConverter().convert(str(out), quantization=quantization, force=True)
-    pair.save(out)  # tokenizer.json (+ tokenizer.tgt.json): to turn text into the token strings and back
-    write_json(out / "playground.json", package.config)  # the package's config: languages, max_len (positions)
-    return out
+    ModelConverter().convert(str(out), quantization=quantization, force=True)
+    tokenizer.save(out)  # tokenizer.json (+ tokenizer.tgt.json): to turn text into the token strings and back
 
 
 def translate_with_ctranslate2(translator, tokenizer, sentences: list[str], positions: int, beam_size: int = 1,
