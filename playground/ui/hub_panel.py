@@ -71,7 +71,8 @@ def build(models_dir: Path, model: gr.Dropdown) -> None:
         repo_id = gr.Textbox(label="Repo id", placeholder="your-user-name/model-name")
         with gr.Row():
             private = gr.Checkbox(True, label="Private")
-            with_transformers = gr.Checkbox(True, label="Add the 🤗 transformers export (in transformers/)")
+            with_transformers = gr.Checkbox(importlib.util.find_spec("transformers") is not None,
+                                            label="Add the 🤗 transformers export (in transformers/)")
         license = gr.Textbox(label="License (optional, e.g. apache-2.0)", max_lines=1)
         push_btn = gr.Button("⬆ Push to the Hub")
         pushed = gr.Markdown()
