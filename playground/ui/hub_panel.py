@@ -60,7 +60,7 @@ def build(models_dir: Path, model: gr.Dropdown) -> None:
     with gr.Row():
         hf_btn = gr.Button("⬇ 🤗 transformers zip", size="sm")
         ct2_btn = gr.Button("⬇ CTranslate2 zip", size="sm")
-    quantization = gr.Radio(["float32", "int8"], value="int8", label="CTranslate2 weights", container=False)
+    quantization = gr.Radio(["float32", "int8"], value="int8", label="CTranslate2 weights")
     exported = gr.File(label="Export zip", interactive=False, height=90)
     with gr.Accordion("Share on the 🤗 Hub", open=False):
         if oauth_available():
