@@ -1,5 +1,6 @@
 """Decoding speed: the project's cached greedy search versus recomputing the whole prefix every step, plus
-sampling and beam 5, at batch 1 and 64; and one sentence through translate() end to end (the UI's latency).
+sampling and beam 5, and the same model exported to CTranslate2 (float32 and int8, greedy and beam 5; needs
+requirements-export.txt), at batch 1 and 64; and one sentence through translate() end to end (the UI's latency).
 
 Every search produces exactly --steps tokens per sentence (<eos> is forbidden, so random weights never stop
 early): cached and uncached greedy, sampling and beam search do the same number of steps per sentence.
@@ -11,9 +12,11 @@ from __future__ import annotations
 
 import itertools
 import random
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import common  # first: puts the repository on sys.path
 import torch
@@ -52,6 +55,37 @@ def searches(steps: int, beam_size: int) -> dict[str, Search]:
         "sample, cached": project_search(DecodeOptions("sample", max_len=steps)),
         f"beam {beam_size}, cached": project_search(DecodeOptions("beam", max_len=steps, beam_size=beam_size)),
     }
+
+
+def ctranslate2_searches(model: Transformer, tokenizer: PairTokenizer, steps: int, beam_size: int,
+                         threads: int) -> dict[str, Search]:
+    """The model exported to CTranslate2 (float32 and int8), greedy and beam, each producing exactly `steps` tokens
+    (min_decoding_length = max_decoding_length keeps <eos> out, as forbid_eos does for ours). CPU only."""
+    try:
+        import ctranslate2
+    except ImportError:
+        print("ctranslate2 is not installed (pip install -r requirements-export.txt): no CTranslate2 rows")
+        return {}
+    from playground.export.ctranslate2 import write_ctranslate2
+
+    src_vocab, tgt_vocab, cfg = tokenizer.src_tokenizer, tokenizer.tgt_tokenizer, model.cfg
+
+    def search(translator, beams: int) -> Search:
+        def run(_model: Transformer, src: torch.Tensor) -> list[list[int]]:
+            # our sources end with <eos>, which the exported model appends itself
+            tokens = [[src_vocab.id_to_token(i) for i in row if i != cfg.pad_id][:-1] for row in src.tolist()]
+            results = translator.translate_batch(tokens, beam_size=beams, min_decoding_length=steps,
+                                                 max_decoding_length=steps, max_batch_size=len(tokens))
+            return [[tgt_vocab.token_to_id(t) for t in r.hypotheses[0]] for r in results]
+        return run
+
+    runs, folder = {}, Path(tempfile.mkdtemp(prefix="ct2-bench-"))
+    for quantization in ("float32", "int8"):
+        write_ctranslate2(model.cpu(), tokenizer, folder / quantization, quantization)
+        translator = ctranslate2.Translator(str(folder / quantization), device="cpu", intra_threads=threads)
+        runs[f"CTranslate2 {quantization} greedy"] = search(translator, 1)
+        runs[f"CTranslate2 {quantization} beam {beam_size}"] = search(translator, beam_size)
+    return runs
 
 
 def forbid_eos(model: Transformer) -> None:
@@ -154,6 +188,8 @@ def main() -> None:
     forbid_eos(model)
     ids = sorted(source_ids(tokenizer, sources[: args.sentences], model.cfg), key=len)  # as translate() batches
     runs = searches(args.steps, args.beam_size)
+    if device.type == "cpu":
+        runs |= ctranslate2_searches(model, tokenizer, args.steps, args.beam_size, torch.get_num_threads())
     print(f"small preset ({model.num_parameters():,} parameters, random weights), {len(ids)} {label} sources, "
           f"{args.steps} tokens per sentence, {args.precision}")
 
@@ -183,6 +219,12 @@ def main() -> None:
         print(f"batch {b}: cached greedy {cache_gain:.1f}x uncached (tokens agree "
               f"{results[f'greedy agreement @ {b}']:.1%}); beam {args.beam_size} takes {beam_cost:.2f}x greedy's time")
     print("targets: cached greedy >= 10x uncached at batch 64; beam 5 <= 4x greedy time")
+    for b in args.batch_sizes:
+        for name in [n for n in runs if n.startswith("CTranslate2")]:
+            ours = "greedy, cached" if "greedy" in name else beam
+            ratio = results[f"{name} @ {b}"]["sentences_per_s"] / results[f"{ours} @ {b}"]["sentences_per_s"]
+            ratios[f"{name} / our {ours} @ {b}"] = ratio
+            print(f"batch {b}: {name} decodes {ratio:.2f}x the sentences/s of our {ours}")
 
     if args.package:
         package = load_package(args.package, device)

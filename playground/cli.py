@@ -1,4 +1,4 @@
-"""Command line: python -m playground {train,translate,evaluate,info,average} ... (see --help of each).
+"""Command line: python -m playground {train,translate,evaluate,info,average,export} ... (see --help of each).
 
 `train` runs unchanged under torchrun: every process trains, rank 0 alone prints, logs and saves."""
 
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from playground.errors import PlaygroundError, TrainingError
+from playground.export import add_export_command
 
 if TYPE_CHECKING:  # the commands import what they need when they run, to keep `--help` fast
     from playground import events
@@ -461,6 +462,7 @@ def build_parser() -> argparse.ArgumentParser:
     co.add_argument("models", nargs="+", metavar="MODEL", help="package folders (or names under models/)")
     co.add_argument("--json", action="store_true", help="print the comparison as one JSON object")
     co.set_defaults(func=cmd_compare)
+    add_export_command(sub)
     return parser
 
 

@@ -12,6 +12,7 @@ import gradio as gr
 import pandas as pd
 
 from playground.errors import PackageError
+from playground.ui import hub_panel
 from playground.ui.state import default_model, friendly, model_dropdown, model_names, package_folder, package_info
 
 COLUMNS = ["name", "direction", "architecture", "parameters", "steps", "BLEU", "chrF", "val loss", "size (MB)", "saved"]
@@ -138,6 +139,7 @@ def build(session: gr.State, models_dir: Path) -> ModelsTab:
         with gr.Column(scale=2):
             download_btn = gr.Button("⬇ Download as zip")
             download = gr.File(label="Package zip", interactive=False, height=90)
+            hub_panel.build(models_dir, model)
             upload = gr.File(label="Upload a package zip", file_types=[".zip"], height=120)
             status = gr.Markdown()
             with gr.Group():

@@ -1,0 +1,82 @@
+"""Models tab, right column: download a package as 🤗 transformers or CTranslate2 zips, and push it to the Hub.
+
+Sign-in: on a Space with OAuth enabled (README front matter `hf_oauth: true`, `hf_oauth_scopes: [write-repos]`, and
+`gradio[oauth]` installed) a gr.LoginButton gives the visitor's own token; elsewhere the HF_TOKEN environment
+variable of the person running the app is used. No `from __future__ import annotations` here: Gradio reads the
+gr.OAuthToken annotation of the push handler to inject the token."""
+
+import importlib.util
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import gradio as gr
+
+from playground.ui.state import friendly, package_folder
+
+
+def oauth_available() -> bool:
+    """A LoginButton works only on a Space with OAuth configured; without it Gradio fails to start the app."""
+    return bool(os.environ.get("SPACE_ID") and os.environ.get("OAUTH_CLIENT_ID")) and \
+        importlib.util.find_spec("authlib") is not None
+
+
+def export_zip(models_dir: Path, name: str, fmt: str, quantization: str = "float32") -> str:
+    """Export the package to `fmt` in a fresh temporary folder and zip it (the zip holds one folder)."""
+    from playground.export import export_package
+
+    folder = package_folder(models_dir, name)
+    work = Path(tempfile.mkdtemp(prefix=f"{fmt}-"))
+    suffix = "transformers" if fmt == "transformers" else f"ct2-{quantization}"
+    export_package(str(folder), fmt, str(work / f"{folder.name}-{suffix}"), quantization)
+    archive = shutil.make_archive(str(work / f"{folder.name}-{suffix}"), "zip", work, f"{folder.name}-{suffix}")
+    shutil.rmtree(work / f"{folder.name}-{suffix}")
+    return archive
+
+
+def build(models_dir: Path, model: gr.Dropdown) -> None:
+    @friendly
+    def transformers_zip(name: str):
+        """Zip the package exported for 🤗 transformers (AutoModelForSeq2SeqLM + AutoTokenizer)."""
+        return export_zip(models_dir, name, "transformers")
+
+    @friendly
+    def ctranslate2_zip(name: str, quantization: str):
+        """Zip the package exported for CTranslate2 (float32 or int8 weights)."""
+        return export_zip(models_dir, name, "ctranslate2", quantization)
+
+    @friendly
+    def push(name: str, repo_id: str, private: bool, with_transformers: bool, license: str,
+             oauth_token: gr.OAuthToken | None = None):
+        """Upload the package (and optionally its transformers export) to a model repo on the Hub."""
+        from playground.hub import hub_token, push_package
+
+        token = hub_token(oauth_token.token if oauth_token else None)
+        url = push_package(package_folder(models_dir, name), repo_id, token, private=private,
+                           with_transformers=with_transformers, license=license.strip() or None)
+        return f"✅ Pushed to [{url}]({url})."
+
+    with gr.Row():
+        hf_btn = gr.Button("⬇ 🤗 transformers zip", size="sm")
+        ct2_btn = gr.Button("⬇ CTranslate2 zip", size="sm")
+    quantization = gr.Radio(["float32", "int8"], value="int8", label="CTranslate2 weights")
+    exported = gr.File(label="Export zip", interactive=False, height=90)
+    with gr.Accordion("Share on the 🤗 Hub", open=False):
+        if oauth_available():
+            gr.LoginButton()
+        else:
+            gr.Markdown("Uses the `HF_TOKEN` environment variable (a token with write access) of the person "
+                        "running the app.")
+        repo_id = gr.Textbox(label="Repo id", placeholder="your-user-name/model-name")
+        with gr.Row():
+            private = gr.Checkbox(True, label="Private")
+            with_transformers = gr.Checkbox(importlib.util.find_spec("transformers") is not None,
+                                            label="Add the 🤗 transformers export (in transformers/)")
+        license = gr.Textbox(label="License (optional, e.g. apache-2.0)", max_lines=1)
+        push_btn = gr.Button("⬆ Push to the Hub")
+        pushed = gr.Markdown()
+
+    hf_btn.click(transformers_zip, [model], [exported], api_name="export_transformers")
+    ct2_btn.click(ctranslate2_zip, [model, quantization], [exported], api_name="export_ctranslate2")
+    push_btn.click(push, [model, repo_id, private, with_transformers, license], [pushed], api_name="push_to_hub")
