@@ -6,7 +6,6 @@ import os
 import shutil
 import socket
 import zipfile
-from pathlib import Path
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
