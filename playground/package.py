@@ -35,6 +35,14 @@ ALLOWED = {CONFIG, WEIGHTS, TOKENIZER, TGT_TOKENIZER, TRAINING, CARD, RESUME_TEN
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 MAX_ZIP_BYTES = 2 * 1024**3  # uncompressed total a package zip may expand to
 MAX_ZIP_RATIO = 200  # uncompressed / compressed size; far above real weights (~1.1), far below zip bombs
+SHIPPED_MODELS_DIR = Path(__file__).resolve().parent.parent / "models"  # models that come with the repo
+SHIPPED_MODELS = ("demo-en-de",)
+
+
+def is_shipped(folder: str | os.PathLike) -> bool:
+    """A package that ships with the repo: read-only in every mode (never deleted, overwritten or resumed into)."""
+    folder = Path(folder).resolve()
+    return folder.name in SHIPPED_MODELS and folder.parent == SHIPPED_MODELS_DIR
 
 
 @dataclass
