@@ -71,9 +71,13 @@ class Visitor:
         owner = os.environ.get("SPACE_AUTHOR_NAME", "")
         return cls(f"hf:{username}", signed_in=True, admin=bool(owner) and username.lower() == owner.lower())
 
+    @staticmethod
+    def is_token(token) -> bool:
+        return isinstance(token, str) and bool(TOKEN_PATTERN.match(token))
+
     @classmethod
     def browser(cls, token: str) -> "Visitor":
-        if not isinstance(token, str) or not TOKEN_PATTERN.match(token):
+        if not cls.is_token(token):
             raise ValueError("not a visitor token")
         return cls(f"anon:{token}")
 
@@ -287,6 +291,16 @@ class Library:
                                            "used": now}
             self.write_registry(registry)
 
+    def adopt(self, old: Visitor, new: Visitor) -> None:
+        """Give `old`'s packages to `new` (a browser's anonymous models to the account it signed in with)."""
+        with self.lock:
+            registry = self.read_registry()
+            mine = [e for e in registry.values() if e["owner"] == old.key]
+            for entry in mine:
+                entry.update(owner=new.key, signed_in=new.signed_in)
+            if mine:
+                self.write_registry(registry)
+
     def forget(self, name: str) -> None:
         """Drop a reservation whose package never came to be (the run failed before its first save)."""
         with self.lock:
@@ -321,9 +335,12 @@ class Library:
 
     @contextmanager
     def run_slot(self, visitor: Visitor, name: str) -> Iterator[None]:
-        """One training run per visitor at a time (in personal mode too: one person, one run)."""
+        """One training run per visitor at a time (personal mode: the training queue already runs one at a time)."""
+        if not self.shared:
+            yield
+            return
         with self.lock:
-            if visitor.key in self.running and self.shared:
+            if visitor.key in self.running:
                 raise TrainingError(f"You already have a run training ({self.running[visitor.key]}): stop it or "
                                     "wait for it to finish, then start the next one.")
             self.running[visitor.key] = name

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import gradio as gr
 import pandas as pd
@@ -13,7 +12,9 @@ import pandas as pd
 from playground import plots
 from playground.errors import PlaygroundError
 from playground.ui import steps_view
-from playground.ui.state import MODELS, Session, friendly, gpu, load_model, model_picker, package_folder, package_info
+from playground.sharing import Library
+from playground.ui.state import (MODELS, Session, friendly, gpu, load_model, model_picker, package_folder,
+                                 package_info)
 
 MAX_SENTENCES = 200
 TOP_K = 5  # candidates per step in the next-token view
@@ -26,12 +27,12 @@ class TranslateTab:
     model: gr.Dropdown
 
 
-def model_summary(models_dir: Path, name: str | None) -> str:
+def model_summary(library: Library, session: Session | None, name: str | None) -> str:
     """One line about a package, from its JSON files only (no weights loaded)."""
     if not name:
         return "*No model yet: train one on the Train tab or upload a package on the Models tab.*"
     try:
-        info = package_info(package_folder(models_dir, name))
+        info = package_info(package_folder(library, session, name))
     except PlaygroundError as err:
         return f"⚠️ {err}"
     config, training = info["config"], info["training"] or {}
@@ -90,8 +91,7 @@ def next_token_view(session: Session, row: int, k: int = TOP_K):
     return plots.next_token_figure(rows, title), table
 
 
-def build(session: gr.State, models_dir: Path) -> TranslateTab:
-    models_dir = Path(models_dir)
+def build(session: gr.State, library: Library) -> TranslateTab:
 
     @gpu
     @friendly
@@ -99,7 +99,7 @@ def build(session: gr.State, models_dir: Path) -> TranslateTab:
                        top_k: int = 0, top_p: float = 1.0, seed: int = 0, beam_size: int = 5,
                        length_penalty: float = 1.0, nbest: int = 1, max_len: int = 0):
         """Translate one sentence per line; returns the results table, a note, and row 1's next-token view."""
-        package = load_model(models_dir, model)
+        package = load_model(library, session, model)
         sentences = [line.strip() for line in (text or "").splitlines() if line.strip()]
         if not sentences:
             raise PlaygroundError("Type at least one sentence to translate (one per line).")
@@ -137,12 +137,12 @@ def build(session: gr.State, models_dir: Path) -> TranslateTab:
 
     @gpu
     @friendly
-    def step_through(model: str, text: str, method: str = "greedy", temperature: float = 1.0, top_k: int = 0,
+    def step_through(session: Session, model: str, text: str, method: str = "greedy", temperature: float = 1.0, top_k: int = 0,
                      top_p: float = 1.0, seed: int = 0, beam_size: int = 5, length_penalty: float = 1.0,
                      max_len: int = 0, k: int = TOP_K):
         """Decode the first sentence step by step: greedy versus sampling (top-k candidates per step, the greedy
         choice, a seeded sampled choice) or, for beam search, every beam at every step; figure, table and note."""
-        package = load_model(models_dir, model)
+        package = load_model(library, session, model)
         first = next((line.strip() for line in (text or "").splitlines() if line.strip()), "")
         opts = decode_options(method, temperature, top_k, top_p, seed, beam_size, length_penalty, 1, max_len)
         if method == "beam":
@@ -156,8 +156,8 @@ def build(session: gr.State, models_dir: Path) -> TranslateTab:
 
     with gr.Row():
         with gr.Column(scale=1):
-            model, _ = model_picker(models_dir, "translate_models")
-            model_info = gr.Markdown(model_summary(models_dir, model.value))
+            model, _ = model_picker(library, session, "translate_models")
+            model_info = gr.Markdown(model_summary(library, None, model.value))
             text = gr.Textbox(label="Source sentences (one per line)", lines=5,
                               placeholder="Type in the model's source language, one sentence per line.")
             method = gr.Radio(["greedy", "sample", "beam"], value="greedy", label="Decoding")
@@ -200,7 +200,7 @@ def build(session: gr.State, models_dir: Path) -> TranslateTab:
 
     method.change(show_controls, [method], [sample_row, beam_row, nbest], api_visibility="private",
                   show_progress="hidden")
-    model.change(lambda m: model_summary(models_dir, m), [model], [model_info], api_visibility="private",
+    model.change(lambda s, m: model_summary(library, s, m), [session, model], [model_info], api_visibility="private",
                  show_progress="hidden")
     inputs = [session, model, text, method, temperature, top_k, top_p, seed, beam_size, length_penalty, nbest, max_len]
     outputs = [results, note, row, next_plot, next_table]
@@ -208,7 +208,7 @@ def build(session: gr.State, models_dir: Path) -> TranslateTab:
     text.submit(translate_text, inputs, outputs, api_visibility="private")
     results.select(pick_row, [session, k], [row, next_plot, next_table], api_visibility="private")
     show_row.click(next_tokens, [session, row, k], [next_plot, next_table], api_name="next_tokens")
-    steps_btn.click(step_through, [model, text, method, temperature, top_k, top_p, seed, beam_size, length_penalty,
+    steps_btn.click(step_through, [session, model, text, method, temperature, top_k, top_p, seed, beam_size, length_penalty,
                                    max_len, k], [steps_plot, steps_table, steps_note], api_name="decode_steps")
     return TranslateTab(model)
 
