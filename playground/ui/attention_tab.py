@@ -15,7 +15,7 @@ import numpy as np
 from playground import plots
 from playground.errors import PlaygroundError
 from playground.sharing import Library
-from playground.ui.state import (Session, default_model, friendly, gpu, load_model, model_names, model_picker,
+from playground.ui.state import (MODELS, Session, default_model, friendly, gpu, model_names, model_picker,
                                  package_folder, package_info)
 
 KINDS = [("Cross-attention (decoder → encoder)", "cross"), ("Encoder self-attention", "encoder"),
@@ -68,10 +68,13 @@ def sliders(att: dict | None, kind: str, layer: int, head: int):
             gr.update(maximum=max(n_heads - 1, 1), value=min(int(head), n_heads - 1), interactive=n_heads > 1))
 
 
-def compute_maps(package, source: str, target_mode: str, target: str) -> dict:
+def compute_maps(folder: str, source: str, target_mode: str, target: str) -> dict:
+    """Every attention map of one pair with the package in `folder`: plain values in, numpy arrays out (what a
+    ZeroGPU call may take and return)."""
     from playground.decode import DecodeOptions, attention_maps, source_ids, translate
     from playground.inspection import check_source
 
+    package = MODELS.get(folder)
     model, tokenizer = package.model, package.tokenizer
     source = check_source(source)
     src_ids = source_ids(tokenizer, [source], model.cfg)[0]
@@ -120,14 +123,13 @@ def probe_figure(probe: list, index: int):
 
 def build(session: gr.State, library: Library) -> AttentionTab:
     first_probe = read_probe(library, None, default_model(model_names(library, None)))
+    maps_of = gpu(compute_maps)  # a ZeroGPU call: never the session, which stays in this process
 
-    @gpu
     @friendly
     def show_attention(session: Session, model: str, source: str, target_mode: str = TARGET_MODES[0],
                        target: str = "", kind: str = "cross", view: str = VIEWS[0], layer: int = 0, head: int = 0):
         """Compute the attention of one pair and draw it; returns the figure, the target used and a note."""
-        package = load_model(library, session, model)
-        session.attention = compute_maps(package, source, target_mode, target)
+        session.attention = maps_of(str(package_folder(library, session, model)), source, target_mode, target)
         att = session.attention
         note = (f"**{att['model']}** · {len(att['src_tokens'])} source tokens (with `<eos>`), "
                 f"{len(att['tgt_tokens'])} target inputs (from `<bos>`); rows are queries, columns keys. "

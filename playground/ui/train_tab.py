@@ -527,15 +527,16 @@ def build(session: gr.State, library: Library, page: gr.Tab) -> TrainTab:
             return gr.skip(), gr.skip()
         return estimate(session, **values)
 
-    @gpu(duration=ESTIMATE_GPU_S)
+    from playground.estimate import estimate_training
+
+    time_steps = gpu(estimate_training, duration=ESTIMATE_GPU_S)  # a ZeroGPU call: the settings in, numbers out
+
     @friendly
     def estimate(session: Session, **values):
         """Time a few training steps of this configuration on this machine; estimate the whole run."""
-        from playground.estimate import estimate_training
-
         cfg = build_config(values)
         seq_len, epoch_steps = data_shape(session, cfg.tokenizer, cfg.batch_tokens)
-        est = estimate_training(cfg, seq_len=seq_len, epoch_steps=epoch_steps)
+        est = time_steps(cfg, seq_len=seq_len, epoch_steps=epoch_steps)
         session.estimated = True
         caveat = "" if session.data is not None else " Load data first for a better guess (sentence lengths, epochs)."
         return (f"{parameter_line(cfg)}  \n⏱ Estimated duration: **{est.describe()}**, validations included."
