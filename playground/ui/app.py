@@ -59,7 +59,7 @@ def build_app(models_dir: str | os.PathLike | None = None, *, shared: bool | Non
     library = Library(models_dir, shared=shared, persistent=persistent)
     with gr.Blocks(title="Transformer Playground") as demo:
         session = gr.State(Session())
-        token = gr.BrowserState("", storage_key="playground-visitor", secret=browser_secret(library))
+        token = gr.BrowserState("", storage_key="playground-visitor", secret=browser_secret(library) if shared else None)
         with gr.Row():
             gr.Markdown(INTRO + f"  \n<small>Running on {describe(resolve_device('auto'))}.</small>  \n"
                         f"<small>{mode_line(library)}</small>", elem_id="intro")
@@ -104,6 +104,7 @@ def build_app(models_dir: str | os.PathLike | None = None, *, shared: bool | Non
             page.select(**refresh)
         for view in inside.redraw:
             inside_page.select(**view)
+
         def welcome(session: Session, token: str | None, profile: gr.OAuthProfile | None):
             """Name the visitor of this page (shared mode): the Hugging Face account when signed in (the models the
             browser made before signing in come along), else the browser's random token (made on a first visit)."""

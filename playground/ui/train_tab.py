@@ -602,6 +602,9 @@ def build(session: gr.State, library: Library, page: gr.Tab) -> TrainTab:
     outputs = [status, loss_plot, val_plot, lr_plot, metrics_plot, samples]
     waiting = ("⏳ Waiting for the training slot: one run trains at a time on this machine, so if another session is "
                "training, yours starts as soon as it finishes (the queue position shows here).")
+    if library.quotas.run_minutes:  # a bound on the wait: every run ahead ends within the cap
+        waiting += (f" Runs last at most {library.quotas.run_minutes:g} minutes each: with n runs ahead of yours, "
+                    f"yours starts within n × {library.quotas.run_minutes:g} minutes.")
     train_kwargs = dict(inputs_kwargs=controls, show_progress="full", show_progress_on=[status],
                         concurrency_limit=1, concurrency_id="train")
     start_event = start_btn.click(lambda: waiting, None, [status], queue=False, api_visibility="private",
