@@ -149,6 +149,7 @@ def build(session: gr.State, library: Library) -> ModelsTab:
         row = evt.row_value or []
         return gr.update(value=row[0]) if row else gr.update()
 
+    gr.Markdown(storage_note(library), elem_id="models-storage")
     with gr.Row():
         table = gr.Dataframe(models_frame(library, None), label="Model packages (click a row)",
                              interactive=False, wrap=True, scale=5)
@@ -168,7 +169,6 @@ def build(session: gr.State, library: Library) -> ModelsTab:
                 confirm = gr.Checkbox(False, label="Yes, delete the selected model (cannot be undone)")
                 delete_btn = gr.Button("🗑 Delete", variant="stop")
 
-    gr.Markdown(storage_note(library), elem_id="models-storage")
     refresh.click(refresh_all, [session, model], [table, model], api_name="list_models", show_progress="hidden")
     table.select(pick, None, [model], api_visibility="private")
     model.change(model_card, [session, model], [card_md, config], api_name="model_card", show_progress="hidden")
