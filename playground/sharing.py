@@ -154,8 +154,9 @@ class Library:
             data = json.loads((self.models_dir / REGISTRY).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return {}
-        return {k: v for k, v in data.items() if isinstance(v, dict) and isinstance(v.get("owner"), str)} \
-            if isinstance(data, dict) else {}
+        if not isinstance(data, dict):
+            return {}
+        return {k: v for k, v in data.items() if isinstance(v, dict) and isinstance(v.get("owner"), str)}
 
     def write_registry(self, registry: dict[str, dict]) -> None:
         """Write a sibling file and rename it over the old one: a crash never leaves half a registry."""
@@ -218,11 +219,11 @@ class Library:
                  and ((self.models_dir / n).is_dir() or n in self.running.values())]
         return len(names), sum(folder_bytes(self.models_dir / n) for n in names)
 
-    def check_quota(self, visitor: Visitor, new_bytes: int, registry: dict[str, dict], replacing: str | None = None) -> None:
+    def check_quota(self, visitor: Visitor, new_bytes: int, registry: dict[str, dict]) -> None:
         if not self.shared or visitor.admin:
             return
         count, used = self.usage(visitor, registry)
-        if replacing is None and count >= self.quotas.models_per_visitor:
+        if count >= self.quotas.models_per_visitor:
             mine = [n for n, e in registry.items() if e["owner"] == visitor.key and (self.models_dir / n).is_dir()]
             raise PackageError(f"You have {count} models, the most this Space keeps per visitor "
                                f"({self.quotas.models_per_visitor}): delete one on the Models tab first "
@@ -235,13 +236,13 @@ class Library:
     def total_bytes(self) -> int:
         return sum(folder_bytes(p) for p in list_packages(self.models_dir))
 
-    def make_room(self, new_bytes: int, registry: dict[str, dict], now: float | None = None) -> list[str]:
+    def make_room(self, new_bytes: int, registry: dict[str, dict]) -> list[str]:
         """Free space for new_bytes by deleting the least recently used packages of anonymous visitors unused for
         longer than the quota's age (never a signed-in visitor's, a shipped one or a run in progress); returns the
         names deleted. PackageError when even that is not enough."""
         if not self.shared:
             return []
-        now = time.time() if now is None else now
+        now = time.time()
         total = self.total_bytes()
         evicted = []
         candidates = sorted((e.get("used", 0), n) for n, e in registry.items()
@@ -309,11 +310,11 @@ class Library:
                 del registry[name]
                 self.write_registry(registry)
 
-    def touch(self, folder: Path, now: float | None = None) -> None:
+    def touch(self, folder: Path) -> None:
         """Note that a package was used (for eviction: least recently used first); at most once a minute."""
         if not self.shared or is_shipped(folder):
             return
-        now = time.time() if now is None else now
+        now = time.time()
         with self.lock:
             registry = self.read_registry()
             entry = registry.get(folder.name)
