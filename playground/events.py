@@ -66,9 +66,16 @@ class Error:
 
 
 @dataclass
+class Paused:
+    """A run that ended its time-limited call (ZeroGPU) saved, to go on in the next call."""
+
+    step: int
+
+
+@dataclass
 class Done:
     reason: str
     summary: dict  # Trainer.result: the run's facts, for the CLI's --json and the UI
 
 
-Event = Start | Step | Eval | Saved | Averaged | Error | Done
+Event = Start | Step | Eval | Saved | Averaged | Error | Paused | Done

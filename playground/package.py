@@ -572,6 +572,8 @@ def delete_package(models_dir: str | os.PathLike, name: str) -> None:
     folder = package_path(models_dir, name)
     if not is_package(folder):
         raise PackageError(f"There is no model package named {name!r} to delete.")
+    if is_shipped(folder):
+        raise PackageError(f"{name} ships with the app and is read-only.")
     shutil.rmtree(folder)
     shutil.rmtree(snapshots_folder(folder), ignore_errors=True)
 

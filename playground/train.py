@@ -37,6 +37,8 @@ from playground.tokenizer import PAD_ID, PairBpeDropout, PairTokenizer, train_to
 from playground.validation import (is_better, perplexity, probe_attention, translation_scores,
                                    validation_loss)
 
+PAUSED = "paused"  # the reason of a run that ended its call (pause_after_s) to go on in the next one
+
 
 @dataclass
 class TrainData:
@@ -119,6 +121,7 @@ class Trainer:
                  ranks: Ranks = SINGLE):
         self.cfg, self.data, self.out_dir, self.ranks = cfg, data, Path(out_dir), ranks
         self.stop_requested = threading.Event()
+        self.pause_after_s: float | None = None  # end this call after so long, saved to resume (ZeroGPU chunks)
         if len(data.train) == 0 or len(data.val) == 0:
             raise TrainingError("Training needs at least one training pair and one validation pair.")
         if ranks.distributed:  # hashing millions of pairs is only worth it when there are ranks to compare
@@ -324,6 +327,10 @@ class Trainer:
                                or ("stopped by the user" if self.stop_requested.is_set() else None), self.ranks)
                 if reason:
                     break
+                if (self.pause_after_s is not None and steps_here
+                        and time.perf_counter() - start_time >= self.pause_after_s):
+                    reason = PAUSED
+                    return  # the finally saves the state to resume from: no final validation, no Done
                 # the last batches of an epoch that cannot fill a global batch are left out (a different few each epoch)
                 if self.batch_in_epoch + self.batches_per_step > len(self.batches):
                     self.epoch, self.batch_in_epoch = self.epoch + 1, 0

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import threading
 import time
 from pathlib import Path
 
 import gradio as gr
 
-from playground.ui import attention_tab, compare_tab, data_tab, inside_tab, models_tab, train_tab, translate_tab
 from playground.limits import env_int, max_data_bytes
+from playground.sharing import Library, Visitor, models_location, shared_mode
+from playground.ui import attention_tab, compare_tab, data_tab, inside_tab, models_tab, train_tab, translate_tab
 from playground.ui.state import Session, friendly, model_dropdown, model_names, release_session
 
 CONCURRENCY = 2  # events of one kind running at once (2 CPU cores on a free Space); training: 1 at a time
-QUEUE_SIZE = 20  # waiting requests beyond this are turned away with Gradio's "queue is full" message
+QUEUE_SIZE = 20  # personal mode: waiting requests beyond this are turned away with Gradio's "queue is full"
 log = logging.getLogger("playground.ui")
 CACHE_CLEANUP = (600, 3600)  # every 10 min, delete uploads and downloads in Gradio's cache older than an hour
 CSS = """
@@ -26,48 +28,79 @@ CSS = """
 INTRO = """# Transformer Playground
 Train a small encoder–decoder Transformer ("Attention Is All You Need") on parallel text, watch it learn, translate
 with greedy, sampling or beam search, and look inside its attention. **Data** → **Train** → **Translate** /
-**Attention**; packages land in `models/` (**Models**); **Inside** draws the articles' figures from your model."""
+**Attention**; your packages are listed on **Models**; **Inside** draws the articles' figures from your model."""
 
 
-def build_app(models_dir: str | os.PathLike = "models") -> gr.Blocks:
-    """The whole app; `models_dir` holds the packages (created when missing). Nothing heavy runs here."""
+def mode_line(library: Library) -> str:
+    """The one line that says whether this app is one person's or shared with strangers."""
+    if not library.shared:
+        return "**Personal mode**: one person on this machine; every model in the models folder is yours."
+    return ("**Shared mode**: your models are visible to you alone (sign in to keep them across browsers); "
+            f"up to {library.quotas.models_per_visitor} models per visitor, runs of at most "
+            f"{library.quotas.run_minutes or 0:g} minutes, one at a time.")
+
+
+def browser_secret(library: Library) -> str:
+    """The key that encrypts the visitor token in the browser; kept beside the models so that it (and with it
+    everybody's models) outlives a restart when the models do."""
+    path = library.models_dir / ".browser-secret"
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except OSError:
+        secret = secrets.token_urlsafe(24)
+        path.write_text(secret, encoding="utf-8")
+        os.chmod(path, 0o600)
+        return secret
+
+
+def build_app(models_dir: str | os.PathLike | None = None, *, shared: bool | None = None) -> gr.Blocks:
+    """The whole app; `models_dir` holds the packages (created when missing; None: models_location decides).
+    `shared` None: shared_mode() decides (on a Space, or PLAYGROUND_SHARED=1). Nothing heavy runs here."""
     from playground.device import describe, resolve_device
 
-    models_dir = Path(models_dir)
-    models_dir.mkdir(parents=True, exist_ok=True)
-    start_sweeper(models_dir)
+    shared = shared_mode() if shared is None else shared
+    persistent = True
+    if models_dir is None:
+        models_dir, persistent = models_location(shared)
+    library = Library(models_dir, shared=shared, persistent=persistent)
+    start_sweeper(library.models_dir)
     with gr.Blocks(title="Transformer Playground", delete_cache=CACHE_CLEANUP) as demo:
         session = gr.State(Session())
-        gr.Markdown(INTRO + f"  \n<small>Running on {describe(resolve_device('auto'))}.</small>")
+        token = gr.BrowserState("", storage_key="playground-visitor", secret=browser_secret(library) if shared else None)
+        with gr.Row():
+            gr.Markdown(INTRO + f"  \n<small>Running on {describe(resolve_device('auto'))}.</small>  \n"
+                        f"<small>{mode_line(library)}</small>", elem_id="intro")
+            if shared and os.environ.get("OAUTH_CLIENT_ID"):  # a Space with `hf_oauth: true`
+                gr.LoginButton(scale=0, min_width=180)
         with gr.Tabs():
             with gr.Tab("1 · Data", id="data"):
                 data_tab.build(session)
             with gr.Tab("2 · Train", id="train") as train_page:
-                train = train_tab.build(session, models_dir, train_page)
+                train = train_tab.build(session, library, train_page)
             with gr.Tab("3 · Translate", id="translate") as translate_page:
-                translate = translate_tab.build(session, models_dir)
+                translate = translate_tab.build(session, library)
             with gr.Tab("4 · Attention", id="attention") as attention_page:
-                attention = attention_tab.build(session, models_dir)
+                attention = attention_tab.build(session, library)
             with gr.Tab("5 · Models", id="models") as models_page:
-                models = models_tab.build(session, models_dir)
+                models = models_tab.build(session, library)
             with gr.Tab("6 · Inside", id="inside") as inside_page:
-                inside = inside_tab.build(session, models_dir)
+                inside = inside_tab.build(session, library)
             with gr.Tab("7 · Compare", id="compare") as compare_page:
-                compare = compare_tab.build(session, models_dir)
+                compare = compare_tab.build(session, library)
 
         @friendly
         def pickers(session: Session, translate_model: str | None, attention_model: str | None,
                     models_model: str | None, resume_from: str | None, inside_model: str | None,
                     compared: list[str] | None):
             """Fresh choices for every model picker, keeping what each had selected where it still exists."""
-            names = model_names(models_dir)
+            names = model_names(library, session)
             own = Path(session.run_dir).name if session.run_dir else None
 
             def pick(keep):
-                return model_dropdown(models_dir, keep, names)
+                return model_dropdown(library, session, keep, names)
 
             return (pick(translate_model), pick(attention_model), pick(own if own in names else models_model),
-                    models_tab.models_frame(models_dir), train_tab.resume_dropdown(models_dir, session, resume_from),
+                    models_tab.models_frame(library, session), train_tab.resume_dropdown(library, session, resume_from),
                     pick(inside_model), gr.update(choices=names, value=[n for n in compared or [] if n in names]))
 
         picker_inputs = [session, translate.model, attention.model, models.model, train.resume_from, inside.model,
@@ -82,14 +115,32 @@ def build_app(models_dir: str | os.PathLike = "models") -> gr.Blocks:
             page.select(**refresh)
         for view in inside.redraw:
             inside_page.select(**view)
-        demo.load(**refresh)
+
+        def welcome(session: Session, token: str | None, profile: gr.OAuthProfile | None):
+            """Name the visitor of this page (shared mode): the Hugging Face account when signed in (the models the
+            browser made before signing in come along), else the browser's random token (made on a first visit)."""
+            if not library.shared:
+                return gr.skip()
+            if not Visitor.is_token(token):
+                token = secrets.token_urlsafe(24)
+            session.visitor = Visitor.browser(token)
+            if profile is not None:
+                signed = Visitor.signed(profile.username)
+                library.adopt(session.visitor, signed)
+                session.visitor = signed
+            return token
+
+        demo.load(welcome, [session, token], [token], api_visibility="private", show_progress="hidden",
+                  queue=False).then(**refresh)
 
         def release(request: gr.Request) -> None:
             """A closed tab's session data goes now (Gradio would keep it as long as the server runs)."""
             release_session(demo, session, request)
 
         demo.unload(release)
-    demo.queue(default_concurrency_limit=CONCURRENCY, max_size=QUEUE_SIZE)
+    # shared: no overall cap, so a pile of queued runs never turns a quick call away ("queue is full"); runs
+    # queue behind their own concurrency id and each visitor has at most one (sharing.Library.run_slot)
+    demo.queue(default_concurrency_limit=CONCURRENCY, max_size=None if shared else QUEUE_SIZE)
     return demo
 
 

@@ -14,8 +14,9 @@ import numpy as np
 
 from playground import plots
 from playground.errors import PlaygroundError
-from playground.ui.state import (Session, default_model, friendly, gpu, load_model, model_picker, package_folder,
-                                 package_info)
+from playground.sharing import Library
+from playground.ui.state import (MODELS, Session, default_model, friendly, gpu, model_names, model_picker,
+                                 package_folder, package_info)
 
 KINDS = [("Cross-attention (decoder → encoder)", "cross"), ("Encoder self-attention", "encoder"),
          ("Decoder self-attention (masked)", "decoder")]
@@ -67,10 +68,13 @@ def sliders(att: dict | None, kind: str, layer: int, head: int):
             gr.update(maximum=max(n_heads - 1, 1), value=min(int(head), n_heads - 1), interactive=n_heads > 1))
 
 
-def compute_maps(package, source: str, target_mode: str, target: str) -> dict:
+def compute_maps(folder: str, source: str, target_mode: str, target: str) -> dict:
+    """Every attention map of one pair with the package in `folder`: plain values in, numpy arrays out (what a
+    ZeroGPU call may take and return)."""
     from playground.decode import DecodeOptions, attention_maps, source_ids, translate
     from playground.inspection import check_source
 
+    package = MODELS.get(folder)
     model, tokenizer = package.model, package.tokenizer
     source = check_source(source)
     src_ids = source_ids(tokenizer, [source], model.cfg)[0]
@@ -91,12 +95,12 @@ def compute_maps(package, source: str, target_mode: str, target: str) -> dict:
             "model": package.name, "target": target}
 
 
-def read_probe(models_dir: Path, name: str | None) -> list:
+def read_probe(library: Library, session: Session | None, name: str | None) -> list:
     """The recorded cross-attention of the package's probe pair, one entry per validation ([] when none)."""
     if not name:
         return []
     try:
-        training = package_info(package_folder(models_dir, name))["training"] or {}
+        training = package_info(package_folder(library, session, name))["training"] or {}
     except PlaygroundError:
         return []
     return list((training.get("history") or {}).get("probe") or [])
@@ -117,17 +121,15 @@ def probe_figure(probe: list, index: int):
                                 row_titles=["mean over heads"], column_titles=layers)
 
 
-def build(session: gr.State, models_dir: Path) -> AttentionTab:
-    models_dir = Path(models_dir)
-    first_probe = read_probe(models_dir, default_model(models_dir))
+def build(session: gr.State, library: Library) -> AttentionTab:
+    first_probe = read_probe(library, None, default_model(model_names(library, None)))
+    maps_of = gpu(compute_maps)  # a ZeroGPU call: never the session, which stays in this process
 
-    @gpu
     @friendly
     def show_attention(session: Session, model: str, source: str, target_mode: str = TARGET_MODES[0],
                        target: str = "", kind: str = "cross", view: str = VIEWS[0], layer: int = 0, head: int = 0):
         """Compute the attention of one pair and draw it; returns the figure, the target used and a note."""
-        package = load_model(models_dir, model)
-        session.attention = compute_maps(package, source, target_mode, target)
+        session.attention = maps_of(str(package_folder(library, session, model)), source, target_mode, target)
         att = session.attention
         note = (f"**{att['model']}** · {len(att['src_tokens'])} source tokens (with `<eos>`), "
                 f"{len(att['tgt_tokens'])} target inputs (from `<bos>`); rows are queries, columns keys. "
@@ -173,20 +175,20 @@ def build(session: gr.State, models_dir: Path) -> AttentionTab:
         return str(path)
 
     @friendly
-    def pick_model(model: str):
-        probe = read_probe(models_dir, model)
+    def pick_model(session: Session, model: str):
+        probe = read_probe(library, session, model)
         n = len(probe)
         return (gr.update(maximum=max(n - 1, 1), value=max(n - 1, 0), visible=n > 0, interactive=n > 1),
                 probe_figure(probe, n - 1))
 
     @friendly
-    def show_probe(model: str, index: int = 0):
+    def show_probe(session: Session, model: str, index: int = 0):
         """Cross-attention of the model's fixed validation pair at the index-th validation of its training."""
-        return probe_figure(read_probe(models_dir, model), index)
+        return probe_figure(read_probe(library, session, model), index)
 
     with gr.Row():
         with gr.Column(scale=1):
-            model, refreshed = model_picker(models_dir, "attention_models")
+            model, refreshed = model_picker(library, session, "attention_models")
             source = gr.Textbox(label="Source sentence", lines=2)
             target_mode = gr.Radio(TARGET_MODES, value=TARGET_MODES[0], label="Target side")
             target = gr.Textbox(label="Target (filled with the model's translation; edit it and choose "
@@ -228,12 +230,12 @@ def build(session: gr.State, models_dir: Path) -> AttentionTab:
                        trigger_mode="always_last")
     html_btn.click(export_html, view_inputs, [export], api_name="export_attention_html")
     png_btn.click(export_png, view_inputs, [export], api_name="export_attention_png")
-    probe_outputs = dict(fn=pick_model, inputs=[model], outputs=[probe_step, probe_plot], api_visibility="private",
+    probe_outputs = dict(fn=pick_model, inputs=[session, model], outputs=[probe_step, probe_plot], api_visibility="private",
                          show_progress="hidden")
     # ↻ also rereads the history: a model still training (the demo) gains validations under the same name
     refreshed.then(**probe_outputs)
     model.change(**probe_outputs)
-    probe_step.change(show_probe, [model, probe_step], [probe_plot], api_name="attention_probe",
+    probe_step.change(show_probe, [session, model, probe_step], [probe_plot], api_name="attention_probe",
                       show_progress="hidden", trigger_mode="always_last")
     return AttentionTab(model)
 

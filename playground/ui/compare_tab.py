@@ -11,7 +11,8 @@ import pandas as pd
 
 from playground import plots
 from playground.errors import PlaygroundError
-from playground.ui.state import friendly, gpu, load_model, model_names, package_folder
+from playground.sharing import Library
+from playground.ui.state import MODELS, Session, friendly, gpu, model_names, package_folder
 
 MAX_SENTENCES = 20  # each sentence is translated by every compared model
 EXAMPLE = "the cat sees the dog\nfour hundred twenty-one"
@@ -44,6 +45,19 @@ def run_figures(runs, x_axis: str) -> list:
     ]
 
 
+def greedy_columns(folders: list[str], lines: list[str]) -> dict[str, list[str]]:
+    """Each package's greedy translations of `lines`, by package name (what runs on a ZeroGPU GPU: plain values in
+    and out, never the session)."""
+    from playground.decode import DecodeOptions, translate
+
+    columns = {"source": lines}
+    for folder in folders:
+        package = MODELS.get(folder)
+        columns[Path(folder).name] = [t.text for t in translate(package.model, package.tokenizer, lines,
+                                                                DecodeOptions("greedy"))]
+    return columns
+
+
 def tables(runs) -> tuple[pd.DataFrame, pd.DataFrame]:
     from playground.compare import comparison_rows
 
@@ -62,11 +76,11 @@ def time_note(runs) -> str:
             "over it.*")
 
 
-def build(session: gr.State, models_dir: Path) -> CompareTab:
+def build(session: gr.State, library: Library) -> CompareTab:
     gr.Markdown("Pick two or more models to see their training curves on shared axes, the settings that differ and "
                 "the scores of their last validation; then translate the same sentences with each of them.")
     with gr.Row():
-        models = gr.Dropdown(model_names(models_dir), value=[], multiselect=True, label="Models to compare",
+        models = gr.Dropdown(model_names(library, None), value=[], multiselect=True, label="Models to compare",
                              info="Two to eight packages", scale=4)
         x_axis = gr.Radio(["step", "wall time"], value="step", label="Horizontal axis", scale=1)
         compare_btn = gr.Button("Compare", variant="primary", scale=1)
@@ -87,35 +101,31 @@ def build(session: gr.State, models_dir: Path) -> CompareTab:
     view_outputs = [settings, scores, loss_plot, val_plot, lr_plot, bleu_plot, chrf_plot]
 
     @friendly
-    def compare(names: list[str] | None, x_axis: str = "step"):
+    def compare(session: Session, names: list[str] | None, x_axis: str = "step"):
         """The comparison of the chosen packages; a wrong choice is said next to the button, the views stay."""
         from playground.compare import load_runs
 
         try:
-            runs = load_runs([package_folder(models_dir, name) for name in names or []])
+            runs = load_runs([package_folder(library, session, name) for name in names or []])
         except PlaygroundError as err:
             return f"⚠️ {err}", *[gr.skip()] * len(view_outputs)
         note = time_note(runs) if x_axis == "wall time" else ""
         return note, *tables(runs), *run_figures(runs, x_axis)
 
-    @gpu(duration=30)
-    @friendly
-    def translate_each(names: list[str] | None, text: str):
-        """The sentences translated greedily by each chosen model: one column per model."""
-        from playground.decode import DecodeOptions, translate
+    translate_columns = gpu(greedy_columns)
 
+    @friendly
+    def translate_each(session: Session, names: list[str] | None, text: str):
+        """The sentences translated greedily by each chosen model: one column per model."""
         lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
         if not names:
             return "⚠️ Pick the models to compare first.", gr.skip()
         if not lines or len(lines) > MAX_SENTENCES:
             return f"⚠️ Type between 1 and {MAX_SENTENCES} sentences, one per line.", gr.skip()
-        columns = {"source": lines}
-        for name in names:
-            package = load_model(models_dir, name)
-            columns[name] = [t.text for t in translate(package.model, package.tokenizer, lines, DecodeOptions("greedy"))]
-        return "", pd.DataFrame(columns)
+        folders = [str(package_folder(library, session, name)) for name in names]
+        return "", pd.DataFrame(translate_columns(folders, lines))
 
-    gr.on([compare_btn.click, x_axis.change], compare, [models, x_axis], [message, *view_outputs],
+    gr.on([compare_btn.click, x_axis.change], compare, [session, models, x_axis], [message, *view_outputs],
           api_name="compare")
-    translate_btn.click(translate_each, [models, sentences], [message, side_by_side], api_name="compare_translate")
+    translate_btn.click(translate_each, [session, models, sentences], [message, side_by_side], api_name="compare_translate")
     return CompareTab(models)

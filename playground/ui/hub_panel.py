@@ -13,7 +13,8 @@ from pathlib import Path
 
 import gradio as gr
 
-from playground.ui.state import friendly, package_folder
+from playground.sharing import Library
+from playground.ui.state import Session, friendly, package_folder
 
 
 def oauth_available() -> bool:
@@ -22,12 +23,13 @@ def oauth_available() -> bool:
         importlib.util.find_spec("authlib") is not None
 
 
-def export_zip(models_dir: Path, name: str, fmt: str, quantization: str = "float32") -> str:
-    """Export the package to `fmt` in a fresh temporary folder and zip it (the zip holds one folder)."""
+def export_zip(folder: Path, fmt: str, quantization: str = "float32") -> str:
+    """Export the package to `fmt` in a fresh temporary folder and zip it (the zip holds one folder; the sweep
+    removes the temporary folder once Gradio has copied the zip, as for the package zip)."""
     from playground.export import export_package
+    from playground.package import temp_prefix
 
-    folder = package_folder(models_dir, name)
-    work = Path(tempfile.mkdtemp(prefix=f"{fmt}-"))
+    work = Path(tempfile.mkdtemp(prefix=temp_prefix("package")))
     suffix = "transformers" if fmt == "transformers" else f"ct2-{quantization}"
     export_package(str(folder), fmt, str(work / f"{folder.name}-{suffix}"), quantization)
     archive = shutil.make_archive(str(work / f"{folder.name}-{suffix}"), "zip", work, f"{folder.name}-{suffix}")
@@ -35,25 +37,25 @@ def export_zip(models_dir: Path, name: str, fmt: str, quantization: str = "float
     return archive
 
 
-def build(models_dir: Path, model: gr.Dropdown) -> None:
+def build(session: gr.State, library: Library, model: gr.Dropdown) -> None:
     @friendly
-    def transformers_zip(name: str):
+    def transformers_zip(session: Session, name: str):
         """Zip the package exported for 🤗 transformers (AutoModelForSeq2SeqLM + AutoTokenizer)."""
-        return export_zip(models_dir, name, "transformers")
+        return export_zip(package_folder(library, session, name), "transformers")
 
     @friendly
-    def ctranslate2_zip(name: str, quantization: str):
+    def ctranslate2_zip(session: Session, name: str, quantization: str):
         """Zip the package exported for CTranslate2 (float32 or int8 weights)."""
-        return export_zip(models_dir, name, "ctranslate2", quantization)
+        return export_zip(package_folder(library, session, name), "ctranslate2", quantization)
 
     @friendly
-    def push(name: str, repo_id: str, private: bool, with_transformers: bool, license: str,
+    def push(session: Session, name: str, repo_id: str, private: bool, with_transformers: bool, license: str,
              oauth_token: gr.OAuthToken | None = None):
         """Upload the package (and optionally its transformers export) to a model repo on the Hub."""
         from playground.hub import hub_token, push_package
 
         token = hub_token(oauth_token.token if oauth_token else None)
-        url = push_package(package_folder(models_dir, name), repo_id, token, private=private,
+        url = push_package(package_folder(library, session, name), repo_id, token, private=private,
                            with_transformers=with_transformers, license=license.strip() or None)
         return f"✅ Pushed to [{url}]({url})."
 
@@ -77,6 +79,7 @@ def build(models_dir: Path, model: gr.Dropdown) -> None:
         push_btn = gr.Button("⬆ Push to the Hub")
         pushed = gr.Markdown()
 
-    hf_btn.click(transformers_zip, [model], [exported], api_name="export_transformers")
-    ct2_btn.click(ctranslate2_zip, [model, quantization], [exported], api_name="export_ctranslate2")
-    push_btn.click(push, [model, repo_id, private, with_transformers, license], [pushed], api_name="push_to_hub")
+    hf_btn.click(transformers_zip, [session, model], [exported], api_name="export_transformers")
+    ct2_btn.click(ctranslate2_zip, [session, model, quantization], [exported], api_name="export_ctranslate2")
+    push_btn.click(push, [session, model, repo_id, private, with_transformers, license], [pushed],
+                   api_name="push_to_hub")

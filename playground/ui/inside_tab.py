@@ -5,11 +5,11 @@ token embeddings. The data behind each view comes from playground.inspection, th
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import gradio as gr
 
 from playground import plots
+from playground.sharing import Library
 from playground.ui.state import Session, friendly, load_model, model_picker
 
 NO_DATA = "Load data on the Data tab: this view is computed on your sentence pairs."
@@ -34,12 +34,12 @@ def training_batch_tokens(package) -> int:
 # One function per view: (figures..., note); an empty figure with a hint when the model or the data is missing
 
 
-def positional_view(models_dir: Path, model: str | None, side: str, dimensions: list[int] | None):
+def positional_view(session: Session, library: Library, model: str | None, side: str, dimensions: list[int] | None):
     from playground.inspection import curve_dimensions, positional_encoding
 
     if not model:
         return plots.empty_figure(NO_MODEL), plots.empty_figure(), gr.update(), ""
-    package = load_model(models_dir, model)
+    package = load_model(library, session, model)
     cfg = package.model.cfg
     table = positional_encoding(package.model, side)
     dims = [int(d) for d in dimensions or [] if 0 <= int(d) < cfg.d_model] or curve_dimensions(cfg.d_model)
@@ -56,13 +56,13 @@ def positional_view(models_dir: Path, model: str | None, side: str, dimensions: 
             gr.update(choices=list(range(cfg.d_model)), value=dims), note)
 
 
-def masks_view(session: Session, models_dir: Path, model: str | None, n_pairs: int, seed: int, pair: int):
+def masks_view(session: Session, library: Library, model: str | None, n_pairs: int, seed: int, pair: int):
     from playground.inspection import mask_batch
 
     if not model or session.data is None:
         hint = plots.empty_figure(NO_MODEL if not model else NO_DATA)
         return hint, plots.empty_figure(), plots.empty_figure(), ""
-    package = load_model(models_dir, model)
+    package = load_model(library, session, model)
     batch = mask_batch(package.model, package.tokenizer, session.pairs, int(n_pairs), int(seed))
     row = min(max(int(pair), 1), len(batch.tgt_tokens)) - 1
     S, T = batch.padding_mask.shape[1], batch.look_ahead_mask.shape[0]
@@ -82,12 +82,12 @@ def masks_view(session: Session, models_dir: Path, model: str | None, n_pairs: i
             note)
 
 
-def batching_view(session: Session, models_dir: Path, model: str | None, batch_tokens: int, seed: int):
+def batching_view(session: Session, library: Library, model: str | None, batch_tokens: int, seed: int):
     from playground.inspection import compare_batching, train_max_len
 
     if not model or session.data is None:
         return plots.empty_figure(NO_MODEL if not model else NO_DATA), ""
-    package = load_model(models_dir, model)
+    package = load_model(library, session, model)
     budget = int(batch_tokens) if batch_tokens and batch_tokens > 0 else training_batch_tokens(package)
     random_batches, grouped = compare_batching(package.tokenizer, session.pairs, budget,
                                                train_max_len(package.model), int(seed))
@@ -101,12 +101,12 @@ def batching_view(session: Session, models_dir: Path, model: str | None, batch_t
     return plots.batching_figure(random_batches, grouped, budget), note
 
 
-def embeddings_view(session: Session, models_dir: Path, model: str | None, n_tokens: int):
+def embeddings_view(session: Session, library: Library, model: str | None, n_tokens: int):
     from playground.inspection import embedding_map
 
     if not model:
         return plots.empty_figure(NO_MODEL), ""
-    package = load_model(models_dir, model)
+    package = load_model(library, session, model)
     emb = embedding_map(package.model, package.tokenizer, session.pairs, int(n_tokens))
     tied = package.model.src_embed.tokens is package.model.tgt_embed.tokens
     chosen = "most frequent tokens of your data" if session.data is not None else "first tokens of the vocabulary"
@@ -123,33 +123,33 @@ def embeddings_view(session: Session, models_dir: Path, model: str | None, n_tok
 # Layout
 
 
-def build(session: gr.State, models_dir: Path) -> InsideTab:
-    models_dir = Path(models_dir)
+def build(session: gr.State, library: Library) -> InsideTab:
 
     @friendly
-    def show_positional(model: str | None, side: str = "source", dimensions: list[int] | None = None):
+    def show_positional(session: Session, model: str | None, side: str = "source",
+                        dimensions: list[int] | None = None):
         """The model's positional encoding as a heatmap (position x dimension) and a few dimensions as curves."""
-        return positional_view(models_dir, model, side, dimensions)
+        return positional_view(session, library, model, side, dimensions)
 
     @friendly
     def show_masks(session: Session, model: str | None, n_pairs: int = 4, seed: int = 0, pair: int = 1):
         """The padding mask of a batch of n_pairs of this session's pairs and the look-ahead mask of one of them."""
-        return masks_view(session, models_dir, model, n_pairs, seed, pair)
+        return masks_view(session, library, model, n_pairs, seed, pair)
 
     @friendly
     def show_batching(session: Session, model: str | None, batch_tokens: int = 0, seed: int = 0):
         """Padding per sentence and tokens per batch: random batches versus batches grouped by length
         (batch_tokens 0 = the model's own training budget)."""
-        return batching_view(session, models_dir, model, batch_tokens, seed)
+        return batching_view(session, library, model, batch_tokens, seed)
 
     @friendly
     def show_embeddings(session: Session, model: str | None, n_tokens: int = 150):
         """The n most frequent tokens of this session's data (or of the vocabulary) on a 2-D PCA map."""
-        return embeddings_view(session, models_dir, model, n_tokens)
+        return embeddings_view(session, library, model, n_tokens)
 
     gr.Markdown("The figures that explain the Transformer, drawn from **your** model and **your** data (load some on "
                 "the Data tab for the masks, batching and word-frequency views).")
-    model, _ = model_picker(models_dir, "inside_models")
+    model, _ = model_picker(library, session, "inside_models")
     with gr.Accordion("Positional encoding", open=True, elem_id="inside-positional"):
         with gr.Row():
             side = gr.Radio(["source", "target"], value="source", label="Side",
@@ -183,7 +183,8 @@ def build(session: gr.State, models_dir: Path) -> InsideTab:
         embeddings_plot = gr.Plot(show_label=False, elem_id="inside-embeddings")
 
     views = [
-        dict(fn=show_positional, inputs=[model, side, dimensions], outputs=[pe_heatmap, pe_curves, dimensions, pe_note],
+        dict(fn=show_positional, inputs=[session, model, side, dimensions],
+             outputs=[pe_heatmap, pe_curves, dimensions, pe_note],
              api_name="positional_encoding"),
         dict(fn=show_masks, inputs=[session, model, n_pairs, mask_seed, pair],
              outputs=[padding_plot, self_mask_plot, look_ahead_plot, masks_note], api_name="masks"),
@@ -199,6 +200,6 @@ def build(session: gr.State, models_dir: Path) -> InsideTab:
     # ... all of them when the tab opens (the session's data may have changed) or the model changes; another model
     # has other dimensions, so it starts from its own default curves
     redraw = [{**view, "api_name": None, "api_visibility": "private", "show_progress": "minimal"} for view in views]
-    for view in [{**redraw[0], "inputs": [model, side]}, *redraw[1:]]:
+    for view in [{**redraw[0], "inputs": [session, model, side]}, *redraw[1:]]:
         model.change(**view)
     return InsideTab(model, redraw)

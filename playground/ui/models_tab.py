@@ -12,8 +12,10 @@ import gradio as gr
 import pandas as pd
 
 from playground.errors import PackageError
+from playground.sharing import Library
 from playground.ui import hub_panel
-from playground.ui.state import default_model, friendly, model_dropdown, model_names, package_folder, package_info
+from playground.ui.state import (Session, default_model, friendly, model_dropdown, model_names, package_folder,
+                                 package_info, visitor_of)
 
 COLUMNS = ["name", "direction", "architecture", "parameters", "steps", "BLEU", "chrF", "val loss", "size (MB)", "saved"]
 
@@ -25,12 +27,11 @@ class ModelsTab:
     changed: list  # events after which the set of packages may have changed (import, delete)
 
 
-def models_frame(models_dir: Path) -> pd.DataFrame:
-    """One row per package, from its JSON files (no weights loaded); a broken package says so in its own row."""
-    from playground.package import list_packages
-
+def models_frame(library: Library, session: Session | None) -> pd.DataFrame:
+    """One row per package this session may use, from its JSON files (no weights loaded); a broken package says so
+    in its own row."""
     rows = []
-    for folder in list_packages(models_dir):
+    for folder in library.packages(visitor_of(library, session)):
         try:  # the JSON files are schema-checked (playground.schema), so the fields below have their types
             info = package_info(folder)
             config, training = info["config"], info["training"] or {}
@@ -57,13 +58,13 @@ def file_size(n_bytes: int) -> str:
     return f"{n_bytes / 1e6:.2f} MB" if n_bytes >= 1e6 else f"{n_bytes / 1e3:.1f} KB"
 
 
-def card(models_dir: Path, name: str | None) -> tuple[str, dict]:
+def card(library: Library, session: Session | None, name: str | None) -> tuple[str, dict]:
     """The model card (README.md) and config.json of a package."""
     from playground.package import CARD, read_limited
 
     if not name:
         return "*No model selected.*", {}
-    folder = package_folder(models_dir, name)
+    folder = package_folder(library, session, name)
     info = package_info(folder)
     # never more than a card's limit is read (a README.md of a gigabyte of zeros is refused, not loaded)
     text = (read_limited(folder / CARD).decode("utf-8", errors="replace") if (folder / CARD).is_file()
@@ -72,62 +73,90 @@ def card(models_dir: Path, name: str | None) -> tuple[str, dict]:
     return f"{text}\n\n**Files:** {files}", info["config"]
 
 
-def build(session: gr.State, models_dir: Path) -> ModelsTab:
-    models_dir = Path(models_dir)
-    names = model_names(models_dir)
-    first = default_model(models_dir, names)
-    first_card, first_config = card(models_dir, first)
+def zip_bytes(path: Path) -> int:
+    """What a zip expands to (its members' sizes as its directory states them; import_zip checks them)."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return sum(info.file_size for info in zf.infolist())
+    except (zipfile.BadZipFile, OSError):
+        return 0  # import_zip says what is wrong with it
+
+
+def storage_note(library: Library) -> str:
+    """Where packages live, and in shared mode the visitor's quota and whether models outlive a restart."""
+    if not library.shared:
+        return f"Packages are saved in `{library.models_dir}`."
+    q = library.quotas
+    note = (f"You can keep up to {q.models_per_visitor} models and {q.bytes_per_visitor / 1e6:.0f} MB here; "
+            "only you see yours (sign in to keep them across browsers).")
+    if not library.persistent:
+        note += (" ⚠️ **This Space has no persistent storage: models vanish when it restarts.** Download the ones "
+                 "you want to keep (⬇ Download as zip) and upload them again later.")
+    return note
+
+
+def build(session: gr.State, library: Library) -> ModelsTab:
+    names = model_names(library, None)
+    first = default_model(names)
+    first_card, first_config = card(library, None, first)
 
     @friendly
-    def refresh_all(keep: str | None = None):
+    def refresh_all(session: Session, keep: str | None = None):
         """All packages with their metrics (newest first), and the picker's choices."""
-        return models_frame(models_dir), model_dropdown(models_dir, keep)
+        return models_frame(library, session), model_dropdown(library, session, keep)
 
     @friendly
-    def model_card(name: str):
+    def model_card(session: Session, name: str):
         """The model card (Markdown) and config (JSON) of a package."""
-        return card(models_dir, name)
+        return card(library, session, name)
 
     @friendly
-    def export_model(name: str):
+    def export_model(session: Session, name: str):
         """Zip a package (weights, tokenizer, config, card) for download."""
         from playground.package import export_zip, temp_prefix
 
         # the sweep removes the folder once Gradio has copied the zip to its cache (playground.package.sweep_leftovers)
-        return str(export_zip(package_folder(models_dir, name), tempfile.mkdtemp(prefix=temp_prefix("package"))))
+        return str(export_zip(package_folder(library, session, name), tempfile.mkdtemp(prefix=temp_prefix("package"))))
 
     @friendly
-    def import_model(file):
-        """Add a package from a zip file (checked before anything is written to models/)."""
-        from playground.package import import_zip
+    def import_model(session: Session, file):
+        """Add a package from a zip file (checked before anything is written to the models folder)."""
+        from playground.package import import_zip, safe_stem
 
         if not file:
             raise PackageError("Choose a package zip to upload.")
         path = Path(file if isinstance(file, str) else file.name)
-        folder = import_zip(path, models_dir)
+        visitor = visitor_of(library, session)
+        reserved = library.add(safe_stem(path.stem), visitor, zip_bytes(path))  # quotas checked, name reserved
+        try:
+            folder = import_zip(path, library.models_dir, name=reserved.name)
+        finally:
+            library.forget(reserved.name)  # dropped only when nothing was imported
         gr.Info(f"Imported {folder.name}.")
-        table, dropdown = refresh_all(folder.name)
+        table, dropdown = refresh_all(session, folder.name)
         return f"✅ Imported **{folder.name}**.", table, dropdown, None
 
     @friendly
-    def delete_model(name: str, confirm: bool = False):
-        """Delete a package from models/ (confirm must be True)."""
-        from playground.package import delete_package
-
+    def delete_model(session: Session, name: str, confirm: bool = False):
+        """Delete a package (confirm must be True); the shipped ones are read-only."""
         if not name:
             raise PackageError("Choose the model to delete.")
+        folder = package_folder(library, session, name)  # somebody else's is "no such model", before any question
         if not confirm:
             raise PackageError(f"Tick “Yes, delete {name}” first: deleting cannot be undone.")
-        delete_package(models_dir, name)
-        table, dropdown = refresh_all(None)
+        library.delete(folder.name, visitor_of(library, session))
+        table, dropdown = refresh_all(session, None)
         return f"🗑 Deleted **{name}**.", table, dropdown, gr.update(value=False)
 
     def pick(evt: gr.SelectData):
         row = evt.row_value or []
         return gr.update(value=row[0]) if row else gr.update()
 
+    gr.Markdown(storage_note(library), elem_id="models-storage")
     with gr.Row():
-        table = gr.Dataframe(models_frame(models_dir), label="Model packages in models/ (click a row)",
+        table = gr.Dataframe(models_frame(library, None), label="Model packages (click a row)",
                              interactive=False, wrap=True, scale=5)
         refresh = gr.Button("↻ Refresh", scale=0, min_width=100)
     with gr.Row():
@@ -139,17 +168,19 @@ def build(session: gr.State, models_dir: Path) -> ModelsTab:
         with gr.Column(scale=2):
             download_btn = gr.Button("⬇ Download as zip")
             download = gr.File(label="Package zip", interactive=False, height=90)
-            hub_panel.build(models_dir, model)
+            hub_panel.build(session, library, model)
             upload = gr.File(label="Upload a package zip", file_types=[".zip"], height=120)
             status = gr.Markdown()
             with gr.Group():
                 confirm = gr.Checkbox(False, label="Yes, delete the selected model (cannot be undone)")
                 delete_btn = gr.Button("🗑 Delete", variant="stop")
 
-    refresh.click(refresh_all, [model], [table, model], api_name="list_models", show_progress="hidden")
+    refresh.click(refresh_all, [session, model], [table, model], api_name="list_models", show_progress="hidden")
     table.select(pick, None, [model], api_visibility="private")
-    model.change(model_card, [model], [card_md, config], api_name="model_card", show_progress="hidden")
-    download_btn.click(export_model, [model], [download], api_name="export_model")
-    imported = upload.upload(import_model, [upload], [status, table, model, upload], api_name="import_model")
-    deleted = delete_btn.click(delete_model, [model, confirm], [status, table, model, confirm], api_name="delete_model")
+    model.change(model_card, [session, model], [card_md, config], api_name="model_card", show_progress="hidden")
+    download_btn.click(export_model, [session, model], [download], api_name="export_model")
+    imported = upload.upload(import_model, [session, upload], [status, table, model, upload],
+                             api_name="import_model")
+    deleted = delete_btn.click(delete_model, [session, model, confirm], [status, table, model, confirm],
+                               api_name="delete_model")
     return ModelsTab(table, model, [imported, deleted])

@@ -11,7 +11,9 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import os
 import threading
+import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,10 +22,12 @@ from typing import Any
 import gradio as gr
 
 from playground.errors import PackageError, PlaygroundError
+from playground.sharing import PERSONAL, Library, Visitor
 
 log = logging.getLogger("playground.ui")
 
 DEMO_MODEL = "demo-en-de"
+NOBODY = Visitor("nobody")  # sees the shipped models only: what a shared app's page holds before it knows who asks
 CACHE_SIZE = 4  # loaded models kept in memory
 
 
@@ -37,11 +41,23 @@ except ImportError:  # the usual case: a laptop, a server, CI
     _spaces = None
 
 
-def gpu(fn=None, *, duration: int = 60):
+QUICK_GPU_S = 20  # translate, attention, steps: ZeroGPU serves short declared durations first
+ESTIMATE_GPU_S = 30  # timing a few training steps (a tokenizer trained first)
+
+
+def gpu(fn=None, *, duration: float = QUICK_GPU_S):
     """`spaces.GPU(duration=...)` when the `spaces` package is importable (ZeroGPU Spaces), else the function itself."""
     def wrap(f):
         return _spaces.GPU(duration=duration)(f) if _spaces is not None else f
     return wrap(fn) if fn is not None else wrap
+
+
+def gpu_chunk_seconds() -> float | None:
+    """Seconds of one training call: PLAYGROUND_GPU_CHUNK_S, else 60 on ZeroGPU; None trains in one piece."""
+    raw = os.environ.get("PLAYGROUND_GPU_CHUNK_S", "").strip()
+    if raw:
+        return float(raw)
+    return 60.0 if _spaces is not None else None
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -62,6 +78,7 @@ class Session:
     estimated: bool = False  # the Train tab has timed a configuration for this session
     translations: list = field(default_factory=list)  # one dict per row of the translation table
     attention: dict | None = None  # the last attention maps and what they were computed from
+    visitor: Visitor | None = None  # shared mode: who this is (set on page load; an API client gets its own)
 
     _stats: tuple | None = None  # (the pairs list, its PairStats): statistics are computed once per data
 
@@ -132,16 +149,26 @@ def friendly(fn):
 # Models on disk, and the cache of loaded ones
 
 
-def model_names(models_dir: str | Path) -> list[str]:
-    """Package names in models_dir, newest first."""
-    from playground.package import list_packages
+def visitor_of(library: Library, session: Session | None) -> Visitor:
+    """Who this session is: the one person of a personal app; in a shared one the visitor the page load named
+    (signed in, or the browser's token), else (an API client) a visitor of its own for the session. No session
+    (building the page, before anybody asks) sees what everybody may see."""
+    if not library.shared:
+        return PERSONAL
+    if session is None:
+        return NOBODY
+    if session.visitor is None:
+        session.visitor = Visitor.session(uuid.uuid4().hex)
+    return session.visitor
 
-    return [p.name for p in list_packages(models_dir)]
+
+def model_names(library: Library, session: Session | None) -> list[str]:
+    """The packages this session may use, newest first."""
+    return library.names(visitor_of(library, session))
 
 
-def default_model(models_dir: str | Path, names: list[str] | None = None, keep: str | None = None) -> str | None:
+def default_model(names: list[str], keep: str | None = None) -> str | None:
     """`keep` if it still exists, else the demo model if present, else the newest package (None when there is none)."""
-    names = model_names(models_dir) if names is None else names
     if keep in names:
         return keep
     if DEMO_MODEL in names:
@@ -149,36 +176,30 @@ def default_model(models_dir: str | Path, names: list[str] | None = None, keep: 
     return names[0] if names else None
 
 
-def model_dropdown(models_dir: str | Path, keep: str | None = None, names: list[str] | None = None) -> dict:
+def model_dropdown(library: Library, session: Session, keep: str | None = None, names: list[str] | None = None) -> dict:
     """A gr.update for a model picker: fresh choices (`names` when the caller has listed them already), the
     selection kept when possible."""
-    names = model_names(models_dir) if names is None else names
-    return gr.update(choices=names, value=default_model(models_dir, names, keep))
+    names = model_names(library, session) if names is None else names
+    return gr.update(choices=names, value=default_model(names, keep))
 
 
-def model_picker(models_dir: str | Path, api_name: str):
+def model_picker(library: Library, session: gr.State, api_name: str):
     """The model dropdown and its ↻ button, in a row of the caller's layout; ↻ refreshes the choices (newest
     first, the selection kept where it still exists). Returns (dropdown, the refresh event to chain on)."""
-    names = model_names(models_dir)
+    names = model_names(library, None)
     with gr.Row():
-        model = gr.Dropdown(names, value=default_model(models_dir, names), label="Model", scale=4,
+        model = gr.Dropdown(names, value=default_model(names), label="Model", scale=4,
                             allow_custom_value=True)
         refresh = gr.Button("↻", scale=0, min_width=40)
-    event = refresh.click(friendly(lambda keep=None: model_dropdown(models_dir, keep)), [model], [model],
-                          api_name=api_name, show_progress="hidden")
+    event = refresh.click(friendly(lambda session, keep=None: model_dropdown(library, session, keep)),
+                          [session, model], [model], api_name=api_name, show_progress="hidden")
     return model, event
 
 
-def package_folder(models_dir: str | Path, name: str | None) -> Path:
-    """The folder of a picker's package; PackageError when none is chosen or it is gone."""
-    from playground.package import is_package, package_path
-
-    if not name:
-        raise PackageError("Choose a model first (train one on the Train tab, or upload a package on the Models tab).")
-    folder = package_path(models_dir, name)
-    if not is_package(folder):
-        raise PackageError(f"There is no model package named {name!r} (any more); press ↻ to refresh the list.")
-    return folder
+def package_folder(library: Library, session: Session | None, name: str | None) -> Path:
+    """The folder of a picker's package; PackageError when none is chosen, it is gone or it is somebody else's
+    (the same message: another visitor's models do not exist for this one)."""
+    return library.folder(name, visitor_of(library, session))
 
 
 _INFO: OrderedDict[str, tuple[tuple, dict]] = OrderedDict()  # folder -> (its files' stamps; package_info)
@@ -244,6 +265,6 @@ class ModelCache:
 MODELS = ModelCache()
 
 
-def load_model(models_dir: str | Path, name: str | None):
+def load_model(library: Library, session: Session, name: str | None):
     """The loaded Package for a model picker's value (cached)."""
-    return MODELS.get(package_folder(models_dir, name))
+    return MODELS.get(package_folder(library, session, name))

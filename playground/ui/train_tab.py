@@ -18,7 +18,8 @@ import pandas as pd
 
 from playground import plots
 from playground.errors import DataError, PackageError, PlaygroundError, TrainingError
-from playground.ui.state import Session, friendly, gpu
+from playground.sharing import Library
+from playground.ui.state import ESTIMATE_GPU_S, Session, friendly, gpu, gpu_chunk_seconds, visitor_of
 
 UPDATE_EVERY = 0.3  # seconds between UI updates while training (evals, the end and errors always update)
 CHART_SHARE = 0.1  # at most this share of the time goes to redrawing the charts between validations
@@ -232,19 +233,51 @@ def split_data(session: Session, seed: int):
     return TrainData(train, val, session.src_lang, session.tgt_lang, description=session.description or "user data")
 
 
-def run_trainer(session: Session, make_trainer, name: str, folder: Path, cfg):
-    """Shared by Start and Resume: build the trainer, iterate its events, yield throttled UI updates.
+def make_trainer(cfg, data, folder: Path, resume_from: Path | None = None):
+    """A Trainer, or on ZeroGPU (or with PLAYGROUND_GPU_CHUNK_S) a ChunkedRun whose calls each fit a GPU call."""
+    from playground.train import Trainer
+
+    chunk_s = gpu_chunk_seconds()
+    if chunk_s is None:
+        return Trainer(cfg, data, folder, resume_from=resume_from)
+    from playground.chunked import ChunkedRun, train_chunk
+
+    return ChunkedRun(cfg, data, folder, resume_from, chunk_s=chunk_s, run_chunk=gpu(train_chunk, duration=chunk_s))
+
+
+def capped_minutes(library: Library, cfg, already_minutes: float = 0.0) -> str:
+    """Apply the Space's run-length cap to cfg.max_minutes; the sentence the run's last line adds ("" uncapped)."""
+    minutes = library.run_minutes(cfg.max_minutes, already_minutes)
+    if minutes == cfg.max_minutes:
+        return ""
+    cfg.max_minutes = minutes
+    return (f"  \nThis app ends a run after {library.quotas.run_minutes:g} minutes; press **Resume** to train it "
+            "further.")
+
+
+def run_trainer(session: Session, library: Library, build_trainer, name: str, folder: Path, cfg, cap_note: str = ""):
+    """Shared by Start and Resume: take this visitor's run slot, build the trainer, yield throttled UI updates.
 
     Outputs: status, loss chart, validation chart, LR chart, BLEU/chrF chart, samples table."""
-    from playground import events as ev
-
     if session.trainer is not None:
         raise TrainingError("This tab is already training; press Stop first (or wait for it to finish).")
+    visitor = visitor_of(library, session)
+    try:
+        with library.run_slot(visitor, name):
+            yield from drive(session, build_trainer, name, folder, cfg, cap_note, library, visitor)
+    finally:
+        library.forget(name)  # a run that never saved leaves no reservation behind
+
+
+def drive(session: Session, build_trainer, name: str, folder: Path, cfg, cap_note: str, library: Library, visitor):
+    """Iterate the trainer's events and turn them into UI updates."""
+    from playground import events as ev
+
     skip = gr.skip()
     yield (f"⏳ Preparing `{name}`: training the tokenizer, encoding the data, building the model…",
            skip, skip, skip, skip, skip)
     try:
-        trainer = make_trainer()
+        trainer = build_trainer()
     except PlaygroundError as err:
         yield (f"❌ {err}", skip, skip, skip, skip, skip)
         raise
@@ -299,47 +332,58 @@ def run_trainer(session: Session, make_trainer, name: str, folder: Path, cfg):
                     yield (f"❌ {e.message}", *charts(True), samples)
                     raise TrainingError(e.message)
                 case ev.Averaged():
+                    library.claim(e.path, visitor)
                     averaged = (f"  \nThe weights of steps {', '.join(map(str, e.steps))} were averaged into "
                                 f"**`{Path(e.path).name}`**.")
                 case ev.Done():
-                    yield (done_line(name, folder, e) + averaged, *charts(True), samples)
+                    note = cap_note if e.reason == "time budget reached" else ""
+                    yield (done_line(name, folder, e) + averaged + note, *charts(True), samples)
     finally:
         events.close()  # a closed tab closes this generator: run()'s finally then saves the package
         session.trainer = None
 
 
-def _train(session: Session, model_name: str, models_dir: Path, values: dict):
+def package_bytes(cfg) -> int:
+    """About what the package of this configuration takes on disk: fp32 weights and Adam's two moments."""
+    from playground.estimate import count_parameters
+
+    return 3 * 4 * count_parameters(cfg)
+
+
+def _train(session: Session, model_name: str, library: Library, values: dict):
     from playground.package import check_name, reserve_name
-    from playground.train import Trainer
 
     cfg = build_config(values)
     name = check_name((model_name or "").strip())
     data = split_data(session, cfg.seed)
-    with reserve_name(models_dir, name) as folder:  # held until the run ends: no upload or run takes the name
-        if folder.name != name:
-            gr.Warning(f"A model named {name!r} already exists, so this run is saved as {folder.name!r}.")
-        yield from run_trainer(session, lambda: Trainer(cfg, data, folder), folder.name, folder, cfg)
+    cap_note = capped_minutes(library, cfg)
+    folder = library.add(name, visitor_of(library, session), package_bytes(cfg))  # quotas checked, name reserved
+    if folder.name != name:
+        gr.Warning(f"A model named {name!r} already exists, so this run is saved as {folder.name!r}.")
+    with reserve_name(library.models_dir, folder.name, exact=True):  # held until the run ends: nothing else writes it
+        yield from run_trainer(session, library, lambda: make_trainer(cfg, data, folder), folder.name, folder, cfg,
+                               cap_note)
 
 
-def _resume(session: Session, resume_from: str, models_dir: Path, values: dict):
+def _resume(session: Session, resume_from: str, library: Library, values: dict):
     """The package's saved settings (playground.checkpoint.resume_config), with the form's budgets, validation and
     machine settings: the rest of the form shows a preset, not the package."""
     from playground.checkpoint import resume_config
     from playground.config import RESUME_SETTINGS
     from playground.package import RESUME_STATE, reserve_name
-    from playground.train import Trainer
-    from playground.ui.state import package_folder
+    from playground.ui.state import package_info
 
-    folder = package_folder(models_dir, resume_from)
+    folder = library.writable(resume_from, visitor_of(library, session))
     if not (folder / RESUME_STATE).is_file():
         raise PackageError(f"{folder.name} holds no training state to resume from (it was imported, or not trained "
                            "here): start a new run instead.")
     form = build_config(values).to_dict()
     cfg = resume_config(folder, {k: form[k] for k in RESUME_SETTINGS})
+    cap_note = capped_minutes(library, cfg, float((package_info(folder)["training"] or {}).get("wall_s", 0)) / 60)
     data = split_data(session, cfg.seed)
-    with reserve_name(models_dir, folder.name, exact=True):  # refused while another run writes this package
-        yield from run_trainer(session, lambda: Trainer(cfg, data, folder, resume_from=folder), folder.name, folder,
-                               cfg)
+    with reserve_name(library.models_dir, folder.name, exact=True):  # refused while another run writes this package
+        yield from run_trainer(session, library, lambda: make_trainer(cfg, data, folder, folder), folder.name, folder,
+                               cfg, cap_note)
 
 
 @friendly
@@ -352,14 +396,15 @@ def stop_training(session: Session) -> None:
     gr.Info("Stopping after the current step; the model is validated once more and saved.")
 
 
-def resumable(models_dir: Path) -> list[str]:
-    from playground.package import RESUME_STATE, list_packages
+def resumable(library: Library, session: Session | None) -> list[str]:
+    """This visitor's packages saved by a training run (the shipped ones are read-only)."""
+    from playground.package import RESUME_STATE, is_shipped
 
-    return [p.name for p in list_packages(models_dir) if (p / RESUME_STATE).is_file()]
+    return [p.name for p in library.packages(visitor_of(library, session)) if (p / RESUME_STATE).is_file() and not is_shipped(p)]
 
 
-def resume_dropdown(models_dir: Path, session: Session | None = None, keep: str | None = None) -> dict:
-    names = resumable(models_dir)
+def resume_dropdown(library: Library, session: Session | None = None, keep: str | None = None) -> dict:
+    names = resumable(library, session)
     own = Path(session.run_dir).name if session and session.run_dir else None
     value = keep if keep in names else own if own in names else (names[0] if names else None)
     return gr.update(choices=names, value=value)
@@ -459,10 +504,9 @@ def _controls(values: dict) -> dict:
     return c
 
 
-def build(session: gr.State, models_dir: Path, page: gr.Tab) -> TrainTab:
+def build(session: gr.State, library: Library, page: gr.Tab) -> TrainTab:
     from playground.presets import PRESETS
 
-    models_dir = Path(models_dir)
     values = preset_values("tiny")
     first_params, first_lr = previews(Session(), values, STALE)
 
@@ -485,31 +529,31 @@ def build(session: gr.State, models_dir: Path, page: gr.Tab) -> TrainTab:
             return gr.skip(), gr.skip()
         return estimate(session, **values)
 
-    @gpu
+    from playground.estimate import estimate_training
+
+    time_steps = gpu(estimate_training, duration=ESTIMATE_GPU_S)  # a ZeroGPU call: the settings in, numbers out
+
     @friendly
     def estimate(session: Session, **values):
         """Time a few training steps of this configuration on this machine; estimate the whole run."""
-        from playground.estimate import estimate_training
-
         cfg = build_config(values)
         seq_len, epoch_steps = data_shape(session, cfg.tokenizer, cfg.batch_tokens)
-        est = estimate_training(cfg, seq_len=seq_len, epoch_steps=epoch_steps)
+        est = time_steps(cfg, seq_len=seq_len, epoch_steps=epoch_steps)
         session.estimated = True
         caveat = "" if session.data is not None else " Load data first for a better guess (sentence lengths, epochs)."
         return (f"{parameter_line(cfg)}  \n⏱ Estimated duration: **{est.describe()}**, validations included."
                 f"{caveat}", lr_preview_figure(session, cfg, est.steps))
 
-    @gpu(duration=120)
     @friendly
     def train(session: Session, model_name: str, **values):
-        """Train a new model on this session's data; yields status, charts and sample translations as it runs."""
-        yield from _train(session, model_name, models_dir, values)
+        """Train a new model on this session's data; yields status, charts and sample translations as it runs.
+        (On ZeroGPU the run is a sequence of GPU calls: see make_trainer.)"""
+        yield from _train(session, model_name, library, values)
 
-    @gpu(duration=120)
     @friendly
     def resume(session: Session, resume_from: str, **values):
         """Continue training a package saved by a run: the budgets on the form are added to what it already did."""
-        yield from _resume(session, resume_from, models_dir, values)
+        yield from _resume(session, resume_from, library, values)
 
     with gr.Row():
         with gr.Column(scale=2):
@@ -518,7 +562,7 @@ def build(session: gr.State, models_dir: Path, page: gr.Tab) -> TrainTab:
             params_info = gr.Markdown(first_params)
         with gr.Column(scale=1):
             model_name = gr.Textbox("my-model", label="Model name",
-                                    info="Saved as models/<name>; an existing name gets a -2, -3… suffix.")
+                                    info="Saved as a package of that name; an existing name gets a -2, -3… suffix.")
             estimate_btn = gr.Button("⏱ Estimate duration")
     with gr.Accordion("Advanced: every hyperparameter", open=False):
         controls = _controls(values)
@@ -526,7 +570,7 @@ def build(session: gr.State, models_dir: Path, page: gr.Tab) -> TrainTab:
         start_btn = gr.Button("▶ Start training", variant="primary", scale=2)
         stop_btn = gr.Button("■ Stop", variant="stop", scale=1)
         resume_btn = gr.Button("↻ Resume", scale=1)
-        resume_from = gr.Dropdown(resumable(models_dir), value=None, label="Resume from", scale=2,
+        resume_from = gr.Dropdown(resumable(library, None), value=None, label="Resume from", scale=2,
                                   allow_custom_value=True,
                                   info="a package saved by a training run; the budgets above are added to it")
     status = gr.Markdown("Load data on the Data tab, choose a preset, then press **Start training**.",
@@ -560,6 +604,9 @@ def build(session: gr.State, models_dir: Path, page: gr.Tab) -> TrainTab:
     outputs = [status, loss_plot, val_plot, lr_plot, metrics_plot, samples]
     waiting = ("⏳ Waiting for the training slot: one run trains at a time on this machine, so if another session is "
                "training, yours starts as soon as it finishes (the queue position shows here).")
+    if library.quotas.run_minutes:  # a bound on the wait: every run ahead ends within the cap
+        waiting += (f" Runs last at most {library.quotas.run_minutes:g} minutes each: with n runs ahead of yours, "
+                    f"yours starts within n × {library.quotas.run_minutes:g} minutes.")
     train_kwargs = dict(inputs_kwargs=controls, show_progress="full", show_progress_on=[status],
                         concurrency_limit=1, concurrency_id="train")
     start_event = start_btn.click(lambda: waiting, None, [status], queue=False, api_visibility="private",

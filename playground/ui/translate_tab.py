@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import gradio as gr
 import pandas as pd
@@ -13,7 +12,8 @@ import pandas as pd
 from playground import plots
 from playground.errors import PlaygroundError
 from playground.ui import steps_view
-from playground.ui.state import MODELS, Session, friendly, gpu, load_model, model_picker, package_folder, package_info
+from playground.sharing import Library
+from playground.ui.state import MODELS, Session, friendly, gpu, model_picker, package_folder, package_info
 
 MAX_SENTENCES = 200
 TOP_K = 5  # candidates per step in the next-token view
@@ -26,12 +26,12 @@ class TranslateTab:
     model: gr.Dropdown
 
 
-def model_summary(models_dir: Path, name: str | None) -> str:
+def model_summary(library: Library, session: Session | None, name: str | None) -> str:
     """One line about a package, from its JSON files only (no weights loaded)."""
     if not name:
         return "*No model yet: train one on the Train tab or upload a package on the Models tab.*"
     try:
-        info = package_info(package_folder(models_dir, name))
+        info = package_info(package_folder(library, session, name))
     except PlaygroundError as err:
         return f"⚠️ {err}"
     config, training = info["config"], info["training"] or {}
@@ -55,12 +55,14 @@ def decode_options(method: str, temperature: float, top_k: int, top_p: float, se
         nbest=int(nbest) if method == "beam" else 1)
 
 
-def run_translation(package, sentences: list[str], opts, samples: int = 1):
-    """translate(); for sampling with samples > 1, one draw per seed (seed, seed+1, …), ranked by score."""
+def run_translation(folder: str, sentences: list[str], opts, samples: int = 1):
+    """translate() with the package in `folder`; for sampling with samples > 1, one draw per seed (seed, seed+1, …),
+    ranked by score. Plain values in and out (dataclasses of lists): what a ZeroGPU call may take and return."""
     from dataclasses import replace
 
     from playground.decode import translate
 
+    package = MODELS.get(folder)
     results = translate(package.model, package.tokenizer, sentences, opts)
     if opts.method == "sample" and samples > 1:
         for i in range(1, samples):
@@ -72,34 +74,51 @@ def run_translation(package, sentences: list[str], opts, samples: int = 1):
     return results
 
 
-def next_token_view(session: Session, row: int, k: int = TOP_K):
-    """Figure and table of the model's top-k next tokens at each step of one output row (1 = the first row)."""
+def next_token_rows(folder: str, src_ids: list[int], out_ids: list[int], k: int) -> list[dict]:
+    """playground.decode.next_token_table for the package in `folder` (plain lists in and out)."""
     from playground.decode import next_token_table
 
+    package = MODELS.get(folder)
+    return next_token_table(package.model, package.tokenizer, src_ids, out_ids, k)
+
+
+def decode_steps(folder: str, first: str, opts, k: int) -> tuple:
+    """The step-by-step view of the first sentence: figure, table and note."""
+    package = MODELS.get(folder)
+    if opts.method == "beam":
+        return steps_view.beam_view(package, first, opts)
+    return steps_view.sampling_view(package, first, opts, k)
+
+
+def next_token_view(session: Session, row: int, k: int = TOP_K, rows_of=next_token_rows):
+    """Figure and table of the model's top-k next tokens at each step of one output row (1 = the first row)."""
     if not session.translations:
         return plots.next_token_figure([]), pd.DataFrame(columns=NEXT_COLUMNS)
     row = int(row)
     if not 1 <= row <= len(session.translations):
         raise PlaygroundError(f"There is no row {row}: the table has {len(session.translations)} rows (1 = the first).")
     entry = session.translations[row - 1]
-    package = MODELS.get(entry["folder"])
-    rows = next_token_table(package.model, package.tokenizer, entry["src_ids"], entry["out_ids"], int(k))
+    rows = rows_of(entry["folder"], entry["src_ids"], entry["out_ids"], int(k))
     title = f"Row {row}: “{entry['text'][:60]}” — top {int(k)} next tokens at each step"
     table = pd.DataFrame([[r["step"], r["chosen"], round(r["chosen_prob"], 4),
                            ", ".join(f"{tok} ({p:.2f})" for tok, p in r["top"])] for r in rows], columns=NEXT_COLUMNS)
     return plots.next_token_figure(rows, title), table
 
 
-def build(session: gr.State, models_dir: Path) -> TranslateTab:
-    models_dir = Path(models_dir)
+def build(session: gr.State, library: Library) -> TranslateTab:
+    # what runs on the GPU (a ZeroGPU call each): plain values in and out, never the session
+    decode, next_rows, steps = gpu(run_translation), gpu(next_token_rows), gpu(decode_steps)
 
-    @gpu
+    def next_view(session: Session, row: int, k: int = TOP_K):
+        return next_token_view(session, row, k, next_rows)
+
     @friendly
     def translate_text(session: Session, model: str, text: str, method: str = "greedy", temperature: float = 1.0,
                        top_k: int = 0, top_p: float = 1.0, seed: int = 0, beam_size: int = 5,
                        length_penalty: float = 1.0, nbest: int = 1, max_len: int = 0):
         """Translate one sentence per line; returns the results table, a note, and row 1's next-token view."""
-        package = load_model(models_dir, model)
+        folder = package_folder(library, session, model)
+        config = package_info(folder)["config"]
         sentences = [line.strip() for line in (text or "").splitlines() if line.strip()]
         if not sentences:
             raise PlaygroundError("Type at least one sentence to translate (one per line).")
@@ -108,7 +127,7 @@ def build(session: gr.State, models_dir: Path) -> TranslateTab:
                                   f"({MAX_SENTENCES}); use `python -m playground translate --input FILE` for files.")
         opts = decode_options(method, temperature, top_k, top_p, seed, beam_size, length_penalty, nbest, max_len)
         start = time.perf_counter()
-        results = run_translation(package, sentences, opts, samples=int(nbest) if method == "sample" else 1)
+        results = decode(str(folder), sentences, opts, int(nbest) if method == "sample" else 1)
         seconds = time.perf_counter() - start
         rows, session.translations = [], []
         for i, t in enumerate(results):
@@ -116,38 +135,35 @@ def build(session: gr.State, models_dir: Path) -> TranslateTab:
                 n = max(len(h.token_logprobs), 1)
                 rows.append([i + 1, rank + 1, t.source if rank == 0 else "", h.text, round(h.score, 3),
                              round(sum(h.token_logprobs) / n, 3), len(h.ids)])
-                session.translations.append({"folder": str(package.path), "src_ids": t.source_ids,
+                session.translations.append({"folder": str(folder), "src_ids": t.source_ids,
                                              "out_ids": h.ids, "text": h.text})
         score = "log p / length^α" if method == "beam" else "sum of log p"
-        note = (f"{len(sentences)} sentence{'s' if len(sentences) > 1 else ''} with **{package.name}** "
-                f"({package.config['src_lang']} → {package.config['tgt_lang']}), {method}, in {seconds:.2f} s. "
+        note = (f"{len(sentences)} sentence{'s' if len(sentences) > 1 else ''} with **{folder.name}** "
+                f"({config['src_lang']} → {config['tgt_lang']}), {method}, in {seconds:.2f} s. "
                 f"Score = {score}. Click a row to see the model's next-token choices for it.")
-        return (pd.DataFrame(rows, columns=RESULT_COLUMNS), note, 1, *next_token_view(session, 1))
+        return (pd.DataFrame(rows, columns=RESULT_COLUMNS), note, 1, *next_view(session, 1))
 
     @friendly
     def next_tokens(session: Session, row: int = 1, k: int = TOP_K):
         """The top-k next tokens (teacher-forced on the output) at each step of a row of the last results.
         Rows count from 1, as in the table."""
-        return next_token_view(session, row, k)
+        return next_view(session, row, k)
 
     @friendly
     def pick_row(session: Session, k: int, evt: gr.SelectData):
         row = (evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index) + 1
-        return (row, *next_token_view(session, row, k))
+        return (row, *next_view(session, row, k))
 
-    @gpu
     @friendly
-    def step_through(model: str, text: str, method: str = "greedy", temperature: float = 1.0, top_k: int = 0,
+    def step_through(session: Session, model: str, text: str, method: str = "greedy", temperature: float = 1.0, top_k: int = 0,
                      top_p: float = 1.0, seed: int = 0, beam_size: int = 5, length_penalty: float = 1.0,
                      max_len: int = 0, k: int = TOP_K):
         """Decode the first sentence step by step: greedy versus sampling (top-k candidates per step, the greedy
         choice, a seeded sampled choice) or, for beam search, every beam at every step; figure, table and note."""
-        package = load_model(models_dir, model)
+        folder = package_folder(library, session, model)
         first = next((line.strip() for line in (text or "").splitlines() if line.strip()), "")
         opts = decode_options(method, temperature, top_k, top_p, seed, beam_size, length_penalty, 1, max_len)
-        if method == "beam":
-            return steps_view.beam_view(package, first, opts)
-        return steps_view.sampling_view(package, first, opts, int(k))
+        return steps(str(folder), first, opts, int(k))
 
     @friendly
     def show_controls(method: str):
@@ -156,8 +172,8 @@ def build(session: gr.State, models_dir: Path) -> TranslateTab:
 
     with gr.Row():
         with gr.Column(scale=1):
-            model, _ = model_picker(models_dir, "translate_models")
-            model_info = gr.Markdown(model_summary(models_dir, model.value))
+            model, _ = model_picker(library, session, "translate_models")
+            model_info = gr.Markdown(model_summary(library, None, model.value))
             text = gr.Textbox(label="Source sentences (one per line)", lines=5,
                               placeholder="Type in the model's source language, one sentence per line.")
             method = gr.Radio(["greedy", "sample", "beam"], value="greedy", label="Decoding")
@@ -200,7 +216,7 @@ def build(session: gr.State, models_dir: Path) -> TranslateTab:
 
     method.change(show_controls, [method], [sample_row, beam_row, nbest], api_visibility="private",
                   show_progress="hidden")
-    model.change(lambda m: model_summary(models_dir, m), [model], [model_info], api_visibility="private",
+    model.change(lambda s, m: model_summary(library, s, m), [session, model], [model_info], api_visibility="private",
                  show_progress="hidden")
     inputs = [session, model, text, method, temperature, top_k, top_p, seed, beam_size, length_penalty, nbest, max_len]
     outputs = [results, note, row, next_plot, next_table]
@@ -208,7 +224,7 @@ def build(session: gr.State, models_dir: Path) -> TranslateTab:
     text.submit(translate_text, inputs, outputs, api_visibility="private")
     results.select(pick_row, [session, k], [row, next_plot, next_table], api_visibility="private")
     show_row.click(next_tokens, [session, row, k], [next_plot, next_table], api_name="next_tokens")
-    steps_btn.click(step_through, [model, text, method, temperature, top_k, top_p, seed, beam_size, length_penalty,
+    steps_btn.click(step_through, [session, model, text, method, temperature, top_k, top_p, seed, beam_size, length_penalty,
                                    max_len, k], [steps_plot, steps_table, steps_note], api_name="decode_steps")
     return TranslateTab(model)
 

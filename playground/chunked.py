@@ -1,0 +1,95 @@
+"""Training as a sequence of time-limited calls (ZeroGPU), one continuous run for the person watching.
+
+On a ZeroGPU Space each `@spaces.GPU` call gets a GPU for a declared number of seconds and is killed past it;
+every value it yields crosses a process boundary by pickle. So the run is cut into chunks: `train_chunk` resumes
+the package (exactly: weights, optimizer moments, batch position, dropout stream), trains until its share of the
+call's time is used, and saves; `ChunkedRun` calls it again and again and to its consumer looks like one
+playground.train.Trainer: `run()` yields one stream of events (one Start, the steps, the validations, one Done),
+`stop()` ends it between or within chunks, `history` holds the whole curve. Only `train_chunk` runs inside the GPU
+call, and it yields playground.events dataclasses of plain numbers and strings (they pickle).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from contextlib import closing
+from pathlib import Path
+from typing import Callable, Iterator
+
+from playground import events
+from playground.checkpoint import History
+from playground.config import TrainConfig
+from playground.package import TRAINING, read_json
+from playground.train import TrainData, Trainer
+
+WORK_SHARE = 0.6  # of a call's seconds spent training; the rest covers loading, a last validation and the save
+
+
+def train_chunk(cfg: dict, data: TrainData, out_dir: str, resume_from: str | None, seconds: float,
+                stop_file: str) -> Iterator[events.Event]:
+    """One call's worth of a run: resume from `resume_from` (None: start the run), train for about WORK_SHARE of
+    `seconds`, save. Ends with a Paused event when the run goes on, or with the run's Done or Error event. Creating `stop_file` stops the run after the current step (it validates and saves as usual)."""
+    began = time.monotonic()
+    trainer = Trainer(TrainConfig.from_dict(cfg), data, out_dir, resume_from=resume_from)
+    trainer.pause_after_s = max(WORK_SHARE * seconds - (time.monotonic() - began), 0.0)
+    ended = False
+    for event in trainer.run():
+        if os.path.exists(stop_file):
+            trainer.stop()
+        ended = ended or isinstance(event, (events.Done, events.Error))
+        yield event
+    if not ended:
+        yield events.Paused(trainer.step)
+
+
+class ChunkedRun:
+    """A training run made of calls of `run_chunk` (train_chunk wrapped in `spaces.GPU`, or train_chunk itself),
+    each given `chunk_s` seconds. Behaves like a Trainer for its consumer: run(), stop(), history, out_dir."""
+
+    def __init__(self, cfg: TrainConfig, data: TrainData, out_dir: str | Path, resume_from: str | Path | None = None,
+                 *, chunk_s: float = 60, run_chunk: Callable[..., Iterator[events.Event]] = train_chunk):
+        self.cfg, self.data, self.out_dir, self.chunk_s, self.run_chunk = cfg, data, Path(out_dir), chunk_s, run_chunk
+        self.resume_from = str(resume_from) if resume_from is not None else None
+        self.stop_file = self.out_dir.parent / f".{self.out_dir.name}.stop-{uuid.uuid4().hex[:8]}"
+        self.history = History()
+        if resume_from is not None:  # the charts continue the earlier steps, as a resumed Trainer's do
+            training = read_json(Path(resume_from) / TRAINING)
+            self.history = History(**training["history"])
+        self.chunks = 0
+
+    def stop(self) -> None:
+        self.stop_file.touch()
+
+    def record(self, event: events.Event) -> None:
+        """Keep the history the way Trainer.run keeps its own: steps, losses, rates and times, then validations."""
+        if isinstance(event, events.Step):
+            self.history.steps.append(event.step)
+            self.history.loss.append(round(event.loss, 5))
+            self.history.lr.append(event.lr)
+            self.history.elapsed.append(round(event.elapsed, 3))
+        elif isinstance(event, events.Eval):
+            self.history.evals.append({k: getattr(event, k) for k in ("step", "val_loss", "val_ppl", "bleu", "chrf",
+                                                                      "exact_match")})
+
+    def run(self) -> Iterator[events.Event]:
+        resume_from = self.resume_from
+        try:
+            while True:
+                self.chunks += 1
+                last = None
+                chunk = self.run_chunk(self.cfg.to_dict(), self.data, str(self.out_dir), resume_from, self.chunk_s,
+                                       str(self.stop_file))
+                with closing(chunk):  # a closed consumer closes the chunk too: its trainer saves
+                    for event in chunk:
+                        last = event
+                        if isinstance(event, events.Paused) or (isinstance(event, events.Start) and self.chunks > 1):
+                            continue  # one run for the person: one "start", no seams
+                        self.record(event)
+                        yield event
+                if not isinstance(last, events.Paused):
+                    return
+                resume_from = str(self.out_dir)  # a paused chunk has saved its state there
+        finally:
+            self.stop_file.unlink(missing_ok=True)

@@ -1,0 +1,359 @@
+"""Many people, one models folder: who owns which package, per-visitor quotas, and freeing space.
+
+Two modes. **Personal** (the default, `python app.py` on your own machine): one person, every package visible and
+usable. **Shared** (on a Hugging Face Space, where `SPACE_ID` is set, or with `PLAYGROUND_SHARED=1`): each visitor
+sees and uses only their own packages plus the shipped ones; another visitor's package is "no such model", exactly
+like a missing one; quotas keep one visitor from filling the disk. The shipped packages (playground.package
+.SHIPPED_MODELS, from the repo's models/) are read-only for everyone in both modes.
+
+Who owns what is kept in one registry file in the models folder (`.owners.json`, written atomically), never inside
+a package: an exported zip carries no visitor's identity. Everything here is plain Python (no Gradio): the web UI
+says who the visitor is, this module decides what they may do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from playground.errors import PackageError, TrainingError
+from playground.package import (SHIPPED_MODELS, SHIPPED_MODELS_DIR, check_name, is_package, is_shipped,
+                                list_packages, package_path)
+
+REGISTRY = ".owners.json"
+MB = 1_000_000
+TOKEN_PATTERN = re.compile(r"^[A-Za-z0-9_-]{16,64}$")  # a browser's random visitor token
+
+
+def env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def shared_mode() -> bool:
+    """On a Hugging Face Space (SPACE_ID is set) or when PLAYGROUND_SHARED=1; PLAYGROUND_SHARED=0 forces personal."""
+    if os.environ.get("PLAYGROUND_SHARED", "").strip() in ("0", "false", "no", "off"):
+        return False
+    return bool(os.environ.get("SPACE_ID")) or env_flag("PLAYGROUND_SHARED")
+
+
+def models_location(shared: bool, default: str | os.PathLike = "models") -> tuple[Path, bool]:
+    """(where new packages go, whether they survive a restart of the Space).
+
+    PLAYGROUND_MODELS_DIR wins in both modes; a shared app uses /data/models when /data (a Space's persistent
+    storage) is writable; otherwise `default`, which a Space wipes on restart."""
+    if os.environ.get("PLAYGROUND_MODELS_DIR"):
+        return Path(os.environ["PLAYGROUND_MODELS_DIR"]), True
+    data = Path("/data")
+    if shared and data.is_dir() and os.access(data, os.W_OK):
+        return data / "models", True
+    return Path(default), not shared
+
+
+@dataclass(frozen=True)
+class Visitor:
+    """Who is asking: "hf:<username>" when signed in, "anon:<token>" for a browser, "session:<id>" for an API client."""
+
+    key: str
+    signed_in: bool = False
+    admin: bool = False  # the Space's owner: sees and deletes every package (never the shipped ones)
+
+    @classmethod
+    def signed(cls, username: str) -> "Visitor":
+        owner = os.environ.get("SPACE_AUTHOR_NAME", "")
+        return cls(f"hf:{username}", signed_in=True, admin=bool(owner) and username.lower() == owner.lower())
+
+    @staticmethod
+    def is_token(token) -> bool:
+        return isinstance(token, str) and bool(TOKEN_PATTERN.match(token))
+
+    @classmethod
+    def browser(cls, token: str) -> "Visitor":
+        if not cls.is_token(token):
+            raise ValueError("not a visitor token")
+        return cls(f"anon:{token}")
+
+    @classmethod
+    def session(cls, session_id: str) -> "Visitor":
+        return cls(f"session:{session_id}")
+
+
+PERSONAL = Visitor("personal", admin=True)  # the one person of a personal app
+
+
+def env_number(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    try:
+        return float(raw) if raw else default
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not a number") from None
+
+
+@dataclass(frozen=True)
+class Quotas:
+    """The limits of a shared app; a Space's owner changes them by environment variable (see README)."""
+
+    models_per_visitor: int = 5  # PLAYGROUND_MAX_MODELS
+    bytes_per_visitor: int = 200 * MB  # PLAYGROUND_MAX_VISITOR_MB
+    bytes_total: int = 5000 * MB  # PLAYGROUND_MAX_TOTAL_MB: the models folder, freed by evicting old models
+    evict_after_s: float = 24 * 3600  # PLAYGROUND_EVICT_AFTER_HOURS: anonymous models unused this long may go
+    run_minutes: float | None = 10  # PLAYGROUND_MAX_RUN_MINUTES: the length cap of one training run (0 = none)
+
+    @classmethod
+    def from_env(cls, shared: bool) -> "Quotas":
+        run = env_number("PLAYGROUND_MAX_RUN_MINUTES", 10 if shared else 0)
+        return cls(models_per_visitor=int(env_number("PLAYGROUND_MAX_MODELS", 5)),
+                   bytes_per_visitor=int(env_number("PLAYGROUND_MAX_VISITOR_MB", 200) * MB),
+                   bytes_total=int(env_number("PLAYGROUND_MAX_TOTAL_MB", 5000) * MB),
+                   evict_after_s=env_number("PLAYGROUND_EVICT_AFTER_HOURS", 24) * 3600,
+                   run_minutes=run if run > 0 else None)
+
+
+def folder_bytes(folder: Path) -> int:
+    try:
+        return sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
+    except OSError:
+        return 0
+
+
+def no_such_model(name: str) -> PackageError:
+    """The one message for a package that is missing and for one that belongs to somebody else."""
+    return PackageError(f"There is no model package named {name!r} (any more); press ↻ to refresh the list.")
+
+
+class Library:
+    """The packages an app serves: its models folder plus the shipped ones, filtered by owner in shared mode.
+
+    Every method takes the Visitor asking. In personal mode everybody sees everything (only the shipped packages are
+    read-only). Thread-safe within one process (the web app's handlers run in threads)."""
+
+    def __init__(self, models_dir: str | os.PathLike, *, shared: bool = False, quotas: Quotas | None = None,
+                 shipped_dir: str | os.PathLike = SHIPPED_MODELS_DIR, persistent: bool = True):
+        self.models_dir = Path(models_dir)
+        self.models_dir.mkdir(parents=True, exist_ok=True)
+        self.shared, self.persistent = shared, persistent
+        self.quotas = quotas or Quotas.from_env(shared)
+        self.shipped = [Path(shipped_dir) / n for n in SHIPPED_MODELS
+                        if is_shipped(Path(shipped_dir) / n) and is_package(Path(shipped_dir) / n)]
+        self.lock = threading.RLock()
+        self.running: dict[str, str] = {}  # visitor key -> package name of their run in progress
+
+    # -- the registry ---------------------------------------------------------------------------------------
+
+    def read_registry(self) -> dict[str, dict]:
+        """{package name: {"owner", "signed_in", "created", "used"}}; a damaged file counts as empty."""
+        try:
+            data = json.loads((self.models_dir / REGISTRY).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        return {k: v for k, v in data.items() if isinstance(v, dict) and isinstance(v.get("owner"), str)}
+
+    def write_registry(self, registry: dict[str, dict]) -> None:
+        """Write a sibling file and rename it over the old one: a crash never leaves half a registry."""
+        fd, tmp = tempfile.mkstemp(prefix=".owners-", suffix=".tmp", dir=self.models_dir)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(registry, f, indent=1, sort_keys=True)
+        os.replace(tmp, self.models_dir / REGISTRY)
+
+    # -- what a visitor sees -------------------------------------------------------------------------------
+
+    def all_packages(self) -> list[Path]:
+        """Every package, newest first: the models folder's, then the shipped ones it does not already hold."""
+        own = [p for p in list_packages(self.models_dir) if not (p.name in SHIPPED_MODELS and not is_shipped(p))]
+        names = {p.name for p in own}
+        return own + [p for p in self.shipped if p.name not in names]
+
+    def may_see(self, folder: Path, visitor: Visitor, registry: dict[str, dict]) -> bool:
+        if not self.shared or visitor.admin or is_shipped(folder):
+            return True
+        entry = registry.get(folder.name)
+        return entry is not None and entry["owner"] == visitor.key
+
+    def packages(self, visitor: Visitor) -> list[Path]:
+        """The packages this visitor may see and use, newest first."""
+        registry = self.read_registry() if self.shared else {}
+        return [p for p in self.all_packages() if self.may_see(p, visitor, registry)]
+
+    def names(self, visitor: Visitor) -> list[str]:
+        return [p.name for p in self.packages(visitor)]
+
+    def folder(self, name: str | None, visitor: Visitor) -> Path:
+        """The folder of a package this visitor may use; a missing one and another visitor's read the same."""
+        if not name:
+            raise PackageError("Choose a model first (train one on the Train tab, or upload a package on the "
+                               "Models tab).")
+        try:
+            check_name(name)
+        except PackageError:
+            raise no_such_model(name) from None
+        for folder in self.packages(visitor):
+            if folder.name == name:
+                self.touch(folder)
+                return folder
+        raise no_such_model(name)
+
+    def writable(self, name: str | None, visitor: Visitor) -> Path:
+        """As folder(), for changing a package (delete, resume into): the shipped ones are refused."""
+        folder = self.folder(name, visitor)
+        if is_shipped(folder):
+            raise PackageError(f"{name} ships with the app and is read-only: nobody can delete it or train it "
+                               "further. To continue from it, download it and upload the zip as your own copy.")
+        return folder
+
+    # -- changing the set of packages ----------------------------------------------------------------------
+
+    def usage(self, visitor: Visitor, registry: dict[str, dict] | None = None) -> tuple[int, int]:
+        """(packages, bytes) this visitor holds in the models folder (their runs in progress included)."""
+        registry = self.read_registry() if registry is None else registry
+        names = [n for n, e in registry.items() if e["owner"] == visitor.key
+                 and ((self.models_dir / n).is_dir() or n in self.running.values())]
+        return len(names), sum(folder_bytes(self.models_dir / n) for n in names)
+
+    def check_quota(self, visitor: Visitor, new_bytes: int, registry: dict[str, dict]) -> None:
+        if not self.shared or visitor.admin:
+            return
+        count, used = self.usage(visitor, registry)
+        if count >= self.quotas.models_per_visitor:
+            mine = [n for n, e in registry.items() if e["owner"] == visitor.key and (self.models_dir / n).is_dir()]
+            raise PackageError(f"You have {count} models, the most this Space keeps per visitor "
+                               f"({self.quotas.models_per_visitor}): delete one on the Models tab first "
+                               f"(yours: {', '.join(sorted(mine))}).")
+        if used + new_bytes > self.quotas.bytes_per_visitor:
+            raise PackageError(f"This would bring your models to {(used + new_bytes) / MB:.0f} MB; this Space keeps "
+                               f"at most {self.quotas.bytes_per_visitor / MB:.0f} MB per visitor: delete a model on "
+                               "the Models tab, or choose a smaller model.")
+
+    def total_bytes(self) -> int:
+        return sum(folder_bytes(p) for p in list_packages(self.models_dir))
+
+    def make_room(self, new_bytes: int, registry: dict[str, dict]) -> list[str]:
+        """Free space for new_bytes by deleting the least recently used packages of anonymous visitors unused for
+        longer than the quota's age (never a signed-in visitor's, a shipped one or a run in progress); returns the
+        names deleted. PackageError when even that is not enough."""
+        if not self.shared:
+            return []
+        now = time.time()
+        total = self.total_bytes()
+        evicted = []
+        candidates = sorted((e.get("used", 0), n) for n, e in registry.items()
+                            if not e.get("signed_in") and now - e.get("used", 0) > self.quotas.evict_after_s
+                            and n not in self.running.values() and (self.models_dir / n).is_dir())
+        for _, name in candidates:
+            if total + new_bytes <= self.quotas.bytes_total:
+                break
+            folder = self.models_dir / name
+            total -= folder_bytes(folder)
+            shutil.rmtree(folder, ignore_errors=True)
+            registry.pop(name, None)
+            evicted.append(name)
+        if total + new_bytes > self.quotas.bytes_total:
+            raise PackageError(f"The models folder of this Space is full ({total / 1e9:.2f} of "
+                               f"{self.quotas.bytes_total / 1e9:.1f} GB) and nothing is old enough to free: try "
+                               "again later, or download your models and run the app on your own machine.")
+        return evicted
+
+    def add(self, base: str, visitor: Visitor, new_bytes: int) -> Path:
+        """Reserve a new package folder for this visitor: quotas checked, space made, the name recorded as theirs.
+        `base`, or `base-2`, `base-3`… so no package (shipped or reserved) is ever overwritten."""
+        check_name(base)
+        with self.lock:
+            registry = self.read_registry()
+            self.check_quota(visitor, new_bytes, registry)
+            self.make_room(new_bytes, registry)
+            taken = set(registry) | set(SHIPPED_MODELS) | {p.name for p in self.models_dir.iterdir()}
+            name, n = base, 1
+            while name in taken:
+                n += 1
+                name = f"{base}-{n}"
+            if self.shared:
+                now = time.time()
+                registry[name] = {"owner": visitor.key, "signed_in": visitor.signed_in, "created": now, "used": now}
+                self.write_registry(registry)
+            return package_path(self.models_dir, name)
+
+    def claim(self, folder: str | os.PathLike, visitor: Visitor) -> None:
+        """Record a package written outside add() (an averaged run's -avg package) as this visitor's."""
+        if not self.shared:
+            return
+        with self.lock:
+            registry = self.read_registry()
+            now = time.time()
+            registry[Path(folder).name] = {"owner": visitor.key, "signed_in": visitor.signed_in, "created": now,
+                                           "used": now}
+            self.write_registry(registry)
+
+    def adopt(self, old: Visitor, new: Visitor) -> None:
+        """Give `old`'s packages to `new` (a browser's anonymous models to the account it signed in with)."""
+        with self.lock:
+            registry = self.read_registry()
+            mine = [e for e in registry.values() if e["owner"] == old.key]
+            for entry in mine:
+                entry.update(owner=new.key, signed_in=new.signed_in)
+            if mine:
+                self.write_registry(registry)
+
+    def forget(self, name: str) -> None:
+        """Drop a reservation whose package never came to be (the run failed before its first save)."""
+        with self.lock:
+            registry = self.read_registry()
+            if name in registry and not (self.models_dir / name).is_dir():
+                del registry[name]
+                self.write_registry(registry)
+
+    def touch(self, folder: Path) -> None:
+        """Note that a package was used (for eviction: least recently used first); at most once a minute."""
+        if not self.shared or is_shipped(folder):
+            return
+        now = time.time()
+        with self.lock:
+            registry = self.read_registry()
+            entry = registry.get(folder.name)
+            if entry is not None and now - entry.get("used", 0) > 60:
+                entry["used"] = now
+                self.write_registry(registry)
+
+    def delete(self, name: str | None, visitor: Visitor) -> None:
+        folder = self.writable(name, visitor)
+        with self.lock:
+            if name in self.running.values():
+                raise PackageError(f"{name} is training right now: stop the run first, then delete it.")
+            shutil.rmtree(folder)
+            registry = self.read_registry()
+            if registry.pop(folder.name, None) is not None:
+                self.write_registry(registry)
+
+    # -- training runs -------------------------------------------------------------------------------------
+
+    @contextmanager
+    def run_slot(self, visitor: Visitor, name: str) -> Iterator[None]:
+        """One training run per visitor at a time (personal mode: the training queue already runs one at a time)."""
+        if not self.shared:
+            yield
+            return
+        with self.lock:
+            if visitor.key in self.running:
+                raise TrainingError(f"You already have a run training ({self.running[visitor.key]}): stop it or "
+                                    "wait for it to finish, then start the next one.")
+            self.running[visitor.key] = name
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.running.pop(visitor.key, None)
+
+    def run_minutes(self, requested: float | None, already: float = 0.0) -> float | None:
+        """The minutes budget a run gets: the form's, capped at the Space's run length on top of `already`."""
+        cap = self.quotas.run_minutes
+        if cap is None:
+            return requested
+        return min(requested, already + cap) if requested else already + cap

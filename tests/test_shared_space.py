@@ -1,0 +1,226 @@
+"""The app in shared mode, as strangers on a Space use it: in-process servers on loopback, one gradio_client.Client
+per visitor (an API client is one visitor per session). A visitor never reaches another's model on any endpoint
+(the same message as a missing one), nobody deletes the shipped demo, quotas refuse with a message that says what
+to do, eviction frees space in the stated order, runs are capped in length and keep their package. Personal mode
+keeps everything visible, the shipped models still read-only."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from gradio_client import Client, handle_file  # noqa: E402
+from gradio_client.exceptions import AppError  # noqa: E402
+
+from playground.model import Transformer, TransformerConfig  # noqa: E402
+from playground.package import export_zip, load_package, save_package  # noqa: E402
+from playground.sharing import REGISTRY  # noqa: E402
+from playground.tokenizer import train_tokenizer  # noqa: E402
+from playground.ui.app import build_app  # noqa: E402
+
+pytestmark = pytest.mark.sessions
+
+TINY = dict(d_model=32, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=64, vocab_size=200, max_len=32,
+            batch_tokens=512, max_steps=20, max_minutes=0, max_epochs=0, eval_every=10, eval_sentences=8,
+            warmup_steps=10, lr=3e-3, schedule="inverse_sqrt", precision="fp32", device="cpu", seed=7)
+DEMO = "demo-en-de"
+CAP_MINUTES = 0.04  # a run-length cap of 2.4 s
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def serving(models_dir: Path, shared: bool, **env: str):
+    """An app built with these environment variables (the quotas a Space's owner sets), served on loopback."""
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        demo = build_app(models_dir, shared=shared)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    port = free_port()
+    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True)
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        demo.close()
+        torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def space(tmp_path_factory):
+    models_dir = tmp_path_factory.mktemp("space-models")
+    with serving(models_dir, True, PLAYGROUND_MAX_RUN_MINUTES=str(CAP_MINUTES), PLAYGROUND_MAX_MODELS="5") as url:
+        yield url, models_dir
+
+
+@pytest.fixture(scope="module")
+def package_zip(tmp_path_factory) -> Path:
+    """A tiny valid package as a zip, to upload."""
+    tokenizer = train_tokenizer([("a b c", "c b a"), ("b c d", "d c b")] * 3, kind="word", vocab_size=20)
+    cfg = TransformerConfig(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, d_model=8, n_heads=2,
+                            n_encoder_layers=1, n_decoder_layers=1, d_ff=16, max_len=12)
+    torch.manual_seed(0)
+    folder = save_package(tmp_path_factory.mktemp("zip") / "upload", Transformer(cfg), tokenizer)
+    return export_zip(folder, tmp_path_factory.mktemp("zipped"))
+
+
+def names(client: Client) -> list[str]:
+    table, _ = client.predict(api_name="/list_models")
+    return [row[0] for row in table["data"]]
+
+
+def refusal(client: Client, *args, api_name: str, **kwargs) -> str:
+    with pytest.raises(AppError) as err:
+        client.predict(*args, api_name=api_name, **kwargs)
+    return str(err.value)
+
+
+def test_a_visitor_never_reaches_another_visitors_model(space):
+    url, models_dir = space
+    alice, bob = Client(url, verbose=False), Client(url, verbose=False)
+    for client in (alice, bob):
+        client.predict("reverse", 0.05, api_name="/load_builtin")
+    done = alice.predict(model_name="alices", api_name="/train", **TINY)[0]
+    assert done.startswith("✅ **Done** (step budget reached): 20 steps"), done
+    assert "alices" in names(alice) and DEMO in names(alice)
+    assert "alices" not in names(bob) and DEMO in names(bob)
+    picker = bob.predict(None, api_name="/translate_models")
+    assert "alices" not in str(picker)
+
+    # every endpoint that takes a model name answers Bob as if Alice's model did not exist
+    calls = {"/translate": (("a b c", "greedy"), {}), "/model_card": ((), {}), "/export_model": ((), {}),
+             "/attention": (("a b c",), {"target": ""}), "/decode_steps": (("a b c",), {}),
+             "/positional_encoding": ((), {}), "/delete_model": ((True,), {})}
+    for api_name, (args, kwargs) in calls.items():
+        theirs = refusal(bob, "alices", *args, api_name=api_name, **kwargs)
+        missing = refusal(bob, "nobodys", *args, api_name=api_name, **kwargs)
+        assert "no model package named 'alices'" in theirs, (api_name, theirs)
+        assert theirs.replace("alices", "nobodys") == missing, api_name
+    theirs = refusal(bob, "alices", api_name="/resume", **TINY)
+    assert theirs.replace("alices", "nobodys") == refusal(bob, "nobodys", api_name="/resume", **TINY)
+    # Alice's model is untouched and still hers
+    assert (models_dir / "alices" / "model.safetensors").is_file()
+    table, note, *_ = alice.predict("alices", "a b c", "greedy", api_name="/translate")
+    assert "**alices**" in note and len(table["data"]) == 1
+    # the same name for Bob is his own package beside hers, never an overwrite
+    bob.predict(model_name="alices", api_name="/train", **{**TINY, "max_steps": 5})
+    assert "alices-2" in names(bob) and "alices-2" not in names(alice)
+    # the registry lives beside the packages; an exported zip carries no visitor's identity
+    owners = json.loads((models_dir / REGISTRY).read_text(encoding="utf-8"))
+    assert owners["alices"]["owner"] != owners["alices-2"]["owner"]
+    exported = alice.predict("alices", api_name="/export_model")
+    assert owners["alices"]["owner"].split(":")[1].encode() not in Path(exported).read_bytes()
+
+
+def test_nobody_deletes_the_demo(space):
+    for client in (Client(space[0], verbose=False), Client(space[0], verbose=False)):
+        assert "read-only" in refusal(client, DEMO, True, api_name="/delete_model")
+        assert "read-only" in refusal(client, DEMO, api_name="/resume", **TINY)
+        table, note, *_ = client.predict(DEMO, "a small dog", "greedy", api_name="/translate")
+        assert f"**{DEMO}**" in note
+
+
+def test_the_sixth_model_is_refused_with_what_to_delete(space, package_zip):
+    carol = Client(space[0], verbose=False)
+    for n in range(5):
+        status = carol.predict(handle_file(str(package_zip)), api_name="/import_model")[0]
+        assert status.startswith("✅ Imported"), status
+    mine = sorted(n for n in names(carol) if n != DEMO)
+    assert len(mine) == 5
+    message = refusal(carol, handle_file(str(package_zip)), api_name="/import_model")
+    assert f"You have 5 models, the most this Space keeps per visitor (5): delete one on the Models tab first " \
+           f"(yours: {', '.join(mine)})" in message
+    carol.predict("reverse", 0.05, api_name="/load_builtin")
+    assert "You have 5 models" in refusal(carol, model_name="sixth", api_name="/train", **TINY)
+    carol.predict(mine[0], True, api_name="/delete_model")
+    assert carol.predict(handle_file(str(package_zip)), api_name="/import_model")[0].startswith("✅ Imported")
+    assert not set(mine) & set(names(Client(space[0], verbose=False)))  # and nobody else sees them
+
+
+def test_a_run_stops_at_the_length_cap_and_keeps_its_package(space):
+    url, models_dir = space
+    dave = Client(url, verbose=False)
+    dave.predict("reverse", 0.05, api_name="/load_builtin")
+    began = time.monotonic()
+    done = dave.predict(model_name="endless", api_name="/train", **{**TINY, "max_steps": 10**6, "eval_every": 10**6})[0]
+    assert "(time budget reached)" in done and "This app ends a run after 0.04 minutes" in done, done
+    assert time.monotonic() - began < 60
+    steps = int(re.search(r"([\d,]+) steps", done).group(1).replace(",", ""))
+    assert load_package(models_dir / "endless").training["steps"] == steps > 0
+
+
+def test_a_second_run_of_the_same_visitor_waits_for_the_first(space):
+    erin = Client(space[0], verbose=False)
+    erin.predict("reverse", 0.05, api_name="/load_builtin")
+    first = erin.submit(model_name="first", api_name="/train", **TINY)
+    second = erin.submit(model_name="second", api_name="/train", **TINY)
+    first_ended = second_started = None
+    deadline = time.monotonic() + 120
+    while not (first.done() and second.done()):
+        assert time.monotonic() < deadline, (first.status(), second.status())
+        if first_ended is None and first.done():
+            first_ended = time.monotonic()
+        if second_started is None and second.outputs():  # its first update: the run left the queue
+            second_started = time.monotonic()
+        time.sleep(0.02)
+    first_ended = first_ended or time.monotonic()
+    second_started = second_started or time.monotonic()
+    assert first.result()[0].startswith("✅ **Done**") and second.result()[0].startswith("✅ **Done**")
+    assert second_started >= first_ended - 0.5, (first_ended, second_started)  # it waited for the first
+
+
+def test_eviction_frees_old_anonymous_models_least_recently_used_first(tmp_path, package_zip):
+    probe = tmp_path / "probe"
+    with serving(probe, True) as url:  # how much one uploaded package takes on disk
+        Client(url, verbose=False).predict(handle_file(str(package_zip)), api_name="/import_model")
+    size = sum(p.stat().st_size for p in (probe / "upload").iterdir())
+    models_dir = tmp_path / "full"
+    with serving(models_dir, True, PLAYGROUND_MAX_TOTAL_MB=str(3.5 * size / 1e6)) as url:
+        frank, grace = Client(url, verbose=False), Client(url, verbose=False)
+        for _ in range(3):
+            frank.predict(handle_file(str(package_zip)), api_name="/import_model")
+        owned = [n for n in names(frank) if n != DEMO]
+        registry = json.loads((models_dir / REGISTRY).read_text(encoding="utf-8"))
+        day = 24 * 3600
+        for name, age in zip(sorted(owned), (2 * day, 3 * day, 3600)):  # two older than a day; one used recently
+            registry[name]["used"] = time.time() - age
+        (models_dir / REGISTRY).write_text(json.dumps(registry), encoding="utf-8")
+        older, recent = sorted(owned)[0], sorted(owned)[2]  # sorted(owned)[1], three days old, goes first
+
+        grace.predict(handle_file(str(package_zip)), api_name="/import_model")  # room for one: the LRU old one goes
+        assert set(names(frank)) == {older, recent, DEMO}
+        grace.predict(handle_file(str(package_zip)), api_name="/import_model")
+        assert set(names(frank)) == {recent, DEMO}
+        message = refusal(grace, handle_file(str(package_zip)), api_name="/import_model")
+        assert "models folder of this Space is full" in message  # the recent one is never evicted
+        assert len([n for n in names(grace) if n != DEMO]) == 2
+
+
+def test_personal_mode_shows_everything_and_keeps_the_shipped_models(tmp_path, package_zip):
+    with serving(tmp_path / "personal", False) as url:
+        me, another_tab = Client(url, verbose=False), Client(url, verbose=False)
+        me.predict(handle_file(str(package_zip)), api_name="/import_model")
+        assert "upload" in names(another_tab) and DEMO in names(another_tab)
+        assert "read-only" in refusal(another_tab, DEMO, True, api_name="/delete_model")
+        another_tab.predict("upload", True, api_name="/delete_model")  # one person: every other model is theirs
+        assert "upload" not in names(me)

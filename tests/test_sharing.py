@@ -1,0 +1,162 @@
+"""The core of a shared app (playground/sharing.py): who sees which package, quotas, and the order eviction frees
+space in; the shipped packages read-only in both modes; no visitor identity inside an exported zip."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from playground.errors import PackageError, TrainingError
+from playground.model import Transformer, TransformerConfig
+from playground.package import SHIPPED_MODELS_DIR, delete_package, export_zip, is_shipped, save_package
+from playground.sharing import MB, PERSONAL, REGISTRY, Library, Quotas, Visitor, models_location, shared_mode
+from playground.tokenizer import train_tokenizer
+
+ALICE, BOB = Visitor.browser("a" * 32), Visitor.browser("b" * 32)
+CAROL = Visitor.signed("carol")
+DEMO = "demo-en-de"
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    tokenizer = train_tokenizer([("a b c", "c b a"), ("b c d", "d c b")] * 3, kind="word", vocab_size=20)
+    cfg = TransformerConfig(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, d_model=8, n_heads=2,
+                            n_encoder_layers=1, n_decoder_layers=1, d_ff=16, max_len=12)
+    return Transformer(cfg), tokenizer
+
+
+def make(library: Library, tiny, name: str, visitor: Visitor) -> Path:
+    folder = library.add(name, visitor, 10_000)
+    return save_package(folder, *tiny)
+
+
+def shared(tmp_path, **quotas) -> Library:
+    return Library(tmp_path / "models", shared=True, quotas=Quotas(**quotas))
+
+
+def test_each_visitor_sees_their_own_and_the_shipped_ones(tmp_path, tiny):
+    library = shared(tmp_path)
+    make(library, tiny, "mine", ALICE)
+    make(library, tiny, "mine", BOB)  # the same name: Bob's is saved as mine-2, Alice's stays hers
+    assert set(library.names(ALICE)) == {"mine", DEMO} and set(library.names(BOB)) == {"mine-2", DEMO}
+    with pytest.raises(PackageError) as theirs:
+        library.folder("mine", BOB)
+    with pytest.raises(PackageError) as ghost:
+        library.folder("ghost", BOB)
+    assert str(theirs.value).replace("'mine'", "'ghost'") == str(ghost.value)  # the same message as a missing one
+    with pytest.raises(PackageError, match="no model package named 'mine'"):
+        library.delete("mine", BOB)
+    assert (library.models_dir / "mine").is_dir()
+    owner = Visitor("hf:someone", signed_in=True, admin=True)  # the Space's owner sees and deletes everything
+    assert {"mine", "mine-2"} <= set(library.names(owner))
+    library.delete("mine-2", owner)
+    assert not (library.models_dir / "mine-2").exists()
+
+
+def test_the_shipped_models_are_read_only_in_both_modes(tmp_path):
+    assert is_shipped(SHIPPED_MODELS_DIR / DEMO) and not is_shipped(tmp_path / DEMO)
+    for library in (shared(tmp_path / "s"), Library(tmp_path / "p", shared=False)):
+        for visitor in (ALICE, PERSONAL, Visitor("hf:owner", True, admin=True)):
+            assert library.folder(DEMO, visitor) == SHIPPED_MODELS_DIR / DEMO
+            with pytest.raises(PackageError, match="ships with the app and is read-only"):
+                library.delete(DEMO, visitor)
+            with pytest.raises(PackageError, match="read-only"):
+                library.writable(DEMO, visitor)
+    with pytest.raises(PackageError, match="read-only"):
+        delete_package(SHIPPED_MODELS_DIR, DEMO)
+    assert (SHIPPED_MODELS_DIR / DEMO / "config.json").is_file()
+    # a new package never takes a shipped name
+    assert shared(tmp_path / "s").add(DEMO, ALICE, 0).name == f"{DEMO}-2"
+
+
+def test_quotas_refuse_with_a_message_that_says_what_to_delete(tmp_path, tiny):
+    library = shared(tmp_path, models_per_visitor=3, bytes_per_visitor=50 * MB)
+    for n in range(3):
+        make(library, tiny, f"m{n}", ALICE)
+    with pytest.raises(PackageError, match=r"You have 3 models.*delete one on the Models tab first \(yours: m0, m1, m2\)"):
+        library.add("m3", ALICE, 0)
+    make(library, tiny, "other", BOB)  # Bob has his own quota
+    library.delete("m1", ALICE)
+    make(library, tiny, "m3", ALICE)
+    with pytest.raises(PackageError, match="at most 50 MB per visitor"):
+        library.add("huge", BOB, 60 * MB)
+    personal = Library(tmp_path / "personal", shared=False, quotas=Quotas(models_per_visitor=1))
+    for n in range(3):  # one person on their own machine: no quota
+        make(personal, tiny, f"p{n}", PERSONAL)
+
+
+def test_eviction_frees_the_least_recently_used_old_anonymous_models_first(tmp_path, tiny):
+    library = shared(tmp_path, bytes_total=10 * MB, evict_after_s=24 * 3600)
+    day = 24 * 3600
+    now = time.time()
+    ages = {"alice-old": (ALICE, 3 * day), "bob-older": (BOB, 5 * day), "alice-new": (ALICE, 3600),
+            "carol-oldest": (CAROL, 9 * day), "bob-running": (BOB, 8 * day)}
+    for name, (visitor, _) in ages.items():
+        make(library, tiny, name, visitor)
+    registry = json.loads((library.models_dir / REGISTRY).read_text())
+    for name, (_, age) in ages.items():
+        registry[name]["used"] = now - age
+    (library.models_dir / REGISTRY).write_text(json.dumps(registry))
+    library.running["bob-key"] = "bob-running"
+    size = library.total_bytes() // 5
+    # room for one more package beyond the limit: the least recently used anonymous model older than a day goes
+    library.quotas = Quotas(bytes_total=5 * size + size // 2)
+    registry = library.read_registry()
+    assert library.make_room(size, registry) == ["bob-older"]
+    # a tighter limit: then the next in line; never a signed-in visitor's, a model in training or a recent one
+    library.quotas = Quotas(bytes_total=4 * size + size // 2)
+    assert library.make_room(size, registry) == ["alice-old"]
+    with pytest.raises(PackageError, match="models folder of this Space is full"):
+        library.make_room(10 * size, registry)
+    assert {p.name for p in library.all_packages()} >= {"carol-oldest", "bob-running", "alice-new"}
+
+
+def test_one_run_per_visitor_and_the_run_length_cap(tmp_path):
+    library = shared(tmp_path, run_minutes=10)
+    with library.run_slot(ALICE, "first"):
+        with pytest.raises(TrainingError, match=r"You already have a run training \(first\)"):
+            with library.run_slot(ALICE, "second"):
+                pass
+        with library.run_slot(BOB, "his"):  # another visitor's run is not held up by Alice's
+            pass
+    with library.run_slot(ALICE, "second"):
+        pass
+    assert library.run_minutes(None) == 10 and library.run_minutes(30) == 10 and library.run_minutes(5) == 5
+    assert library.run_minutes(None, already=4) == 14  # a resumed run: the cap counts from where it is
+    assert Library(tmp_path / "p", shared=False).run_minutes(None) is None  # personal: no cap by default
+
+
+def test_signing_in_keeps_the_browsers_models_and_zips_carry_no_owner(tmp_path, tiny):
+    library = shared(tmp_path)
+    folder = make(library, tiny, "before-sign-in", ALICE)
+    library.adopt(ALICE, CAROL)
+    assert "before-sign-in" in library.names(CAROL) and "before-sign-in" not in library.names(ALICE)
+    assert library.read_registry()["before-sign-in"]["signed_in"] is True
+    with zipfile.ZipFile(export_zip(folder, tmp_path)) as zf:
+        text = b"".join(zf.read(n) for n in zf.namelist())
+    assert b"a" * 32 not in text and b"carol" not in text and not any("owner" in n for n in zf.namelist())
+
+
+def test_mode_and_models_folder_from_the_environment(monkeypatch, tmp_path):
+    for var in ("SPACE_ID", "PLAYGROUND_SHARED", "PLAYGROUND_MODELS_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    assert not shared_mode()
+    monkeypatch.setenv("SPACE_ID", "someone/playground")
+    assert shared_mode()
+    monkeypatch.setenv("PLAYGROUND_SHARED", "0")
+    assert not shared_mode()
+    monkeypatch.setenv("PLAYGROUND_SHARED", "1")
+    data_writable = Path("/data").is_dir() and os.access("/data", os.W_OK)
+    assert models_location(True) == ((Path("/data/models"), True) if data_writable else (Path("models"), False))
+    assert models_location(False) == (Path("models"), True)
+    monkeypatch.setenv("PLAYGROUND_MODELS_DIR", str(tmp_path))
+    assert models_location(True) == (tmp_path, True) and models_location(False) == (tmp_path, True)
+    monkeypatch.setenv("PLAYGROUND_MAX_MODELS", "7")
+    monkeypatch.setenv("PLAYGROUND_MAX_RUN_MINUTES", "2.5")
+    quotas = Quotas.from_env(shared=True)
+    assert quotas.models_per_visitor == 7 and quotas.run_minutes == 2.5 and quotas.bytes_per_visitor == 200 * MB
