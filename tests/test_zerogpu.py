@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from playground.chunked import ChunkedRun, train_chunk
+from playground.events import Done, Eval, Start, Step
 from playground.package import load_package
 from playground.train import TrainConfig, TrainData, Trainer
 
@@ -118,8 +119,8 @@ def test_the_standin_enforces_both_rules():
 
 def test_a_run_of_several_gpu_calls_is_the_run_in_one_piece(tmp_path, one_thread):
     whole = [e for e in Trainer(config(), DATA, tmp_path / "whole").run()]
-    whole_steps = [e for e in whole if e["type"] == "step"]
-    seconds = whole_steps[-1]["elapsed"]
+    whole_steps = [e for e in whole if isinstance(e, Step)]
+    seconds = whole_steps[-1].elapsed
     chunk_s = max(seconds / 4, 0.8)  # several calls' worth of training, whatever this machine's speed
 
     spaces = standin_spaces()
@@ -130,15 +131,15 @@ def test_a_run_of_several_gpu_calls_is_the_run_in_one_piece(tmp_path, one_thread
     assert len(spaces.calls) >= 3, spaces.calls  # several calls, each within its duration (or the stand-in raised)
     assert all(ran <= duration for _, duration, ran in spaces.calls)
     # one run for the person: one start, every step once and in order, one done
-    kinds = [e["type"] for e in events]
-    assert kinds.count("start") == 1 and kinds[-1] == "done" and kinds.count("done") == 1
-    steps = [e for e in events if e["type"] == "step"]
-    assert [e["step"] for e in steps] == list(range(1, STEPS + 1))
-    assert events[-1]["summary"]["steps"] == STEPS and events[-1]["reason"] == "step budget reached"
+    kinds = [type(e) for e in events]
+    assert kinds.count(Start) == 1 and kinds[-1] is Done and kinds.count(Done) == 1
+    steps = [e for e in events if isinstance(e, Step)]
+    assert [e.step for e in steps] == list(range(1, STEPS + 1))
+    assert events[-1].summary["steps"] == STEPS and events[-1].reason == "step budget reached"
     # the same curve as the run in one piece (dropout on: the random stream continues across calls too)
-    assert [e["loss"] for e in steps] == [e["loss"] for e in whole_steps]
-    assert run.history.loss == [round(e["loss"], 5) for e in whole_steps]
-    assert [e["step"] for e in events if e["type"] == "eval"] == [*range(40, STEPS + 1, 40)]
+    assert [e.loss for e in steps] == [e.loss for e in whole_steps]
+    assert run.history.loss == [round(e.loss, 5) for e in whole_steps]
+    assert [e.step for e in events if isinstance(e, Eval)] == [*range(40, STEPS + 1, 40)]
     package = load_package(tmp_path / "chunked")
     assert package.training["steps"] == STEPS and package.training["history"]["steps"] == list(range(1, STEPS + 1))
     whole_package = load_package(tmp_path / "whole")
@@ -154,13 +155,13 @@ def test_stop_within_a_call_and_between_calls(tmp_path, one_thread):
     events = []
     for event in run.run():
         events.append(event)
-        if event["type"] == "step" and len(spaces.calls) >= 1 and event["step"] >= 5:
+        if isinstance(event, Step) and len(spaces.calls) >= 1 and event.step >= 5:
             run.stop()  # pressed during the second call
     assert len(spaces.calls) >= 2
-    assert events[-1]["type"] == "done" and events[-1]["reason"] == "stopped by the user"
-    steps = events[-1]["summary"]["steps"]
+    assert isinstance(events[-1], Done) and events[-1].reason == "stopped by the user"
+    steps = events[-1].summary["steps"]
     assert load_package(tmp_path / "stopped").training["steps"] == steps
-    assert [e["step"] for e in events if e["type"] == "step"] == list(range(1, steps + 1))
+    assert [e.step for e in events if isinstance(e, Step)] == list(range(1, steps + 1))
 
 
 def test_the_app_on_zerogpu_trains_in_calls_and_keeps_gpu_calls_plain(tmp_path, monkeypatch, one_thread):
