@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +17,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from conftest import free_port  # noqa: E402
 from gradio_client import Client, handle_file  # noqa: E402
 from gradio_client.exceptions import AppError  # noqa: E402
 
@@ -34,12 +34,6 @@ TINY = dict(d_model=32, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=
             warmup_steps=10, lr=3e-3, schedule="inverse_sqrt", precision="fp32", device="cpu", seed=7)
 DEMO = "demo-en-de"
 CAP_MINUTES = 0.04  # a run-length cap of 2.4 s
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextmanager

@@ -14,13 +14,13 @@ import types
 
 import pytest
 import torch
+from conftest import reverse_pairs, tiny_cfg
 
 from playground.chunked import ChunkedRun, train_chunk
 from playground.events import Done, Eval, Start, Step
 from playground.package import load_package
 from playground.train import TrainConfig, TrainData, Trainer
 
-WORDS = "a b c d e f g h i j".split()
 
 
 class DurationExceeded(RuntimeError):
@@ -67,33 +67,12 @@ def standin_spaces() -> types.ModuleType:
     return module
 
 
-def reverse_pairs(n, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    pairs = []
-    for _ in range(n):
-        seq = [WORDS[int(i)] for i in torch.randint(0, len(WORDS), (int(torch.randint(3, 7, (1,), generator=g)),),
-                                                    generator=g)]
-        pairs.append((" ".join(seq), " ".join(reversed(seq))))
-    return pairs
-
-
 DATA = TrainData(reverse_pairs(200), reverse_pairs(12, seed=1), "seq", "rev", "reverse test")
 STEPS = 600
 
 
 def config(**changes) -> TrainConfig:
-    values = dict(d_model=32, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=64, dropout=0.1,
-                  tokenizer="word", vocab_size=50, max_len=16, batch_tokens=256, schedule="inverse_sqrt", lr=3e-3,
-                  warmup_steps=10, max_steps=STEPS, eval_every=40, eval_sentences=8, precision="fp32", device="cpu")
-    return TrainConfig(**{**values, **changes})
-
-
-@pytest.fixture(scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    return tiny_cfg(**{"dropout": 0.1, "max_steps": STEPS, "eval_every": 40, **changes})
 
 
 def test_the_standin_enforces_both_rules():
