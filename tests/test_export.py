@@ -16,7 +16,8 @@ import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from playground.builtin_data import DATASETS_DIR
-from playground.decode import DecodeOptions, pad_batch, source_ids, translate
+from playground.batching import pad_batch
+from playground.decode import DecodeOptions, source_ids, translate
 from playground.errors import PlaygroundError
 from playground.export import export_package
 from playground.export.ctranslate2 import translate_with_ctranslate2
@@ -49,9 +50,9 @@ def quick_package(folder: Path, tokenizer: PairTokenizer, steps: int = 40, **set
                             **settings)
     model = Transformer(cfg)
     pairs = ROWS[50:1050]
-    src = pad_batch([ids + [cfg.eos_id] for ids in tokenizer.encode_src_batch([s for s, _ in pairs])], cfg.pad_id, "cpu")
+    src = pad_batch([ids + [cfg.eos_id] for ids in tokenizer.encode_src_batch([s for s, _ in pairs])], pad_id=cfg.pad_id)
     tgt = pad_batch([[cfg.bos_id] + ids + [cfg.eos_id] for ids in tokenizer.encode_tgt_batch([t for _, t in pairs])],
-                    cfg.pad_id, "cpu")
+                    pad_id=cfg.pad_id)
     src, tgt = src[:, : cfg.max_len], tgt[:, : cfg.max_len + 1]  # the few longest pairs lose their ends
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     for step in range(steps):
