@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import zipfile
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
@@ -14,7 +13,11 @@ import pytest  # noqa: E402
 from gradio_client import Client  # noqa: E402
 from gradio_client.exceptions import AppError  # noqa: E402
 
+from conftest import free_port  # noqa: E402
+
+from playground.sharing import Library  # noqa: E402
 from playground.ui import hub_panel  # noqa: E402
+from playground.ui.state import Session  # noqa: E402
 from test_hub import DEMO, RecordingApi  # noqa: E402
 
 
@@ -24,10 +27,8 @@ def client(tmp_path_factory):
     shutil.copytree(DEMO, models_dir / DEMO.name)
     with gr.Blocks() as demo:
         model = gr.Dropdown([DEMO.name], value=DEMO.name)
-        hub_panel.build(models_dir, model)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+        hub_panel.build(gr.State(Session()), Library(models_dir), model)
+    port = free_port()
     demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True)
     yield Client(f"http://127.0.0.1:{port}/", verbose=False)
     demo.close()

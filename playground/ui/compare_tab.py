@@ -86,8 +86,10 @@ def build(session: gr.State, library: Library) -> CompareTab:
         compare_btn = gr.Button("Compare", variant="primary", scale=1)
     message = gr.Markdown()
     with gr.Row():
-        settings = gr.Dataframe(label="Settings that differ", interactive=False, wrap=True)
-        scores = gr.Dataframe(label="Scores (last validation)", interactive=False, wrap=True)
+        settings = gr.Dataframe(pd.DataFrame(columns=["setting"]), label="Settings that differ", interactive=False,
+                                wrap=True)
+        scores = gr.Dataframe(pd.DataFrame(columns=["score"]), label="Scores (last validation)", interactive=False,
+                              wrap=True)
     with gr.Row():
         loss_plot, val_plot = gr.Plot(show_label=False), gr.Plot(show_label=False)
     with gr.Row():
@@ -96,7 +98,8 @@ def build(session: gr.State, library: Library) -> CompareTab:
         sentences = gr.Textbox(EXAMPLE, lines=3, label="Sentences to translate with each model (one per line)",
                                scale=4)
         translate_btn = gr.Button("Translate with each", scale=1)
-    side_by_side = gr.Dataframe(label="Greedy translations, side by side", interactive=False, wrap=True)
+    side_by_side = gr.Dataframe(pd.DataFrame(columns=["source"]), label="Greedy translations, side by side",
+                                interactive=False, wrap=True)
 
     view_outputs = [settings, scores, loss_plot, val_plot, lr_plot, bleu_plot, chrf_plot]
 
@@ -123,7 +126,9 @@ def build(session: gr.State, library: Library) -> CompareTab:
         if not lines or len(lines) > MAX_SENTENCES:
             return f"⚠️ Type between 1 and {MAX_SENTENCES} sentences, one per line.", gr.skip()
         folders = [str(package_folder(library, session, name)) for name in names]
-        return "", pd.DataFrame(translate_columns(folders, lines))
+        table = pd.DataFrame(translate_columns(folders, lines)).replace("", "(empty output)")
+        # every column the same width: an empty output must not squeeze its model's column to one letter
+        return "", gr.Dataframe(table, column_widths=[f"{100 / len(table.columns):.1f}%"] * len(table.columns))
 
     gr.on([compare_btn.click, x_axis.change], compare, [session, models, x_axis], [message, *view_outputs],
           api_name="compare")
