@@ -25,7 +25,7 @@ PROGRESS_EVERY_S = 60.0
 def train(args) -> dict:
     """Run the Trainer to the time budget (it saves the package to args.out) and return its summary."""
     cfg = preset_config(args.preset, device=args.device, precision=args.precision, seed=args.seed,
-                        eval_sentences=args.eval_sentences)
+                        eval_sentences=args.eval_sentences, bpe_dropout=args.bpe_dropout)
     cfg = dataclasses.replace(cfg, max_minutes=args.minutes, max_steps=None, max_epochs=None)
     data = TrainData(common.load_split(args.data, "train", cfg.max_len), common.load_split(args.data, "val"),
                      common.SRC_LANG, common.TGT_LANG, "Multi30k")
@@ -71,6 +71,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64, help="sentences decoded together")
     parser.add_argument("--eval-sentences", type=int, default=None,
                         help="validation sentences decoded at each validation (default: the preset's)")
+    parser.add_argument("--bpe-dropout", type=float, default=None,
+                        help="BPE-dropout on the training data (default: the preset's, off)")
     parser.add_argument("--test-sentences", type=int, default=None, help="score only the first N test pairs (smoke)")
     args = parser.parse_args()
 
