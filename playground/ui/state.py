@@ -170,12 +170,15 @@ def answers(fn, outputs: list, note) -> dict:
     where = outputs.index(note)
     single = len(outputs) - added == 1  # fn returns one value, not a tuple
 
-    def shaped(result) -> tuple:
-        values = (result,) if single else tuple(result)
-        return (*values, "") if added else values
+    def out(values: tuple):
+        return values[0] if len(values) == 1 else values  # Gradio takes one output's value bare
 
-    def refused(err: PlaygroundError) -> tuple:
-        return tuple(refusal(err) if i == where else gr.skip() for i in range(len(outputs)))
+    def shaped(result):
+        values = (result,) if single else tuple(result)
+        return out((*values, "") if added else values)
+
+    def refused(err: PlaygroundError):
+        return out(tuple(refusal(err) if i == where else gr.skip() for i in range(len(outputs))))
 
     inner = friendly(fn)  # a gr.Error passes through friendly unchanged: fn may be friendly already
     if inspect.isgeneratorfunction(fn):
