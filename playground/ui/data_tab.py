@@ -164,16 +164,20 @@ def load_files(session: Session, files, val_fraction: float = 0.05):
     """Load uploaded parallel text: one TSV/CSV/JSONL/TMX/Parquet file, or two aligned files (source, then target).
     The language fields pick the pair of a multilingual TMX or Parquet file. A file that could not be read on its
     own (one side of two aligned files) waits for the next upload, which is added to it."""
-    files = [*session.waiting_files, *(files or [])]
+    new = [str(Path(f if isinstance(f, str) else f.name)) for f in files or []]
+    files = [*[f for f in session.waiting_files if f not in new], *new]  # the box may hold the waiting one already
     session.waiting_files = []
     try:
         data, description = read_upload(files, (session.src_lang, session.tgt_lang))
-    except DataError:
-        if len(files) == 1:  # maybe one side: the other one comes next
-            session.waiting_files = files
-        raise
+    except DataError as err:
+        if len(files) != 1:
+            raise
+        session.waiting_files = files  # maybe one side: the other one comes next
+        name = Path(files[0]).name
+        raise DataError(f"{err} If {name} is one side of two aligned text files, upload the other side now: it is "
+                        "added to this one.") from err
     _adopt(session, data, f"Uploaded: {description}", val_fraction)
-    return (*show(session), [str(Path(f if isinstance(f, str) else f.name)) for f in files])
+    return (*show(session), files)
 
 
 @friendly

@@ -176,7 +176,7 @@ def build(session: gr.State, library: Library) -> ModelsTab:
                                           "Resume from, after uploading the zip)")
             hub_panel.build(session, library, model)
             upload = gr.File(label="Upload a package zip", file_types=[".zip"], height=120)
-            status = gr.Markdown()
+            status = gr.Markdown(elem_id="models-status")
             with gr.Group():
                 confirm = gr.Checkbox(False, label="Yes, delete the selected model (cannot be undone)")
                 delete_btn = gr.Button("🗑 Delete", variant="stop")

@@ -151,8 +151,9 @@ def friendly(fn):
 
 
 def refusal(err: PlaygroundError) -> str:
-    """How a refused action reads next to the control that caused it."""
-    return f"⚠️ {err}"
+    """How a refused action reads next to the control that caused it (in Markdown, where a message's `<TAB>` would
+    open an HTML tag and hide the rest)."""
+    return "⚠️ " + str(err).replace("&", "&amp;").replace("<", "&lt;")
 
 
 def answers(fn, outputs: list, note) -> dict:

@@ -141,16 +141,18 @@ def preview_steps(cfg, epoch_steps: int | None, estimated: int | None = None) ->
 
 
 def lr_preview_figure(session: Session, cfg, estimated_steps: int | None = None):
-    from playground.schedule import learning_rate
+    from playground.schedule import fit_warmup, learning_rate
 
     _, epoch_steps = data_shape(session, cfg.tokenizer, cfg.batch_tokens)
     total, source = preview_steps(cfg, epoch_steps, estimated_steps)
     total = max(int(total), 2)
+    # the minutes budget binds: the run fits its warmup to the steps it gets (Trainer.replan), so does the preview
+    warmup = fit_warmup(cfg, total) if source.startswith("what fits") else cfg.warmup_steps
     stride = max(1, total // 400)
     steps = list(range(1, total + 1, stride)) + ([total] if (total - 1) % stride else [])
-    return plots.lr_figure(steps, [learning_rate(cfg, s, total) for s in steps],
+    return plots.lr_figure(steps, [learning_rate(cfg, s, total, warmup) for s in steps],
                            f"Learning-rate schedule: {cfg.schedule} over {total:,} steps ({source})",
-                           mark_step=cfg.warmup_steps if 0 < cfg.warmup_steps < total else None)
+                           mark_step=warmup if 0 < warmup < total else None)
 
 
 def previews(session: Session, values: dict, note: str) -> tuple[str, object]:
