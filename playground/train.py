@@ -39,6 +39,7 @@ from playground.validation import (is_better, perplexity, probe_attention, trans
 
 PAUSED = "paused"  # the reason of a run that ended its call (pause_after_s) to go on in the next one
 FIRST_TIMING_STEPS = 10  # a minutes budget is turned into steps once this many have been timed ...
+STOP_EVAL_SENTENCES = 50  # sentences decoded by the last validation of a stopped run
 REPLAN_SHARE = 0.05  # ... and again each time this share of the budget has passed (the machine's speed changes)
 
 
@@ -253,9 +254,11 @@ class Trainer:
 
     # -- validation and saving ----------------------------------------------------------------------------
 
-    def validate(self) -> events.Eval:
+    def validate(self, sentences: int | None = None) -> events.Eval:
+        """Validation loss, and BLEU/chrF of the first eval_sentences (or `sentences`) validation pairs decoded."""
         val_loss = validation_loss(self.model, self.val_set, self.cfg.batch_tokens, self.device, self.precision)
-        scores, samples = translation_scores(self.model, self.tokenizer, self.data.val[: self.cfg.eval_sentences],
+        sentences = min(self.cfg.eval_sentences, sentences or self.cfg.eval_sentences)
+        scores, samples = translation_scores(self.model, self.tokenizer, self.data.val[:sentences],
                                              self.device, self.precision)
         record = {"step": self.step, "val_loss": val_loss, "val_ppl": perplexity(val_loss), **scores}
         self.history.evals.append(record)
@@ -295,9 +298,9 @@ class Trainer:
                         src_lang=self.data.src_lang, tgt_lang=self.data.tgt_lang,
                         training=training or self.summary(elapsed))
 
-    def validate_and_save(self, elapsed: float, final: bool) -> Iterator[events.Event]:
+    def validate_and_save(self, elapsed: float, final: bool, sentences: int | None = None) -> Iterator[events.Event]:
         """Rank 0's part of a validation: the Eval event, then the package (and a snapshot to average later)."""
-        evaluation = self.validate()
+        evaluation = self.validate(sentences)
         better = self.improved(self.history.evals[-1])
         evaluation.best, evaluation.improved = self.best, better and not final
         yield evaluation
@@ -419,7 +422,10 @@ class Trainer:
                         break
             if self.step != saved_step and self.step > 0:
                 if self.ranks.is_main:
-                    yield from self.validate_and_save(elapsed, final=True)
+                    # a person pressed Stop: a quick last validation (an untrained model decodes every sentence to
+                    # its maximum length, and 200 of them take seconds on a CPU)
+                    quick = STOP_EVAL_SENTENCES if reason == "stopped by the user" else None
+                    yield from self.validate_and_save(elapsed, final=True, sentences=quick)
                 saved_step = self.step
             averaged = self.average_snapshots()
             if averaged:

@@ -201,9 +201,11 @@ def endless_run(app, dataset: str, name: str):
 @pytest.mark.slow
 def test_stop_ends_the_run_cleanly(app, models_dir):
     client, job = endless_run(app, "numbers", "stopped")
-    client.predict(api_name="/stop")
+    pressed = time.monotonic()
+    assert "Stopping…" in client.predict(api_name="/stop")  # said at once, not when the run has ended
     result = job.result(timeout=60)
     assert "stopped by the user" in result[0]
+    assert time.monotonic() - pressed < 15  # the current step, a quick last validation and the save
     assert (models_dir / "stopped" / "model.safetensors").is_file()
 
 

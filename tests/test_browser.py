@@ -44,7 +44,7 @@ STEPS = 480  # 3-8 s of training on two CPU cores: long enough to photograph the
 TINY_FORM = {"number input for Encoder layers": 1, "number input for Decoder layers": 1, "d_model": 32,
              "Feed-forward size (d_ff)": 64, "Max tokens per sentence": 32, "Vocabulary size": 200,
              "Warmup steps": 20, "Batch tokens": 512, "Max steps": STEPS, "Max minutes": 0,
-             "Validate every (steps)": STEPS // 3, "Sentences decoded per validation": 16}
+             "Validate every (steps, 0 = auto)": STEPS // 3, "Sentences decoded per validation": 16}
 TINY_CHOICES = {"Device": "cpu", "Precision": "fp32"}
 
 

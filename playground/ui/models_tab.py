@@ -18,6 +18,7 @@ from playground.ui.state import (Session, answers, default_model, friendly, mode
                                  package_info, visitor_of)
 
 COLUMNS = ["name", "direction", "architecture", "parameters", "steps", "BLEU", "chrF", "val loss", "size (MB)", "saved"]
+COLUMN_WIDTHS = ["15%", "8%", "21%", "9%", "6%", "6%", "6%", "7%", "7%", "15%"]  # all in sight at 1024 px, wrapped
 
 
 @dataclass
@@ -160,7 +161,7 @@ def build(session: gr.State, library: Library) -> ModelsTab:
     gr.Markdown(storage_note(library), elem_id="models-storage")
     with gr.Row():
         table = gr.Dataframe(models_frame(library, None), label="Model packages (click a row)",
-                             interactive=False, wrap=True, scale=5)
+                             interactive=False, wrap=True, scale=5, column_widths=COLUMN_WIDTHS)
         refresh = gr.Button("↻ Refresh", scale=0, min_width=100)
     with gr.Row():
         with gr.Column(scale=3):

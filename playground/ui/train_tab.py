@@ -183,7 +183,8 @@ def bar(fraction: float) -> str:
     return f'<progress value="{max(0.0, min(fraction, 1.0)):.3f}" max="1"></progress>'
 
 
-STOPPING = "⏹ **Stopping…** the run ends after this step, validates once more and saves the package."
+STOPPING = ("⏹ **Stopping…** the run ends after this step, validates once more (quickly: 50 sentences) and saves "
+            "the package.")
 
 
 def progress_line(name: str, e, cfg, last_eval: dict | None, stopping: bool = False) -> str:
