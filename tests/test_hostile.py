@@ -25,6 +25,7 @@ from conftest import refusal_of  # noqa: E402
 from playground import limits  # noqa: E402
 from playground.cli import main  # noqa: E402
 from playground.errors import PackageError, TrainingError  # noqa: E402
+from playground.sharing import Library  # noqa: E402
 from playground.model import Transformer, TransformerConfig  # noqa: E402
 from playground.package import (CARD, CONFIG, TRAINING, WEIGHTS, check_package, delete_package, import_zip,  # noqa: E402
                                 is_shipped, list_packages, load_package, package_info, reserve_name, save_package,
@@ -152,7 +153,7 @@ def test_2_a_mistyped_training_record_is_refused_at_import_and_shown_broken_on_d
     assert sorted(p.name for p in models.iterdir()) == ["good"]  # nothing written, no leftovers
     # the same package copied into models/ by hand: its own row says broken, the others list, the app starts
     os.rename(package, models / "tiny")
-    frame = models_frame(models)
+    frame = models_frame(Library(models), None)
     rows = {row["name"]: row for _, row in frame.iterrows()}
     assert rows["tiny"]["direction"] == "⚠️ broken" and "last.bleu" in rows["tiny"]["architecture"]
     assert rows["good"]["direction"] == "en → de"
@@ -206,7 +207,7 @@ def test_3_a_card_bomb_is_refused_and_no_reader_reads_past_its_limit(package, tm
         f.truncate(1 << 30)
     before = peak_rss()
     with pytest.raises(PackageError, match=r"README\.md in tiny is larger than the 262,144 bytes allowed"):
-        card(models, "tiny")
+        card(Library(models), None, "tiny")
     assert peak_rss() - before < 100e6
     # training.json over its limit: refused by name, not read whole
     monkeypatch.setenv("PLAYGROUND_MAX_TRAINING_BYTES", "100")
