@@ -71,3 +71,11 @@ def test_auto_validations_are_spread_over_the_planned_steps():
     assert eval_interval(cfg, 100) == 20 and eval_interval(cfg, None) is None
     assert eval_interval(tiny_cfg(eval_every=7), 100) == 7
     assert fit_warmup(preset_config("tiny"), 145) == 29 and fit_warmup(preset_config("tiny"), 10_000) == 150
+
+
+def test_the_form_says_auto_with_a_zero():
+    from playground.ui.train_tab import build_config, preset_values
+
+    values = preset_values("tiny")
+    assert values["eval_every"] == 0  # the field reads "Validate every (steps, 0 = auto)"
+    assert build_config(values).eval_every is None and build_config({**values, "eval_every": 50}).eval_every == 50
