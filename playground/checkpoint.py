@@ -44,6 +44,8 @@ class RunState:
     elapsed_s: float = 0.0
     best: dict | None = None  # the best validation so far (validation.is_better)
     bad_evals: int = 0  # validations since the best one
+    planned_steps: int | None = None  # the schedule's steps, re-planned from the speed under a minutes budget
+    warmup_steps: int | None = None  # the schedule's warmup (fitted to a minutes budget; else the configured one)
     optimizer: dict = field(default_factory=dict)  # param groups and scalar state; the tensors are safetensors
 
     def to_json(self) -> dict:

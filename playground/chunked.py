@@ -12,6 +12,7 @@ call, and it yields playground.events dataclasses of plain numbers and strings (
 from __future__ import annotations
 
 import os
+import threading
 import time
 import uuid
 from contextlib import closing
@@ -58,8 +59,10 @@ class ChunkedRun:
             training = read_json(Path(resume_from) / TRAINING)
             self.history = History(**training["history"])
         self.chunks = 0
+        self.stop_requested = threading.Event()
 
     def stop(self) -> None:
+        self.stop_requested.set()  # what the Train tab reads to say "Stopping…", as of a Trainer
         self.stop_file.touch()
 
     def record(self, event: events.Event) -> None:

@@ -52,7 +52,7 @@ class TrainConfig:
     max_steps: int | None = None
     max_epochs: float | None = None
     max_minutes: float | None = None
-    eval_every: int = 500
+    eval_every: int | None = None  # steps between validations; None = auto (schedule.eval_interval: five per run)
     eval_sentences: int = 200  # validation sentences decoded greedily for BLEU/chrF
     early_stop_metric: str = "bleu"
     patience: int | None = None  # validations without improvement before stopping; None = never
@@ -76,7 +76,8 @@ class TrainConfig:
         if self.batch_tokens < 2 * self.max_len:
             problems.append(f"batch tokens ({self.batch_tokens}) must hold at least one pair of the maximum "
                             f"length (2 x {self.max_len}); raise batch tokens or lower the maximum length")
-        if self.eval_every < 1 or self.warmup_steps < 0 or not 0 <= self.label_smoothing < 1:
+        if (self.eval_every is not None and self.eval_every < 1) or self.warmup_steps < 0 or \
+                not 0 <= self.label_smoothing < 1:
             problems.append("eval-every must be ≥ 1, warmup ≥ 0 and label smoothing in [0, 1)")
         if not 0 <= self.bpe_dropout < 1 or (self.bpe_dropout and self.tokenizer != "bpe"):
             problems.append("BPE-dropout must be in [0, 1) and needs the bpe tokenizer")

@@ -18,7 +18,7 @@ from playground.device import autocast, describe, resolve_device, resolve_precis
 from playground.errors import TrainingError
 from playground.memory import check_training_fits
 from playground.model import Transformer
-from playground.schedule import planned_steps
+from playground.schedule import VALIDATIONS_PER_RUN, planned_steps
 from playground.train import Optimization
 
 SUBWORDS_PER_WORD = {"bpe": 1.4, "wordpiece": 1.4, "unigram": 1.4, "word": 1.0}  # "char" counts characters
@@ -118,12 +118,14 @@ def estimate_training(
 
     tokens_per_step = rows * 2 * length
     planned, limited_by = planned_steps(cfg, epoch_steps)
-    per_step_with_eval = per_step + eval_seconds / max(cfg.eval_every, 1)
-    total = planned * per_step_with_eval + eval_seconds if planned else math.inf
+    # validations every eval_every steps, or (auto) VALIDATIONS_PER_RUN of them whatever the length of the run
+    per_step_with_eval = per_step + (eval_seconds / cfg.eval_every if cfg.eval_every else 0.0)
+    fixed = eval_seconds if cfg.eval_every else VALIDATIONS_PER_RUN * eval_seconds
+    total = planned * per_step_with_eval + fixed if planned else math.inf
     steps = planned
     if cfg.max_minutes and cfg.max_minutes * 60 < total:
         total, limited_by = cfg.max_minutes * 60 + eval_seconds, "minutes"
-        steps = int(cfg.max_minutes * 60 / per_step_with_eval)
+        steps = int(max(cfg.max_minutes * 60 - fixed + eval_seconds, per_step) / per_step_with_eval)
     if planned is None and not math.isfinite(total):
         limited_by = "epochs"  # max_epochs without knowing the data size
     return Estimate(params, describe(device), precision, per_step, tokens_per_step / per_step, planned, eval_seconds,

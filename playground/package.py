@@ -582,13 +582,15 @@ def delete_package(models_dir: str | os.PathLike, name: str) -> None:
 # Zip export and import
 
 
-def export_zip(folder: str | os.PathLike, dest_dir: str | os.PathLike | None = None) -> Path:
-    """Zip the package files (not the resume state, which only matters on the machine that trains)."""
+def export_zip(folder: str | os.PathLike, dest_dir: str | os.PathLike | None = None, with_state: bool = False) -> Path:
+    """Zip the package files; the training state (resume.*, about twice the weights) only `with_state`, for a model
+    that is to be trained further on another machine."""
     folder = Path(folder)
     read_config(folder)
     dest = Path(dest_dir or tempfile.mkdtemp(prefix="playground-zip-")) / f"{folder.name}.zip"
+    left_out = set() if with_state else {RESUME_TENSORS, RESUME_STATE}
     with zipfile.ZipFile(dest, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for name in sorted(ALLOWED - {RESUME_TENSORS, RESUME_STATE}):
+        for name in sorted(ALLOWED - left_out):
             if (folder / name).is_file():
                 zf.write(folder / name, f"{folder.name}/{name}")
     return dest

@@ -22,14 +22,14 @@ PRESETS = {
         "tolerates the high learning rate that makes it this quick.",
         dict(d_model=128, n_heads=4, n_encoder_layers=2, n_decoder_layers=2, d_ff=512, dropout=0.1,
              norm_placement="pre", vocab_size=1000, max_len=64, batch_tokens=3072, schedule="inverse_sqrt", lr=3e-3,
-             warmup_steps=150, label_smoothing=0.1, max_minutes=1.5, eval_every=200, eval_sentences=200),
+             warmup_steps=150, label_smoothing=0.1, max_minutes=1.5, eval_sentences=200),
     ),
     "small": Preset(
         "small",
         "About 10M parameters (3+3 layers, d_model 256, 8k BPE): right for Multi30k-sized data (~30k pairs).",
         dict(d_model=256, n_heads=8, n_encoder_layers=3, n_decoder_layers=3, d_ff=1024, dropout=0.1,
              vocab_size=8000, max_len=128, batch_tokens=6144, schedule="inverse_sqrt", lr=1e-3,
-             warmup_steps=1000, label_smoothing=0.1, max_minutes=30.0, eval_every=500, eval_sentences=300),
+             warmup_steps=1000, label_smoothing=0.1, max_minutes=30.0, eval_sentences=300),
     ),
     "base": Preset(
         "base",

@@ -12,10 +12,15 @@ if TYPE_CHECKING:
 SCHEDULES = ("noam", "inverse_sqrt", "cosine", "constant")
 
 
-def learning_rate(cfg: TrainConfig, step: int, total_steps: int | None = None) -> float:
-    """Learning rate at optimizer step `step` (1-based)."""
+VALIDATIONS_PER_RUN = 5  # eval_every not set ("auto"): validations spread over the planned steps, the last one included
+WARMUP_SHARE = 0.2  # a run whose minutes budget binds warms up for at most this share of the steps it will get
+
+
+def learning_rate(cfg: TrainConfig, step: int, total_steps: int | None = None, warmup: int | None = None) -> float:
+    """Learning rate at optimizer step `step` (1-based); `warmup` (a time-budgeted run's fitted one, fit_warmup)
+    replaces cfg.warmup_steps."""
     step = max(step, 1)
-    warmup = max(cfg.warmup_steps, 1)
+    warmup = max(cfg.warmup_steps if warmup is None else warmup, 1)
     if cfg.schedule == "noam":  # the paper: d^-0.5 * min(step^-0.5, step * warmup^-1.5)
         return cfg.lr * cfg.d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
     if cfg.schedule == "inverse_sqrt":
@@ -38,3 +43,17 @@ def planned_steps(cfg: TrainConfig, epoch_steps: int | None) -> tuple[int | None
         if planned is None or by_epochs < planned:
             planned, limited_by = by_epochs, "epochs"
     return planned, limited_by
+
+
+def fit_warmup(cfg: TrainConfig, steps: int) -> int:
+    """The warmup of a run that will get only `steps` steps (its minutes budget binds): the configured one, but at most
+    WARMUP_SHARE of the run, so that a slow machine's short run still leaves warmup and learns."""
+    return min(cfg.warmup_steps, max(1, math.ceil(WARMUP_SHARE * steps)))
+
+
+def eval_interval(cfg: TrainConfig, steps: int | None) -> int | None:
+    """Steps between validations: eval_every when set, else the planned steps spread over VALIDATIONS_PER_RUN
+    validations (None while the plan is unknown: a minutes budget not yet timed)."""
+    if cfg.eval_every:
+        return cfg.eval_every
+    return max(1, math.ceil(steps / VALIDATIONS_PER_RUN)) if steps else None

@@ -195,5 +195,6 @@ TRAINING = Obj({
                                        "tgt_tokens": List(Str(), 100_000)}), 100_000)}),
 })
 RESUME = Obj({"step": Int(), "epoch": Int(), "batch_in_epoch": Int(), "tokens_seen": Int(), "elapsed_s": Num(0),
-              "best": Opt(EVAL), "bad_evals": Int(), "optimizer": Obj({}), "rng_state": List(Int(0, 255), 100_000)},
+              "best": Opt(EVAL), "bad_evals": Int(), "optimizer": Obj({}), "rng_state": List(Int(0, 255), 100_000),
+              "planned_steps": Opt(Int(1)), "warmup_steps": Opt(Int())},
              required=frozenset({"step", "optimizer"}))

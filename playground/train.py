@@ -32,12 +32,15 @@ from playground.loss import smoothed_loss_sum
 from playground.memory import check_training_fits
 from playground.model import Transformer
 from playground.package import check_name
-from playground.schedule import learning_rate, planned_steps
+from playground.schedule import eval_interval, fit_warmup, learning_rate, planned_steps
 from playground.tokenizer import PAD_ID, PairBpeDropout, PairTokenizer, train_tokenizer
 from playground.validation import (is_better, perplexity, probe_attention, translation_scores,
                                    validation_loss)
 
 PAUSED = "paused"  # the reason of a run that ended its call (pause_after_s) to go on in the next one
+FIRST_TIMING_STEPS = 10  # a minutes budget is turned into steps once this many have been timed ...
+STOP_EVAL_SENTENCES = 50  # sentences decoded by the last validation of a stopped run
+REPLAN_SHARE = 0.05  # ... and again each time this share of the budget has passed (the machine's speed changes)
 
 
 @dataclass
@@ -79,11 +82,12 @@ class Optimization:
             return contextlib.nullcontext()
         return self.train_model.no_sync()
 
-    def step(self, batch: GlobalBatch, step: int, planned: int | None) -> tuple[float, float, float]:
+    def step(self, batch: GlobalBatch, step: int, planned: int | None,
+             warmup: int | None = None) -> tuple[float, float, float]:
         """Optimizer step `step` (1-based): (the global batch's loss per target token, the learning rate, the
-        gradient norm)."""
+        gradient norm). `planned` and `warmup`: the run's schedule (Trainer.replan)."""
         self.train_model.train()
-        lr = learning_rate(self.cfg, step, planned)
+        lr = learning_rate(self.cfg, step, planned, warmup)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.optimizer.zero_grad(set_to_none=True)
@@ -133,6 +137,10 @@ class Trainer:
         self.dropout_rng = torch.Generator(self.device).manual_seed(cfg.seed)
         self.step, self.epoch, self.batch_in_epoch, self.tokens_seen, self.elapsed_before = 0, 0, 0, 0, 0.0
         self.history, self.best, self.bad_evals = History(), None, 0
+        # the schedule's steps and warmup; a binding minutes budget re-plans both from the measured speed (replan)
+        self.plan: int | None = None
+        self.warmup = cfg.warmup_steps
+        self.first_plan: int | None = None  # the first steps-for-the-minutes guess of this call, for the summary
         if resume_from is not None:
             self.resume(Path(resume_from))  # every rank loads the weights and the optimizer state
         else:
@@ -175,6 +183,8 @@ class Trainer:
         self.tokens_seen, self.elapsed_before = state.tokens_seen, state.elapsed_s
         self.history = History(**package.training["history"])  # training.json: save() writes it with the state
         self.best, self.bad_evals = state.best, state.bad_evals
+        if self.cfg.max_minutes and state.planned_steps:  # a re-planned schedule goes on where it was
+            self.plan, self.warmup = state.planned_steps, state.warmup_steps or self.cfg.warmup_steps
         try:
             self.dropout_rng.set_state(torch.tensor(state.rng_state, dtype=torch.uint8))
         except RuntimeError:  # saved on another kind of device, whose stream has another state: start a seeded one
@@ -244,9 +254,11 @@ class Trainer:
 
     # -- validation and saving ----------------------------------------------------------------------------
 
-    def validate(self) -> events.Eval:
+    def validate(self, sentences: int | None = None) -> events.Eval:
+        """Validation loss, and BLEU/chrF of the first eval_sentences (or `sentences`) validation pairs decoded."""
         val_loss = validation_loss(self.model, self.val_set, self.cfg.batch_tokens, self.device, self.precision)
-        scores, samples = translation_scores(self.model, self.tokenizer, self.data.val[: self.cfg.eval_sentences],
+        sentences = min(self.cfg.eval_sentences, sentences or self.cfg.eval_sentences)
+        scores, samples = translation_scores(self.model, self.tokenizer, self.data.val[:sentences],
                                              self.device, self.precision)
         record = {"step": self.step, "val_loss": val_loss, "val_ppl": perplexity(val_loss), **scores}
         self.history.evals.append(record)
@@ -280,14 +292,15 @@ class Trainer:
 
     def save(self, elapsed: float, training: dict | None = None) -> Path:
         state = RunState(self.dropout_rng.get_state().tolist(), self.step, self.epoch, self.batch_in_epoch,
-                         self.tokens_seen, elapsed, self.best, self.bad_evals)
+                         self.tokens_seen, elapsed, self.best, self.bad_evals, planned_steps=self.plan,
+                         warmup_steps=self.warmup)
         return save_run(self.out_dir, self.model, self.tokenizer, self.optimization.optimizer, state,
                         src_lang=self.data.src_lang, tgt_lang=self.data.tgt_lang,
                         training=training or self.summary(elapsed))
 
-    def validate_and_save(self, elapsed: float, final: bool) -> Iterator[events.Event]:
+    def validate_and_save(self, elapsed: float, final: bool, sentences: int | None = None) -> Iterator[events.Event]:
         """Rank 0's part of a validation: the Eval event, then the package (and a snapshot to average later)."""
-        evaluation = self.validate()
+        evaluation = self.validate(sentences)
         better = self.improved(self.history.evals[-1])
         evaluation.best, evaluation.improved = self.best, better and not final
         yield evaluation
@@ -306,24 +319,48 @@ class Trainer:
         path = average_packages(snapshots, self.average_dir)
         return events.Averaged(str(path), [SnapshotStore.step_of(s) for s in snapshots])
 
+    # -- the schedule of a minutes budget ------------------------------------------------------------------
+
+    def replan(self, budget_steps: int | None, elapsed: float, steps_here: int, run_time: float) -> None:
+        """Fit the schedule to the steps the minutes budget will actually allow at the speed measured so far in this
+        call (validations included): the planned steps (cosine decay, auto validations, progress) and a warmup that
+        ends within the run. A plan of the steps or epochs budget alone is kept as it is."""
+        remaining = self.cfg.max_minutes * 60 - elapsed
+        fitted = self.step + max(1, int(remaining * steps_here / max(run_time, 1e-9)))
+        if budget_steps is not None and budget_steps <= fitted:
+            self.plan, self.warmup = budget_steps, self.cfg.warmup_steps
+            return
+        self.plan = fitted
+        if self.first_plan is None:
+            self.first_plan = fitted
+        if self.step < self.warmup:  # a warmup already done stays done: the rate never falls back into a ramp
+            self.warmup = max(fit_warmup(self.cfg, fitted), self.step)
+
+    def replan_due(self, steps_here: int, last_plan_time: float, run_time: float) -> bool:
+        if not self.cfg.max_minutes or steps_here < FIRST_TIMING_STEPS:
+            return False
+        return steps_here == FIRST_TIMING_STEPS or run_time - last_plan_time >= REPLAN_SHARE * self.cfg.max_minutes * 60
+
     # -- the loop -----------------------------------------------------------------------------------------
 
     def run(self) -> Iterator[events.Event]:
         cfg = self.cfg
         steps_per_epoch = len(self.batches) // self.batches_per_step
-        planned, _ = planned_steps(self.cfg, steps_per_epoch)
+        budget_steps, _ = planned_steps(self.cfg, steps_per_epoch)
+        if self.plan is None:  # not a re-planned schedule saved by the call before
+            self.plan = budget_steps
         start_time = time.perf_counter()
         elapsed = self.elapsed_before
-        steps_here, tokens_window, window_start = 0, 0, start_time
+        steps_here, tokens_window, window_start, planned_at = 0, 0, start_time, 0.0
         last_good_loss, saved_step, reason = None, None, "finished"
-        yield events.Start(self.model.num_parameters(), describe(self.device), self.precision, planned,
+        yield events.Start(self.model.num_parameters(), describe(self.device), self.precision, self.plan,
                            steps_per_epoch, len(self.train_set), len(self.val_set), self.step,
                            self.tokenizer.tgt_vocab_size, self.ranks.world_size, cfg.accumulate)
         try:
             while True:
                 elapsed = self.elapsed_before + time.perf_counter() - start_time
                 # rank 0's clock and stop button decide for every rank
-                reason = agree(self.budget_reached(planned, elapsed)
+                reason = agree(self.budget_reached(budget_steps, elapsed)
                                or ("stopped by the user" if self.stop_requested.is_set() else None), self.ranks)
                 if reason:
                     break
@@ -339,7 +376,7 @@ class Trainer:
                     self.batches = self.epoch_batches(self.epoch)
                 batch = self.next_global_batch()
                 try:
-                    loss, lr, grad_norm = self.optimization.step(batch, self.step + 1, planned)
+                    loss, lr, grad_norm = self.optimization.step(batch, self.step + 1, self.plan, self.warmup)
                 except torch.OutOfMemoryError:
                     reason = "out of memory"
                     yield events.Error(f"The {self.device.type} ran out of memory at step {self.step + 1}; the last "
@@ -367,9 +404,16 @@ class Trainer:
                 tokens_per_s = tokens_window / max(now - window_start, 1e-9)
                 if now - window_start > 2.0:  # a sliding window keeps tokens/s current
                     tokens_window, window_start = 0, now
+                # rank 0's clock decides, so that every rank follows the same schedule
+                if cfg.max_minutes and agree(self.replan_due(steps_here, planned_at, now - start_time), self.ranks):
+                    if self.ranks.is_main:
+                        self.replan(budget_steps, elapsed, steps_here, now - start_time)
+                    self.plan, self.warmup = agree((self.plan, self.warmup), self.ranks)
+                    planned_at = now - start_time
                 yield events.Step(self.step, self.epochs_done, loss, lr, grad_norm, tokens_per_s, elapsed,
-                                  self.eta(planned, elapsed, steps_here, now - start_time), planned)
-                if self.step % cfg.eval_every == 0:
+                                  self.eta(self.plan, elapsed, steps_here, now - start_time), self.plan)
+                every = eval_interval(cfg, self.plan)
+                if every and self.step % every == 0:
                     if self.ranks.is_main:  # the other ranks wait for it in the next collective
                         yield from self.validate_and_save(elapsed, final=False)
                     saved_step = self.step
@@ -378,7 +422,10 @@ class Trainer:
                         break
             if self.step != saved_step and self.step > 0:
                 if self.ranks.is_main:
-                    yield from self.validate_and_save(elapsed, final=True)
+                    # a person pressed Stop: a quick last validation (an untrained model decodes every sentence to
+                    # its maximum length, and 200 of them take seconds on a CPU)
+                    quick = STOP_EVAL_SENTENCES if reason == "stopped by the user" else None
+                    yield from self.validate_and_save(elapsed, final=True, sentences=quick)
                 saved_step = self.step
             averaged = self.average_snapshots()
             if averaged:
@@ -395,7 +442,7 @@ class Trainer:
         return {**self.run_facts(elapsed), "tokens_per_s": self.tokens_seen / max(elapsed, 1e-9),
                 "batches_per_step": self.batches_per_step, "train_loss": last_loss,
                 "final": self.history.evals[-1] if self.history.evals else {}, "package": str(self.out_dir),
-                "averaged": averaged}
+                "averaged": averaged, "first_plan": self.first_plan}
 
 
 def run_training(cfg: TrainConfig, data: TrainData, out_dir: str | Path, resume_from: str | Path | None = None,

@@ -69,3 +69,13 @@ def model(tokenizer):
                             d_model=32, n_heads=4, n_encoder_layers=2, n_decoder_layers=2, d_ff=64, dropout=0.0,
                             max_len=32)
     return Transformer(cfg).eval()
+
+
+def refusal_of(outputs) -> str:
+    """The message of a refused UI action, as an API client gets it: playground.ui.state.answers puts it (⚠️ …) in one
+    output and leaves every other output unchanged (Gradio's update without a value)."""
+    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    messages = [o for o in outputs if isinstance(o, str) and o.startswith("⚠️ ")]
+    untouched = [o for o in outputs if o == {"__type__": "update"}]
+    assert len(messages) == 1 and len(untouched) == len(outputs) - 1, f"not a refusal: {outputs}"
+    return messages[0]

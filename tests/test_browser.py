@@ -44,7 +44,7 @@ STEPS = 480  # 3-8 s of training on two CPU cores: long enough to photograph the
 TINY_FORM = {"number input for Encoder layers": 1, "number input for Decoder layers": 1, "d_model": 32,
              "Feed-forward size (d_ff)": 64, "Max tokens per sentence": 32, "Vocabulary size": 200,
              "Warmup steps": 20, "Batch tokens": 512, "Max steps": STEPS, "Max minutes": 0,
-             "Validate every (steps)": STEPS // 3, "Sentences decoded per validation": 16}
+             "Validate every (steps, 0 = auto)": STEPS // 3, "Sentences decoded per validation": 16}
 TINY_CHOICES = {"Device": "cpu", "Precision": "fp32"}
 
 
@@ -187,6 +187,101 @@ def traces(page, title: str):
     return page.evaluate(PLOT_TRACES, title)
 
 
+# Gradio's status tracker shows a red "Error" badge on every output of a handler that raised
+ERROR_BADGES = """() => [...document.querySelectorAll('.wrap span.error')]
+    .filter(el => el.offsetParent !== null && el.innerText.trim()).length"""
+
+
+def no_error_badges(page) -> None:
+    wait_idle(page)
+    assert page.evaluate(ERROR_BADGES) == 0, "a component shows an error badge"
+    no_error_toasts(page)
+
+
+def refused(page, where: str, message) -> None:
+    """After a refused action: its message stays readable at `where` and no component is marked as failed."""
+    expect(page.locator(where)).to_contain_text(message)
+    no_error_badges(page)
+
+
+def key_column_visible(page, grid: str, column: str, min_width: int = 150) -> None:
+    """The column is on screen inside its table, wide enough to read, without scrolling sideways."""
+    table = page.get_by_role("grid", name=grid)
+    header = table.get_by_role("columnheader", name=column)
+    expect(header).to_be_visible()
+    box, outer = header.bounding_box(), table.bounding_box()
+    width = page.viewport_size["width"]
+    assert box["width"] >= min_width, (grid, column, box)
+    assert outer["x"] - 1 <= box["x"] and box["x"] + box["width"] <= min(outer["x"] + outer["width"], width) + 1, \
+        (grid, column, box, outer, width)
+
+
+def test_a_newcomer_is_refused_politely_and_sees_the_key_columns(page, server, tmp_path):
+    expect(page.get_by_role("heading", name="Transformer Playground")).to_be_visible(timeout=60_000)
+    wait_idle(page)
+
+    # first visit: the Translate tab holds sentences the demo knows; one click translates them
+    open_tab(page, "3 · Translate")
+    expect(page.get_by_role("textbox", name="Source sentences (one per line)")).to_have_value(
+        "\n".join(list(HELD_OUT)))
+    page.get_by_role("button", name="Translate", exact=True).click()
+    results = page.get_by_role("grid", name="Translations")
+    for german in HELD_OUT.values():
+        expect(results).to_contain_text(german)
+    key_column_visible(page, "Translations", "translation")
+    shot(page, "n17-01-translate-first-visit")
+    # the Attention tab starts from the sentence just translated
+    open_tab(page, "4 · Attention")
+    expect(page.get_by_role("textbox", name="Source sentence")).to_have_value(next(iter(HELD_OUT)))
+
+    # Start with no data
+    open_tab(page, "2 · Train")
+    page.get_by_role("button", name="▶ Start training").click()
+    refused(page, "#train-status", "Load data on the Data tab first")
+    shot(page, "n17-02-train-without-data")
+
+    # one side of two aligned files, then the other: the second upload is added to the first
+    open_tab(page, "1 · Data")
+    (tmp_path / "corpus.en").write_text("hello world\ngood morning\nthank you\n", encoding="utf-8")
+    (tmp_path / "corpus.de").write_text("hallo welt\nguten morgen\ndanke\n", encoding="utf-8")
+    (tmp_path / "more.tsv").write_text("a\tb\n", encoding="utf-8")
+    upload = page.locator("input[type=file]").first
+    upload.set_input_files(str(tmp_path / "corpus.en"))
+    refused(page, "#data-note", "upload the other side now")
+    upload.set_input_files(str(tmp_path / "corpus.de"))
+    expect(page.get_by_text("3 pairs kept")).to_be_visible()
+    preview = page.get_by_role("grid", name="First 20 pairs")
+    expect(preview.get_by_role("columnheader", name="target (de)")).to_be_visible()
+    no_error_badges(page)
+    # a third file (added to the two in the box) is refused; the loaded data stays on the page, usable
+    upload.set_input_files(str(tmp_path / "more.tsv"))
+    refused(page, "#data-note", "3 files were uploaded")
+    expect(preview).to_contain_text("guten morgen")
+    shot(page, "n17-03-data-third-file")
+
+    # Delete without ticking the box
+    open_tab(page, "5 · Models")
+    page.get_by_role("button", name="🗑 Delete").click()
+    refused(page, "#models-status", "Tick")
+    expect(page.get_by_role("grid", name=re.compile("^Model packages"))).to_contain_text("demo-en-de")
+    shot(page, "n17-04-delete-unticked")
+
+    # at 1024 px the key column of each table is still in sight
+    page.set_viewport_size({"width": 1024, "height": 900})
+    try:
+        key_column_visible(page, "Model packages (click a row)", "name", min_width=60)
+        open_tab(page, "1 · Data")
+        key_column_visible(page, "First 20 pairs", "target (de)")
+        shot(page, "n17-05-data-1024")
+        open_tab(page, "3 · Translate")
+        key_column_visible(page, "Translations", "translation")
+        shot(page, "n17-06-translate-1024")
+    finally:
+        page.set_viewport_size({"width": 1400, "height": 1000})
+    assert not page.js_errors, page.js_errors
+    page.goto(server[0])  # a fresh session for the next test
+
+
 def test_a_person_clicks_through_every_tab(page, server):
     models_dir = server[1]
     timings = {}
@@ -246,6 +341,12 @@ def test_a_person_clicks_through_every_tab(page, server):
     seen = [s for s in page.evaluate("() => window.__lossSeen") if s[0] > 0]
     final = traces(page, "Loss")
     shot(page, "04-train-done")
+    page.set_viewport_size({"width": 1024, "height": 900})
+    try:
+        key_column_visible(page, "Sample translations at the last validation", "model output")
+        shot(page, "04b-train-done-1024")
+    finally:
+        page.set_viewport_size({"width": 1400, "height": 1000})
     # the chart grew while the run went on: several partial curves were drawn on screen, each longer than the last
     points, drawn = [n for n, _ in seen], [d for _, d in seen]
     assert len(set(points)) >= 3 and points == sorted(points) and points[-1] == final[0]["n"] == STEPS, (seen, running)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import socket
 import struct
@@ -19,6 +20,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from conftest import refusal_of  # noqa: E402
 
 from playground import limits  # noqa: E402
 from playground.cli import main  # noqa: E402
@@ -245,7 +247,6 @@ def test_4_a_session_keeps_its_pairs_packed():
 def test_4_session_data_is_capped_and_released_when_the_tab_closes(tmp_path, monkeypatch):
     import httpx
     from gradio_client import Client, handle_file
-    from gradio_client.exceptions import AppError
 
     from playground.ui.app import build_app
 
@@ -260,9 +261,9 @@ def test_4_session_data_is_capped_and_released_when_the_tab_closes(tmp_path, mon
     demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True)
     try:
         client = Client(f"http://127.0.0.1:{port}/", verbose=False)
-        with pytest.raises(AppError, match=r"take 2\.\d MB in memory; a session may hold at most 1\.0 MB "
-                                           r"\(the operator sets PLAYGROUND_MAX_SESSION_DATA_MB\)"):
-            client.predict([handle_file(str(corpus))], 0.05, api_name="/load_files")
+        assert re.search(r"take 2\.\d MB in memory; a session may hold at most 1\.0 MB "
+                         r"\(the operator sets PLAYGROUND_MAX_SESSION_DATA_MB\)",
+                         refusal_of(client.predict([handle_file(str(corpus))], 0.05, api_name="/load_files")))
         assert "pairs kept" in client.predict("reverse", 0.05, api_name="/load_builtin")[0]
         stored = demo.state_holder.session_data[client.session_hash].state_data
         assert any(getattr(v, "data", None) is not None for v in stored.values())
@@ -393,7 +394,6 @@ MEMORY_LIMIT = 6 * 1024**3  # a Space's reality, as the issue's attack ran
 
 def test_the_app_under_a_memory_limit_refuses_hostile_input_and_keeps_serving(package, tmp_path):
     from gradio_client import Client, handle_file
-    from gradio_client.exceptions import AppError
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -426,20 +426,20 @@ def test_the_app_under_a_memory_limit_refuses_hostile_input_and_keeps_serving(pa
                                batch_tokens=100_000, max_steps=10, device="cpu")
         assert "pairs kept" in client.predict("reverse", 0.05, api_name="/load_builtin")[0]
         for attempt in range(2):  # the second upload was the one that killed the server
-            with pytest.raises(AppError, match="this server allows at most 300,000,000"):
-                client.predict(handle_file(str(hostile)), api_name="/import_model")
-        with pytest.raises(AppError, match=r"README\.md in the zip expands to 1,500,000,000 bytes"):
-            client.predict(handle_file(str(card_bomb)), api_name="/import_model")
-        with pytest.raises(AppError, match=r"last\.bleu: must be a number"):
-            client.predict(handle_file(str(mistyped)), api_name="/import_model")
-        with pytest.raises(AppError, match="this server allows at most 300,000,000"):
-            client.predict(api_name="/estimate", **oversized)
-        with pytest.raises(AppError, match=r"needs about [\d.]+ GB but cpu has [\d.]+ GB free"):
-            client.predict(api_name="/estimate", **too_much_memory)
-        with pytest.raises(AppError, match="this server allows at most 300,000,000"):
-            client.predict(model_name="oversized", api_name="/train", **oversized)
-        with pytest.raises(AppError, match=r"needs about [\d.]+ GB but cpu has [\d.]+ GB free"):
-            client.predict(model_name="too-much", api_name="/train", **too_much_memory)
+            assert re.search("this server allows at most 300,000,000", refusal_of(
+                client.predict(handle_file(str(hostile)), api_name="/import_model")))
+        assert re.search(r"README\.md in the zip expands to 1,500,000,000 bytes", refusal_of(
+            client.predict(handle_file(str(card_bomb)), api_name="/import_model")))
+        assert re.search(r"last\.bleu: must be a number", refusal_of(
+            client.predict(handle_file(str(mistyped)), api_name="/import_model")))
+        assert re.search("this server allows at most 300,000,000", refusal_of(
+            client.predict(api_name="/estimate", **oversized)))
+        assert re.search(r"needs about [\d.]+ GB but cpu has [\d.]+ GB free", refusal_of(
+            client.predict(api_name="/estimate", **too_much_memory)))
+        assert re.search("this server allows at most 300,000,000", refusal_of(
+            client.predict(model_name="oversized", api_name="/train", **oversized)))
+        assert re.search(r"needs about [\d.]+ GB but cpu has [\d.]+ GB free", refusal_of(
+            client.predict(model_name="too-much", api_name="/train", **too_much_memory)))
         # still serving, nothing written
         client.predict(None, api_name="/list_models")
         assert server.poll() is None

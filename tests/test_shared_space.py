@@ -17,9 +17,8 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from conftest import free_port  # noqa: E402
+from conftest import free_port, refusal_of  # noqa: E402
 from gradio_client import Client, handle_file  # noqa: E402
-from gradio_client.exceptions import AppError  # noqa: E402
 
 from playground.model import Transformer, TransformerConfig  # noqa: E402
 from playground.package import export_zip, load_package, save_package  # noqa: E402
@@ -84,9 +83,7 @@ def names(client: Client) -> list[str]:
 
 
 def refusal(client: Client, *args, api_name: str, **kwargs) -> str:
-    with pytest.raises(AppError) as err:
-        client.predict(*args, api_name=api_name, **kwargs)
-    return str(err.value)
+    return refusal_of(client.predict(*args, api_name=api_name, **kwargs))
 
 
 def test_a_visitor_never_reaches_another_visitors_model(space):
@@ -122,7 +119,7 @@ def test_a_visitor_never_reaches_another_visitors_model(space):
     # the registry lives beside the packages; an exported zip carries no visitor's identity
     owners = json.loads((models_dir / REGISTRY).read_text(encoding="utf-8"))
     assert owners["alices"]["owner"] != owners["alices-2"]["owner"]
-    exported = alice.predict("alices", api_name="/export_model")
+    exported, _ = alice.predict("alices", api_name="/export_model")
     assert owners["alices"]["owner"].split(":")[1].encode() not in Path(exported).read_bytes()
 
 

@@ -121,8 +121,8 @@ def test_nan_loss_stops_with_a_message_and_keeps_the_last_good_package(tmp_path,
     trainer = Trainer(tiny_cfg(), DATA, tmp_path / "run")
     real_step = Optimization.step
 
-    def poisoned(self, batch, step, planned):
-        loss, lr, norm = real_step(self, batch, step, planned)
+    def poisoned(self, batch, step, planned, warmup=None):
+        loss, lr, norm = real_step(self, batch, step, planned, warmup)
         return (float("nan") if step >= 8 else loss), lr, norm
 
     monkeypatch.setattr(Optimization, "step", poisoned)

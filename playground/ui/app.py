@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import secrets
@@ -28,7 +29,31 @@ CSS = """
 INTRO = """# Transformer Playground
 Train a small encoder–decoder Transformer ("Attention Is All You Need") on parallel text, watch it learn, translate
 with greedy, sampling or beam search, and look inside its attention. **Data** → **Train** → **Translate** /
-**Attention**; your packages are listed on **Models**; **Inside** draws the articles' figures from your model."""
+**Attention**; your packages are listed on **Models**; **Inside** draws the figures of the articles this playground
+follows from your model. A demo model (English → German) is ready on **Translate**."""
+
+GLOSSARY = """**The articles** this playground follows: *Grokking Transformers*; *An Introduction to Transformers*; a post
+building on *The Annotated Transformer*; *Transformer Networks* (Bits&Brains); *Demystifying Transformer!* — all
+explaining Vaswani et al., *Attention Is All You Need* (2017).
+
+- **Post-LN / Pre-LN**: where LayerNorm sits in each layer. Post-LN (the paper) normalises after adding a sublayer's
+  output to its input; Pre-LN normalises the input of each sublayer, which trains more steadily at high learning rates.
+- **Noam**: the paper's learning-rate schedule (after Noam Shazeer): a linear warmup, then a decay with 1/√step.
+- **Warmup**: the first steps, in which the learning rate climbs from 0 to its peak.
+- **EMA**: exponential moving average, the smoothed loss curve (each point 0.9 × the previous one + 0.1 × the new loss).
+- **Joint vocabulary**: one tokenizer and one embedding table shared by the source and the target language.
+- **Teacher-forced**: the decoder is fed a given target (the reference, or yours) as its previous tokens instead of
+  its own guesses; training works this way, and so do the next-token and "my target" attention views.
+- **Greedy / sampling / beam search**: pick the likeliest next token; draw it at random (temperature, top-k, top-p);
+  or keep the best few partial translations (the beam) at every step.
+- **n-best**: the best n finished translations of a beam search, listed best first.
+- **Length penalty α**: a beam's score is log p / length^α; without it (α = 0) short outputs win, α = 1 scores the
+  mean log-probability per token.
+- **BLEU / chrF**: how close the translations of validation sentences are to their references, 0–100: BLEU counts
+  matching word n-grams (1 to 4 words), chrF matching character n-grams, which is kinder to small models.
+- **bf16 / fp16 / fp32**: number formats; 16-bit ones halve memory and are fast on recent GPUs, but on a CPU bf16 is
+  often slower than fp32 (precision "auto" measures it).
+"""
 
 
 def mode_line(library: Library) -> str:
@@ -72,6 +97,8 @@ def build_app(models_dir: str | os.PathLike | None = None, *, shared: bool | Non
                         f"<small>{mode_line(library)}</small>", elem_id="intro")
             if shared and os.environ.get("OAUTH_CLIENT_ID"):  # a Space with `hf_oauth: true`
                 gr.LoginButton(scale=0, min_width=180)
+        with gr.Accordion("Words used here", open=False, elem_id="glossary"):
+            gr.Markdown(GLOSSARY)
         with gr.Tabs():
             with gr.Tab("1 · Data", id="data"):
                 data_tab.build(session)
@@ -88,29 +115,40 @@ def build_app(models_dir: str | os.PathLike | None = None, *, shared: bool | Non
             with gr.Tab("7 · Compare", id="compare") as compare_page:
                 compare = compare_tab.build(session, library)
 
-        @friendly
         def pickers(session: Session, translate_model: str | None, attention_model: str | None,
                     models_model: str | None, resume_from: str | None, inside_model: str | None,
-                    compared: list[str] | None):
-            """Fresh choices for every model picker, keeping what each had selected where it still exists."""
+                    compared: list[str] | None, after_run: bool = False):
+            """Fresh choices for every model picker, keeping what each had selected where it still exists; after a
+            run, "Resume from" and the Inside tab turn to the model this session just trained."""
             names = model_names(library, session)
             own = Path(session.run_dir).name if session.run_dir else None
+            own = own if own in names else None
 
             def pick(keep):
                 return model_dropdown(library, session, keep, names)
 
-            return (pick(translate_model), pick(attention_model), pick(own if own in names else models_model),
-                    models_tab.models_frame(library, session), train_tab.resume_dropdown(library, session, resume_from),
-                    pick(inside_model), gr.update(choices=names, value=[n for n in compared or [] if n in names]))
+            return (pick(translate_model), pick(attention_model), pick(own or models_model),
+                    models_tab.models_frame(library, session),
+                    train_tab.resume_dropdown(library, session, own if after_run and own else resume_from),
+                    pick(own if after_run and own else inside_model),
+                    gr.update(choices=names, value=[n for n in compared or [] if n in names]))
 
         picker_inputs = [session, translate.model, attention.model, models.model, train.resume_from, inside.model,
                          compare.models]
         picker_outputs = [translate.model, attention.model, models.model, models.table, train.resume_from,
                           inside.model, compare.models]
-        refresh = dict(fn=pickers, inputs=picker_inputs, outputs=picker_outputs, api_visibility="private",
+        refresh = dict(fn=friendly(pickers), inputs=picker_inputs, outputs=picker_outputs, api_visibility="private",
                        show_progress="hidden")
-        for event in (train.start_event, train.resume_event, *models.changed):
+        for event in (train.start_event, train.resume_event):
+            event.then(**{**refresh, "fn": friendly(functools.partial(pickers, after_run=True))}).then(
+                **models.show_card)  # the card of a package the run rewrote: its steps and scores
+        for event in models.changed:
             event.then(**refresh)
+        # the Attention tab starts from the sentence and model last translated
+        translate.translated.then(lambda text, model: (next((ln.strip() for ln in (text or "").splitlines()
+                                                             if ln.strip()), gr.skip()), model),
+                                  [translate.text, translate.model], [attention.source, attention.model],
+                                  api_visibility="private", show_progress="hidden")
         for page in (train_page, translate_page, attention_page, models_page, inside_page, compare_page):
             page.select(**refresh)
         for view in inside.redraw:

@@ -4,7 +4,6 @@ plus the cross-attention of a fixed validation pair at each validation of traini
 
 from __future__ import annotations
 
-import importlib.util
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +14,7 @@ import numpy as np
 from playground import plots
 from playground.errors import PlaygroundError
 from playground.sharing import Library
-from playground.ui.state import (MODELS, Session, default_model, friendly, gpu, model_names, model_picker,
+from playground.ui.state import (MODELS, Session, answers, default_model, friendly, gpu, model_names, model_picker,
                                  package_folder, package_info)
 
 KINDS = [("Cross-attention (decoder → encoder)", "cross"), ("Encoder self-attention", "encoder"),
@@ -23,18 +22,20 @@ KINDS = [("Cross-attention (decoder → encoder)", "cross"), ("Encoder self-atte
 KIND_NAMES = {value: label for label, value in KINDS}
 VIEWS = ["one head", "mean over heads", "all heads (layers × heads)"]
 TARGET_MODES = ["the model's translation", "my target (teacher-forced)"]
-PNG_HELP = ("PNG export needs the optional `kaleido` package and a Chrome/Chromium browser on the server, which "
-            "this installation does not have. Use the camera icon (“Download plot as a PNG”) in the chart's toolbar "
-            "instead, or export HTML.")
+# PNG export is drawn by the browser from the chart it shows (plotly.js's own toImage, via the chart's camera
+# button), so the server needs no image engine (kaleido + Chrome)
+PNG_JS = """() => {
+    const chart = document.querySelector('#attention-plot .js-plotly-plot');
+    const camera = chart && chart.querySelector('.modebar-btn[data-title^="Download plot"]');
+    if (camera) camera.click();
+}"""
 
 
 @dataclass
 class AttentionTab:
     model: gr.Dropdown
-
-
-def png_export_available() -> bool:
-    return importlib.util.find_spec("kaleido") is not None
+    source: gr.Textbox
+    shown: object  # the Show attention event
 
 
 def axis_tokens(att: dict, kind: str) -> tuple[list[str], list[str]]:
@@ -152,26 +153,13 @@ def build(session: gr.State, library: Library) -> AttentionTab:
         return render(session.attention, kind, view, layer, head)
 
     @friendly
-    def export_html(session: Session, kind: str = "cross", view: str = VIEWS[0], layer: int = 0, head: int = 0):
-        """The current chart as a self-contained HTML file (works offline; zoom and hover included)."""
+    def export_html(session: Session, kind: str = "cross", view: str = VIEWS[0], layer: int = 0, head: int = 0,
+                    offline: bool = False):
+        """The current chart as an HTML file with zoom and hover: a few kB that load plotly.js from its CDN when
+        opened, or (offline) self-contained with plotly.js inside (about 4.7 MB)."""
         fig = current_figure(session, kind, view, layer, head)
         path = Path(tempfile.mkdtemp(prefix="attention-")) / f"attention-{kind}.html"
-        fig.write_html(str(path), include_plotlyjs=True, full_html=True)
-        return str(path)
-
-    @friendly
-    def export_png(session: Session, kind: str = "cross", view: str = VIEWS[0], layer: int = 0, head: int = 0):
-        """The current chart as PNG (needs kaleido on the server; otherwise use the chart's camera button)."""
-        fig = current_figure(session, kind, view, layer, head)
-        if not png_export_available():
-            gr.Warning(PNG_HELP)
-            return None
-        path = Path(tempfile.mkdtemp(prefix="attention-")) / f"attention-{kind}.png"
-        try:
-            fig.write_image(str(path), scale=2)
-        except Exception:  # noqa: BLE001 - kaleido present but no browser to drive, or similar
-            gr.Warning(PNG_HELP)
-            return None
+        fig.write_html(str(path), include_plotlyjs=True if offline else "cdn", full_html=True)
         return str(path)
 
     @friendly
@@ -190,7 +178,9 @@ def build(session: gr.State, library: Library) -> AttentionTab:
         with gr.Column(scale=1):
             model, refreshed = model_picker(library, session, "attention_models")
             source = gr.Textbox(label="Source sentence", lines=2)
-            target_mode = gr.Radio(TARGET_MODES, value=TARGET_MODES[0], label="Target side")
+            target_mode = gr.Radio(TARGET_MODES, value=TARGET_MODES[0], label="Target side",
+                                   info="teacher-forced: the decoder is fed your target as its previous tokens "
+                                        "instead of its own guesses")
             target = gr.Textbox(label="Target (filled with the model's translation; edit it and choose "
                                       "“my target” to teacher-force your own)", lines=2)
             show = gr.Button("Show attention", variant="primary")
@@ -201,12 +191,13 @@ def build(session: gr.State, library: Library) -> AttentionTab:
             with gr.Row():
                 html_btn = gr.Button("Export HTML", size="sm")
                 png_btn = gr.Button("Export PNG", size="sm")
+            offline = gr.Checkbox(False, label="HTML for offline viewing (4.7 MB)",
+                                  info="off: a file of a few kB that loads plotly.js from the internet when opened")
             export = gr.File(label="Exported chart", interactive=False, height=90)
-            gr.Markdown("" if png_export_available() else
-                        "PNG export is not installed on this server: use the camera icon in the chart's toolbar.")
+            export_note = gr.Markdown()
         with gr.Column(scale=2):
             note = gr.Markdown()
-            plot = gr.Plot(render(None, "cross", VIEWS[0], 0, 0), show_label=False)
+            plot = gr.Plot(render(None, "cross", VIEWS[0], 0, 0), show_label=False, elem_id="attention-plot")
             with gr.Accordion("Attention over training", open=True, elem_id="attention-over-training"):
                 gr.Markdown("The trainer records the cross-attention (each decoder layer, mean over heads) of one "
                             "fixed validation pair at every validation: slide through training to watch the "
@@ -219,17 +210,18 @@ def build(session: gr.State, library: Library) -> AttentionTab:
                                      elem_id="attention-probe-plot")
 
     view_inputs = [session, kind, view, layer, head]
-    compute = dict(fn=show_attention, inputs=[session, model, source, target_mode, target, kind, view, layer, head],
-                   outputs=[plot, target, note, layer, head])
-    show.click(**compute, api_name="attention")
+    compute = dict(**answers(show_attention, [plot, target, note, layer, head], note),
+                   inputs=[session, model, source, target_mode, target, kind, view, layer, head])
+    shown = show.click(**compute, api_name="attention")
     source.submit(**compute, api_visibility="private")
     kind.change(switch, view_inputs, [plot, layer, head], api_visibility="private", show_progress="hidden")
     view.change(redraw, view_inputs, [plot], api_name="attention_view", show_progress="hidden")
     for control in (layer, head):
         control.change(redraw, view_inputs, [plot], api_visibility="private", show_progress="hidden",
                        trigger_mode="always_last")
-    html_btn.click(export_html, view_inputs, [export], api_name="export_attention_html")
-    png_btn.click(export_png, view_inputs, [export], api_name="export_attention_png")
+    html_btn.click(**answers(export_html, [export], export_note), inputs=[*view_inputs, offline],
+                   api_name="export_attention_html")
+    png_btn.click(None, js=PNG_JS)
     probe_outputs = dict(fn=pick_model, inputs=[session, model], outputs=[probe_step, probe_plot], api_visibility="private",
                          show_progress="hidden")
     # ↻ also rereads the history: a model still training (the demo) gains validations under the same name
@@ -237,5 +229,5 @@ def build(session: gr.State, library: Library) -> AttentionTab:
     model.change(**probe_outputs)
     probe_step.change(show_probe, [session, model, probe_step], [probe_plot], api_name="attention_probe",
                       show_progress="hidden", trigger_mode="always_last")
-    return AttentionTab(model)
+    return AttentionTab(model, source, shown)
 

@@ -12,7 +12,7 @@ import pandas as pd
 from playground import plots
 from playground.errors import PlaygroundError
 from playground.sharing import Library
-from playground.ui.state import MODELS, Session, friendly, gpu, model_names, package_folder
+from playground.ui.state import MODELS, Session, answers, gpu, model_names, package_folder
 
 MAX_SENTENCES = 20  # each sentence is translated by every compared model
 EXAMPLE = "the cat sees the dog\nfour hundred twenty-one"
@@ -103,34 +103,30 @@ def build(session: gr.State, library: Library) -> CompareTab:
 
     view_outputs = [settings, scores, loss_plot, val_plot, lr_plot, bleu_plot, chrf_plot]
 
-    @friendly
     def compare(session: Session, names: list[str] | None, x_axis: str = "step"):
         """The comparison of the chosen packages; a wrong choice is said next to the button, the views stay."""
         from playground.compare import load_runs
 
-        try:
-            runs = load_runs([package_folder(library, session, name) for name in names or []])
-        except PlaygroundError as err:
-            return f"⚠️ {err}", *[gr.skip()] * len(view_outputs)
+        runs = load_runs([package_folder(library, session, name) for name in names or []])
         note = time_note(runs) if x_axis == "wall time" else ""
         return note, *tables(runs), *run_figures(runs, x_axis)
 
     translate_columns = gpu(greedy_columns)
 
-    @friendly
     def translate_each(session: Session, names: list[str] | None, text: str):
         """The sentences translated greedily by each chosen model: one column per model."""
         lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
         if not names:
-            return "⚠️ Pick the models to compare first.", gr.skip()
+            raise PlaygroundError("Pick the models to compare first.")
         if not lines or len(lines) > MAX_SENTENCES:
-            return f"⚠️ Type between 1 and {MAX_SENTENCES} sentences, one per line.", gr.skip()
+            raise PlaygroundError(f"Type between 1 and {MAX_SENTENCES} sentences, one per line.")
         folders = [str(package_folder(library, session, name)) for name in names]
         table = pd.DataFrame(translate_columns(folders, lines)).replace("", "(empty output)")
         # every column the same width: an empty output must not squeeze its model's column to one letter
         return "", gr.Dataframe(table, column_widths=[f"{100 / len(table.columns):.1f}%"] * len(table.columns))
 
-    gr.on([compare_btn.click, x_axis.change], compare, [session, models, x_axis], [message, *view_outputs],
-          api_name="compare")
-    translate_btn.click(translate_each, [session, models, sentences], [message, side_by_side], api_name="compare_translate")
+    gr.on([compare_btn.click, x_axis.change], **answers(compare, [message, *view_outputs], message),
+          inputs=[session, models, x_axis], api_name="compare")
+    translate_btn.click(**answers(translate_each, [message, side_by_side], message),
+                        inputs=[session, models, sentences], api_name="compare_translate")
     return CompareTab(models)

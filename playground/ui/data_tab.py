@@ -10,7 +10,7 @@ import pandas as pd
 
 from playground import plots
 from playground.errors import DataError
-from playground.ui.state import Session, friendly
+from playground.ui.state import Session, answers, friendly
 
 PREVIEW_ROWS = 20
 MAX_LEN_WORDS = 256  # longest side kept when reading (the model's own max_len cuts tokens later)
@@ -59,7 +59,7 @@ def read_upload(files, language_hint: tuple[str, str] | None = None) -> tuple[ob
         raise DataError("Upload a file first: one TSV/CSV/JSONL file, or two aligned text files (source, then target).")
     if len(paths) > 2:
         raise DataError(f"{len(paths)} files were uploaded; upload one file with both sides, or two aligned files "
-                        "(source first, then target).")
+                        "(source first, then target). Clear the upload box (its ×) and upload again.")
     if len(paths) == 1:
         return load_parallel(paths[0], max_len=MAX_LEN_WORDS, language_hint=language_hint), paths[0].name
     return load_parallel(paths[0], paths[1], max_len=MAX_LEN_WORDS), f"{paths[0].name} + {paths[1].name}"
@@ -162,10 +162,28 @@ def load_builtin(session: Session, name: str, val_fraction: float = 0.05):
 @friendly
 def load_files(session: Session, files, val_fraction: float = 0.05):
     """Load uploaded parallel text: one TSV/CSV/JSONL/TMX/Parquet file, or two aligned files (source, then target).
-    The language fields pick the pair of a multilingual TMX or Parquet file."""
-    data, description = read_upload(files, (session.src_lang, session.tgt_lang))
+    The language fields pick the pair of a multilingual TMX or Parquet file. A file that could not be read on its
+    own (one side of two aligned files) waits for the next upload, which is added to it."""
+    new = [str(Path(f if isinstance(f, str) else f.name)) for f in files or []]
+    files = [*[f for f in session.waiting_files if f not in new], *new]  # the box may hold the waiting one already
+    session.waiting_files = []
+    try:
+        data, description = read_upload(files, (session.src_lang, session.tgt_lang))
+    except DataError as err:
+        if len(files) != 1:
+            raise
+        session.waiting_files = files  # maybe one side: the other one comes next
+        name = Path(files[0]).name
+        raise DataError(f"{err} If {name} is one side of two aligned text files, upload the other side now: it is "
+                        "added to this one.") from err
     _adopt(session, data, f"Uploaded: {description}", val_fraction)
-    return show(session)
+    return (*show(session), files)
+
+
+@friendly
+def forget_files(session: Session) -> None:
+    """The upload box was cleared: the next upload starts afresh."""
+    session.waiting_files = []
 
 
 @friendly
@@ -213,7 +231,9 @@ def build(session: gr.State) -> DataTab:
                         "**JSON Lines** (`{\"src\": …, \"tgt\": …}`) file, or **two aligned text files** with one "
                         "sentence per line — select both at once, source first. A **TMX** translation memory or a **Parquet** "
                         "file (Hugging Face's `translation` column, or two text columns) works too; for a file with "
-                        "more than two languages, type the pair below first. gzip is fine.")
+                        "more than two languages, type the pair below first. gzip is fine. Uploading the second "
+                        "file after the first adds it: the box keeps both.")
+    note = gr.Markdown(elem_id="data-note")
     with gr.Row():
         src_lang = gr.Textbox(label="Source language", value="src", scale=2)
         tgt_lang = gr.Textbox(label="Target language", value="tgt", scale=2)
@@ -225,15 +245,18 @@ def build(session: gr.State) -> DataTab:
     with gr.Row():
         with gr.Column(scale=3):
             preview = gr.Dataframe(preview_frame(blank), label=f"First {PREVIEW_ROWS} pairs", interactive=False,
-                                   wrap=True, max_height=420)
+                                   wrap=True, max_height=420, column_widths=["50%", "50%"])
         with gr.Column(scale=2):
             lengths = gr.Plot(length_figure(blank), show_label=False)
             dropped = gr.Dataframe(dropped_frame(blank), label="Dropped rows by reason", interactive=False)
 
     outputs = [summary, preview, dropped, lengths, src_lang, tgt_lang]
-    builtin_btn.click(load_builtin, [session, builtin, val_fraction], outputs, api_name="load_builtin")
-    files.upload(load_files, [session, files, val_fraction], outputs, api_name="load_files")
-    swap.click(swap_direction, [session], outputs, api_name="swap_direction")
+    builtin_btn.click(**answers(load_builtin, outputs, note), inputs=[session, builtin, val_fraction],
+                      api_name="load_builtin")
+    files.upload(**answers(load_files, [*outputs, files], note), inputs=[session, files, val_fraction],
+                 api_name="load_files")
+    files.clear(forget_files, [session], None, api_visibility="private", show_progress="hidden")
+    swap.click(**answers(swap_direction, outputs, note), inputs=[session], api_name="swap_direction")
     gr.on([src_lang.blur, src_lang.submit, tgt_lang.blur, tgt_lang.submit], set_languages,
           [session, src_lang, tgt_lang], [summary, preview, lengths], api_name="set_languages", show_progress="hidden")
     val_fraction.change(set_val_fraction, [session, val_fraction], [summary], api_name="set_val_fraction",

@@ -14,7 +14,7 @@ from pathlib import Path
 import gradio as gr
 
 from playground.sharing import Library
-from playground.ui.state import Session, friendly, package_folder
+from playground.ui.state import Session, answers, friendly, package_folder
 
 
 def oauth_available() -> bool:
@@ -64,6 +64,7 @@ def build(session: gr.State, library: Library, model: gr.Dropdown) -> None:
         ct2_btn = gr.Button("⬇ CTranslate2 zip", size="sm")
     quantization = gr.Radio(["float32", "int8"], value="int8", label="CTranslate2 weights")
     exported = gr.File(label="Export zip", interactive=False, height=90)
+    export_note = gr.Markdown()
     with gr.Accordion("Share on the 🤗 Hub", open=False):
         if oauth_available():
             gr.LoginButton()
@@ -79,7 +80,9 @@ def build(session: gr.State, library: Library, model: gr.Dropdown) -> None:
         push_btn = gr.Button("⬆ Push to the Hub")
         pushed = gr.Markdown()
 
-    hf_btn.click(transformers_zip, [session, model], [exported], api_name="export_transformers")
-    ct2_btn.click(ctranslate2_zip, [session, model, quantization], [exported], api_name="export_ctranslate2")
-    push_btn.click(push, [session, model, repo_id, private, with_transformers, license], [pushed],
-                   api_name="push_to_hub")
+    hf_btn.click(**answers(transformers_zip, [exported], export_note), inputs=[session, model],
+                 api_name="export_transformers")
+    ct2_btn.click(**answers(ctranslate2_zip, [exported], export_note), inputs=[session, model, quantization],
+                  api_name="export_ctranslate2")
+    push_btn.click(**answers(push, [pushed], pushed), inputs=[session, model, repo_id, private, with_transformers,
+                                                            license], api_name="push_to_hub")

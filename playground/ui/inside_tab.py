@@ -10,7 +10,7 @@ import gradio as gr
 
 from playground import plots
 from playground.sharing import Library
-from playground.ui.state import Session, friendly, load_model, model_picker
+from playground.ui.state import Session, answers, friendly, load_model, model_picker
 
 NO_DATA = "Load data on the Data tab: this view is computed on your sentence pairs."
 NO_MODEL = "Choose a model above (train one on the Train tab, or upload one on the Models tab)."
@@ -94,7 +94,8 @@ def batching_view(session: Session, library: Library, model: str | None, batch_t
     note = (f"{random_batches.batches:,} batches of up to {budget:,} tokens from your pairs, tokenized by "
             f"**{package.name}**. Random batches pad each sentence with **{random_batches.padding_per_sequence:.2f}"
             f"** tokens on average, batches grouped by length with **{grouped.padding_per_sequence:.2f}** "
-            f"(the article measured 15.25 versus 3.62 on Multi30k): {random_batches.padding_share:.0%} versus "
+            "(the post building on *The Annotated Transformer* measured 15.25 versus 3.62 on Multi30k): "
+            f"{random_batches.padding_share:.0%} versus "
             f"{grouped.padding_share:.0%} of every batch is padding. Both hold the same sentences per batch, so "
             f"random batches also overshoot the budget: the largest has {max(random_batches.padded_tokens):,} "
             "tokens.")
@@ -182,16 +183,16 @@ def build(session: gr.State, library: Library) -> InsideTab:
         embeddings_note = gr.Markdown()
         embeddings_plot = gr.Plot(show_label=False, elem_id="inside-embeddings")
 
+    # a view that cannot be drawn says why in its own note; the others keep what they show
     views = [
-        dict(fn=show_positional, inputs=[session, model, side, dimensions],
-             outputs=[pe_heatmap, pe_curves, dimensions, pe_note],
-             api_name="positional_encoding"),
-        dict(fn=show_masks, inputs=[session, model, n_pairs, mask_seed, pair],
-             outputs=[padding_plot, self_mask_plot, look_ahead_plot, masks_note], api_name="masks"),
-        dict(fn=show_batching, inputs=[session, model, batch_tokens, batch_seed],
-             outputs=[batching_plot, batching_note], api_name="batching"),
-        dict(fn=show_embeddings, inputs=[session, model, n_tokens], outputs=[embeddings_plot, embeddings_note],
-             api_name="embeddings"),
+        dict(**answers(show_positional, [pe_heatmap, pe_curves, dimensions, pe_note], pe_note),
+             inputs=[session, model, side, dimensions], api_name="positional_encoding"),
+        dict(**answers(show_masks, [padding_plot, self_mask_plot, look_ahead_plot, masks_note], masks_note),
+             inputs=[session, model, n_pairs, mask_seed, pair], api_name="masks"),
+        dict(**answers(show_batching, [batching_plot, batching_note], batching_note),
+             inputs=[session, model, batch_tokens, batch_seed], api_name="batching"),
+        dict(**answers(show_embeddings, [embeddings_plot, embeddings_note], embeddings_note),
+             inputs=[session, model, n_tokens], api_name="embeddings"),
     ]
     # each view redraws when its own controls are edited (.input: not when a handler sets them) ...
     for view, controls in zip(views, [(side, dimensions), (n_pairs, mask_seed, pair), (batch_tokens, batch_seed),

@@ -14,10 +14,11 @@ import pandas as pd
 from playground.errors import PackageError
 from playground.sharing import Library
 from playground.ui import hub_panel
-from playground.ui.state import (Session, default_model, friendly, model_dropdown, model_names, package_folder,
+from playground.ui.state import (Session, answers, default_model, friendly, model_dropdown, model_names, package_folder,
                                  package_info, visitor_of)
 
 COLUMNS = ["name", "direction", "architecture", "parameters", "steps", "BLEU", "chrF", "val loss", "size (MB)", "saved"]
+COLUMN_WIDTHS = ["15%", "8%", "21%", "9%", "6%", "6%", "6%", "7%", "7%", "15%"]  # all in sight at 1024 px, wrapped
 
 
 @dataclass
@@ -25,6 +26,7 @@ class ModelsTab:
     table: gr.Dataframe
     model: gr.Dropdown
     changed: list  # events after which the set of packages may have changed (import, delete)
+    show_card: dict  # listener arguments that redraw the card of the picked model (a run may have changed it)
 
 
 def models_frame(library: Library, session: Session | None) -> pd.DataFrame:
@@ -113,12 +115,14 @@ def build(session: gr.State, library: Library) -> ModelsTab:
         return card(library, session, name)
 
     @friendly
-    def export_model(session: Session, name: str):
-        """Zip a package (weights, tokenizer, config, card) for download."""
+    def export_model(session: Session, name: str, with_state: bool = False):
+        """Zip a package (weights, tokenizer, config, card; with_state: also resume.*, to go on training it
+        elsewhere) for download."""
         from playground.package import export_zip, temp_prefix
 
         # the sweep removes the folder once Gradio has copied the zip to its cache (playground.package.sweep_leftovers)
-        return str(export_zip(package_folder(library, session, name), tempfile.mkdtemp(prefix=temp_prefix("package"))))
+        return str(export_zip(package_folder(library, session, name), tempfile.mkdtemp(prefix=temp_prefix("package")),
+                              with_state=bool(with_state)))
 
     @friendly
     def import_model(session: Session, file):
@@ -157,7 +161,7 @@ def build(session: gr.State, library: Library) -> ModelsTab:
     gr.Markdown(storage_note(library), elem_id="models-storage")
     with gr.Row():
         table = gr.Dataframe(models_frame(library, None), label="Model packages (click a row)",
-                             interactive=False, wrap=True, scale=5)
+                             interactive=False, wrap=True, scale=5, column_widths=COLUMN_WIDTHS)
         refresh = gr.Button("↻ Refresh", scale=0, min_width=100)
     with gr.Row():
         with gr.Column(scale=3):
@@ -168,19 +172,26 @@ def build(session: gr.State, library: Library) -> ModelsTab:
         with gr.Column(scale=2):
             download_btn = gr.Button("⬇ Download as zip")
             download = gr.File(label="Package zip", interactive=False, height=90)
+            with_state = gr.Checkbox(False, label="Include the training state (resume.*)",
+                                     info="about twice the size; lets the model be resumed elsewhere (Train tab → "
+                                          "Resume from, after uploading the zip)")
             hub_panel.build(session, library, model)
             upload = gr.File(label="Upload a package zip", file_types=[".zip"], height=120)
-            status = gr.Markdown()
+            status = gr.Markdown(elem_id="models-status")
             with gr.Group():
                 confirm = gr.Checkbox(False, label="Yes, delete the selected model (cannot be undone)")
                 delete_btn = gr.Button("🗑 Delete", variant="stop")
 
     refresh.click(refresh_all, [session, model], [table, model], api_name="list_models", show_progress="hidden")
     table.select(pick, None, [model], api_visibility="private")
-    model.change(model_card, [session, model], [card_md, config], api_name="model_card", show_progress="hidden")
-    download_btn.click(export_model, [session, model], [download], api_name="export_model")
-    imported = upload.upload(import_model, [session, upload], [status, table, model, upload],
+    show_card = dict(**answers(model_card, [card_md, config], card_md), inputs=[session, model],
+                     show_progress="hidden")
+    model.change(**show_card, api_name="model_card")
+    refresh.click(**show_card, api_visibility="private")
+    download_btn.click(**answers(export_model, [download], status), inputs=[session, model, with_state],
+                       api_name="export_model")
+    imported = upload.upload(**answers(import_model, [status, table, model, upload], status), inputs=[session, upload],
                              api_name="import_model")
-    deleted = delete_btn.click(delete_model, [session, model, confirm], [status, table, model, confirm],
-                               api_name="delete_model")
-    return ModelsTab(table, model, [imported, deleted])
+    deleted = delete_btn.click(**answers(delete_model, [status, table, model, confirm], status),
+                               inputs=[session, model, confirm], api_name="delete_model")
+    return ModelsTab(table, model, [imported, deleted], {**show_card, "api_visibility": "private"})

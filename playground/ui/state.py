@@ -76,9 +76,11 @@ class Session:
     trainer: Any = None  # the running playground.train.Trainer, so that Stop can reach it
     run_dir: str | None = None  # package folder of this session's latest run
     estimated: bool = False  # the Train tab has timed a configuration for this session
+    estimate: tuple | None = None  # (the settings timed, as a dict; the steps expected): compared after the run
     translations: list = field(default_factory=list)  # one dict per row of the translation table
     attention: dict | None = None  # the last attention maps and what they were computed from
     visitor: Visitor | None = None  # shared mode: who this is (set on page load; an API client gets its own)
+    waiting_files: list = field(default_factory=list)  # an uploaded file that waits for its aligned partner
 
     _stats: tuple | None = None  # (the pairs list, its PairStats): statistics are computed once per data
 
@@ -90,6 +92,7 @@ class Session:
     def release(self) -> None:
         """Drop what this session holds (its tab closed); a run it started keeps its own copy of the data."""
         self.data, self._stats, self.translations, self.attention = None, None, [], None
+        self.waiting_files = []
 
     def stats(self):
         """playground.data.pair_stats of the loaded pairs (cached until the data or its direction changes)."""
@@ -119,7 +122,9 @@ def _as_gradio_error(err: Exception) -> gr.Error:
     if isinstance(err, gr.Error):
         return err
     if isinstance(err, PlaygroundError):
-        return gr.Error(str(err), print_exception=False)
+        error = gr.Error(str(err), print_exception=False)
+        error.refused = err  # answers() shows it beside the control instead
+        return error
     log.exception("unexpected error in a UI handler")
     return gr.Error(f"Something went wrong ({type(err).__name__}: {err}). The details are in the server log.",
                     print_exception=False)
@@ -143,6 +148,61 @@ def friendly(fn):
         except Exception as err:  # noqa: BLE001
             raise _as_gradio_error(err) from err
     return wrapper
+
+
+def refusal(err: PlaygroundError) -> str:
+    """How a refused action reads next to the control that caused it (in Markdown, where a message's `<TAB>` would
+    open an HTML tag and hide the rest)."""
+    return "⚠️ " + str(err).replace("&", "&amp;").replace("<", "&lt;")
+
+
+def answers(fn, outputs: list, note) -> dict:
+    """`fn=` and `outputs=` for an event listener whose refusals are not failures: a PlaygroundError (a person's
+    mistake, a name that is gone) puts its message in `note`, a Markdown beside the control, and leaves every other
+    output as it was (gr.skip()). Raising would mark ALL outputs as failed (red "Error" badges, values gone) with
+    the only copy of the message in a fading toast. Anything else still reaches people as a gr.Error (friendly).
+
+    `note` may be one of `outputs` (fn returns it itself), or not: then it is added as the last output, and cleared
+    when fn succeeds. API clients get the message as that output's value."""
+    outputs = list(outputs)
+    added = note not in outputs
+    if added:
+        outputs.append(note)
+    where = outputs.index(note)
+    single = len(outputs) - added == 1  # fn returns one value, not a tuple
+
+    def out(values: tuple):
+        return values[0] if len(values) == 1 else values  # Gradio takes one output's value bare
+
+    def shaped(result):
+        values = (result,) if single else tuple(result)
+        return out((*values, "") if added else values)
+
+    def refused(err: PlaygroundError):
+        return out(tuple(refusal(err) if i == where else gr.skip() for i in range(len(outputs))))
+
+    inner = friendly(fn)  # a gr.Error passes through friendly unchanged: fn may be friendly already
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def generator_wrapper(*args, **kwargs):
+            try:
+                for result in inner(*args, **kwargs):
+                    yield shaped(result)
+            except gr.Error as err:
+                if not hasattr(err, "refused"):
+                    raise
+                yield refused(err.refused)
+        return dict(fn=generator_wrapper, outputs=outputs)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return shaped(inner(*args, **kwargs))
+        except gr.Error as err:
+            if not hasattr(err, "refused"):
+                raise
+            return refused(err.refused)
+    return dict(fn=wrapper, outputs=outputs)
 
 
 # ----------------------------------------------------------------------------------------------------------

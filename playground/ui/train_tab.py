@@ -17,13 +17,14 @@ import gradio as gr
 import pandas as pd
 
 from playground import plots
-from playground.errors import DataError, PackageError, PlaygroundError, TrainingError
+from playground.errors import DataError, PackageError, TrainingError
 from playground.sharing import Library
-from playground.ui.state import ESTIMATE_GPU_S, Session, friendly, gpu, gpu_chunk_seconds, visitor_of
+from playground.ui.state import ESTIMATE_GPU_S, Session, answers, friendly, gpu, gpu_chunk_seconds, visitor_of
 
 UPDATE_EVERY = 0.3  # seconds between UI updates while training (evals, the end and errors always update)
 CHART_SHARE = 0.1  # at most this share of the time goes to redrawing the charts between validations
 SAMPLE_COLUMNS = ["step", "source", "reference", "model output"]
+SAMPLE_WIDTHS = ["8%", "30%", "31%", "31%"]  # the model output stays in sight at 1024 px
 EXTRA_LABELS = {"accumulate": "Gradient accumulation (batches per optimizer step)",
                 "average_last": "Average the weights of the last K validations at the end (0 = off)"}
 
@@ -140,16 +141,18 @@ def preview_steps(cfg, epoch_steps: int | None, estimated: int | None = None) ->
 
 
 def lr_preview_figure(session: Session, cfg, estimated_steps: int | None = None):
-    from playground.schedule import learning_rate
+    from playground.schedule import fit_warmup, learning_rate
 
     _, epoch_steps = data_shape(session, cfg.tokenizer, cfg.batch_tokens)
     total, source = preview_steps(cfg, epoch_steps, estimated_steps)
     total = max(int(total), 2)
+    # the minutes budget binds: the run fits its warmup to the steps it gets (Trainer.replan), so does the preview
+    warmup = fit_warmup(cfg, total) if source.startswith("what fits") else cfg.warmup_steps
     stride = max(1, total // 400)
     steps = list(range(1, total + 1, stride)) + ([total] if (total - 1) % stride else [])
-    return plots.lr_figure(steps, [learning_rate(cfg, s, total) for s in steps],
+    return plots.lr_figure(steps, [learning_rate(cfg, s, total, warmup) for s in steps],
                            f"Learning-rate schedule: {cfg.schedule} over {total:,} steps ({source})",
-                           mark_step=cfg.warmup_steps if 0 < cfg.warmup_steps < total else None)
+                           mark_step=warmup if 0 < warmup < total else None)
 
 
 def previews(session: Session, values: dict, note: str) -> tuple[str, object]:
@@ -180,8 +183,14 @@ def bar(fraction: float) -> str:
     return f'<progress value="{max(0.0, min(fraction, 1.0)):.3f}" max="1"></progress>'
 
 
-def progress_line(name: str, e, cfg, last_eval: dict | None) -> str:
+STOPPING = ("⏹ **Stopping…** the run ends after this step, validates once more (quickly: 50 sentences) and saves "
+            "the package.")
+
+
+def progress_line(name: str, e, cfg, last_eval: dict | None, stopping: bool = False) -> str:
     """The status line for a Step event; `last_eval` is the latest validation record of the run's history."""
+    if stopping:
+        return f"{STOPPING}  \n(`{name}` at step {e.step:,}.)"
     planned = e.planned_steps
     if planned:
         fraction, of = e.step / planned, f"/{planned:,}"
@@ -199,8 +208,18 @@ def progress_line(name: str, e, cfg, last_eval: dict | None) -> str:
     return line
 
 
-def done_line(name: str, folder: Path, e) -> str:
-    """The status line for the Done event."""
+def estimate_error(estimated: int | None, did: int, reason: str) -> str:
+    """How far the run's steps were from the estimate made before it (only a minutes budget leaves room for one)."""
+    if not estimated or reason != "time budget reached":
+        return ""
+    ratio = did / max(estimated, 1)
+    why = ("the machine was busier than when it was timed (other work, or other visitors' runs)" if ratio < 0.8 else
+           "the machine was faster than when it was timed" if ratio > 1.25 else "close to the estimate")
+    return f"  \n⏱ Estimated {estimated:,} steps for the minutes budget, did {did:,}: {why}."
+
+
+def done_line(name: str, folder: Path, e, estimated: int | None = None) -> str:
+    """The status line for the Done event; `estimated`: the steps the Train tab's estimate expected."""
     s = e.summary
     final = s.get("final") or {}
     best = s.get("best") or {}
@@ -210,7 +229,8 @@ def done_line(name: str, folder: Path, e) -> str:
         metrics += f" (best BLEU {best.get('bleu', 0):.1f} at step {best.get('step', '?')})"
     return (f"✅ **Done** ({e.reason}): {s['steps']:,} steps, {s['epochs']:.2f} epochs in {clock(s['wall_s'])}, "
             f"{s['tokens_per_s']:,.0f} tokens/s on {s['device']}; {metrics}.  \nSaved as **`{name}`** "
-            f"(`{folder}`): try it on the Translate and Attention tabs.")
+            f"(`{folder}`): try it on the Translate and Attention tabs."
+            + estimate_error(estimated or s.get("first_plan"), s["steps"], e.reason))
 
 
 def samples_frame(e) -> pd.DataFrame:
@@ -255,7 +275,8 @@ def capped_minutes(library: Library, cfg, already_minutes: float = 0.0) -> str:
             "further.")
 
 
-def run_trainer(session: Session, library: Library, build_trainer, name: str, folder: Path, cfg, cap_note: str = ""):
+def run_trainer(session: Session, library: Library, build_trainer, name: str, folder: Path, cfg, cap_note: str = "",
+                estimated: int | None = None):
     """Shared by Start and Resume: take this visitor's run slot, build the trainer, yield throttled UI updates.
 
     Outputs: status, loss chart, validation chart, LR chart, BLEU/chrF chart, samples table."""
@@ -264,23 +285,20 @@ def run_trainer(session: Session, library: Library, build_trainer, name: str, fo
     visitor = visitor_of(library, session)
     try:
         with library.run_slot(visitor, name):
-            yield from drive(session, build_trainer, name, folder, cfg, cap_note, library, visitor)
+            yield from drive(session, build_trainer, name, folder, cfg, cap_note, library, visitor, estimated)
     finally:
         library.forget(name)  # a run that never saved leaves no reservation behind
 
 
-def drive(session: Session, build_trainer, name: str, folder: Path, cfg, cap_note: str, library: Library, visitor):
+def drive(session: Session, build_trainer, name: str, folder: Path, cfg, cap_note: str, library: Library, visitor,
+          estimated: int | None = None):
     """Iterate the trainer's events and turn them into UI updates."""
     from playground import events as ev
 
     skip = gr.skip()
     yield (f"⏳ Preparing `{name}`: training the tokenizer, encoding the data, building the model…",
            skip, skip, skip, skip, skip)
-    try:
-        trainer = build_trainer()
-    except PlaygroundError as err:
-        yield (f"❌ {err}", skip, skip, skip, skip, skip)
-        raise
+    trainer = build_trainer()
     session.trainer, session.run_dir = trainer, str(folder)
     events = trainer.run()
     history = trainer.history  # for a resumed run it holds the earlier steps too: the charts continue
@@ -318,26 +336,26 @@ def drive(session: Session, build_trainer, name: str, folder: Path, cfg, cap_not
                     last_yield = time.monotonic()
                 case ev.Step():
                     last_step = e
-                    status = progress_line(name, e, cfg, last_eval)
+                    status = progress_line(name, e, cfg, last_eval, trainer.stop_requested.is_set())
                     if time.monotonic() - last_yield >= UPDATE_EVERY:
                         yield (status, *step_charts(), skip)
                         last_yield = time.monotonic()
                 case ev.Eval():
                     last_eval, samples = dataclasses.asdict(e), samples_frame(e)
                     if last_step is not None:
-                        status = progress_line(name, last_step, cfg, last_eval)
+                        status = progress_line(name, last_step, cfg, last_eval, trainer.stop_requested.is_set())
                     yield (status, *charts(True), samples)
                     last_yield = time.monotonic()
-                case ev.Error():
+                case ev.Error():  # the run's own failure (NaN loss, out of memory): said in the status
                     yield (f"❌ {e.message}", *charts(True), samples)
-                    raise TrainingError(e.message)
+                    return
                 case ev.Averaged():
                     library.claim(e.path, visitor)
                     averaged = (f"  \nThe weights of steps {', '.join(map(str, e.steps))} were averaged into "
                                 f"**`{Path(e.path).name}`**.")
                 case ev.Done():
                     note = cap_note if e.reason == "time budget reached" else ""
-                    yield (done_line(name, folder, e) + averaged + note, *charts(True), samples)
+                    yield (done_line(name, folder, e, estimated) + averaged + note, *charts(True), samples)
     finally:
         events.close()  # a closed tab closes this generator: run()'s finally then saves the package
         session.trainer = None
@@ -356,13 +374,15 @@ def _train(session: Session, model_name: str, library: Library, values: dict):
     cfg = build_config(values)
     name = check_name((model_name or "").strip())
     data = split_data(session, cfg.seed)
+    timed, estimated = session.estimate or (None, None)
+    estimated = estimated if timed == cfg.to_dict() else None  # the estimate was of these very settings
     cap_note = capped_minutes(library, cfg)
     folder = library.add(name, visitor_of(library, session), package_bytes(cfg))  # quotas checked, name reserved
     if folder.name != name:
         gr.Warning(f"A model named {name!r} already exists, so this run is saved as {folder.name!r}.")
     with reserve_name(library.models_dir, folder.name, exact=True):  # held until the run ends: nothing else writes it
         yield from run_trainer(session, library, lambda: make_trainer(cfg, data, folder), folder.name, folder, cfg,
-                               cap_note)
+                               cap_note, estimated)
 
 
 def _resume(session: Session, resume_from: str, library: Library, values: dict):
@@ -387,13 +407,14 @@ def _resume(session: Session, resume_from: str, library: Library, values: dict):
 
 
 @friendly
-def stop_training(session: Session) -> None:
-    """Stop this session's run after the current step; it validates once more and saves the package."""
+def stop_training(session: Session):
+    """Stop this session's run after the current step; it validates once more and saves the package. The status
+    says so at once."""
     if session.trainer is None:
         gr.Info("Nothing is training in this tab.")
-        return
+        return gr.skip()
     session.trainer.stop()
-    gr.Info("Stopping after the current step; the model is validated once more and saved.")
+    return STOPPING
 
 
 def resumable(library: Library, session: Session | None) -> list[str]:
@@ -441,7 +462,9 @@ def _controls(values: dict) -> dict:
         c["positional_encoding"] = gr.Radio(["sinusoidal", "learned"], value=values["positional_encoding"],
                                             label="Positional encoding")
         c["norm_placement"] = gr.Radio(["post", "pre"], value=values["norm_placement"], label="LayerNorm placement",
-                                       info="post = the paper; pre = steadier")
+                                       info="post (Post-LN, the paper): normalise after adding each sublayer's "
+                                            "output; pre (Pre-LN): before each sublayer, steadier at high learning "
+                                            "rates")
     with gr.Row():
         c["tie_embeddings"] = gr.Checkbox(values["tie_embeddings"], label="Tie embeddings and output layer")
         c["max_len"] = gr.Number(values["max_len"], label="Max tokens per sentence", precision=0, minimum=4)
@@ -449,7 +472,9 @@ def _controls(values: dict) -> dict:
     with gr.Row():
         c["tokenizer"] = gr.Dropdown(list(TOKENIZER_KINDS), value=values["tokenizer"], label="Tokenizer kind")
         c["vocab_size"] = gr.Number(values["vocab_size"], label="Vocabulary size", precision=0, minimum=8)
-        c["joint_vocab"] = gr.Checkbox(values["joint_vocab"], label="One joint vocabulary for both sides")
+        c["joint_vocab"] = gr.Checkbox(values["joint_vocab"], label="One joint vocabulary for both sides",
+                                       info="one tokenizer and embedding table shared by source and target: words "
+                                            "the languages share (names, numbers) get one vector")
         c["bpe_dropout"] = gr.Slider(0, 0.5, values["bpe_dropout"], step=0.05, label="BPE-dropout",
                                      info="bpe only: skip each merge with this chance, so words are split afresh "
                                           "each epoch (0.1 helps on small data); validation is not affected")
@@ -463,8 +488,13 @@ def _controls(values: dict) -> dict:
         c["eps"] = gr.Number(values["eps"], label="Adam ε")
         c["weight_decay"] = gr.Number(values["weight_decay"], label="Weight decay", minimum=0, step=0.01)
     with gr.Row():
-        c["schedule"] = gr.Dropdown(list(SCHEDULES), value=values["schedule"], label="LR schedule")
-        c["warmup_steps"] = gr.Number(values["warmup_steps"], label="Warmup steps", precision=0, minimum=0, step=50)
+        c["schedule"] = gr.Dropdown(list(SCHEDULES), value=values["schedule"], label="LR schedule",
+                                    info="noam: the paper's (Noam Shazeer's) warmup then 1/√step decay, scaled by "
+                                         "d_model; inverse_sqrt: the same shape peaking at the learning rate; cosine: "
+                                         "warmup then down to 0 at the planned end; constant")
+        c["warmup_steps"] = gr.Number(values["warmup_steps"], label="Warmup steps", precision=0, minimum=0, step=50,
+                                      info="the rate climbs for this many steps; a minutes budget shortens it to at "
+                                           "most a fifth of the steps the run gets")
         c["label_smoothing"] = gr.Slider(0, 0.5, values["label_smoothing"], step=0.01, label="Label smoothing")
         c["clip_norm"] = gr.Number(values["clip_norm"], label="Gradient clip norm (0 = off)", minimum=0, step=0.5)
         c["batch_tokens"] = gr.Number(values["batch_tokens"], label="Batch tokens", precision=0, minimum=16, step=512,
@@ -474,19 +504,23 @@ def _controls(values: dict) -> dict:
         c["max_steps"] = gr.Number(values["max_steps"], label="Max steps", precision=0, minimum=0, step=100)
         c["max_epochs"] = gr.Number(values["max_epochs"], label="Max epochs", minimum=0, step=1)
         c["max_minutes"] = gr.Number(values["max_minutes"], label="Max minutes", minimum=0, step=1)
-        c["eval_every"] = gr.Number(values["eval_every"], label="Validate every (steps)", precision=0, minimum=1,
-                                    step=50)
+        c["eval_every"] = gr.Number(values["eval_every"], label="Validate every (steps, 0 = auto)", precision=0,
+                                    minimum=0, step=50, info="auto: five validations spread over the run, fitted to "
+                                                             "the steps a minutes budget allows")
         c["eval_sentences"] = gr.Number(values["eval_sentences"], label="Sentences decoded per validation",
                                         precision=0, minimum=1, step=50)
     with gr.Row():
         c["early_stop_metric"] = gr.Dropdown(list(EARLY_STOP_METRICS), value=values["early_stop_metric"],
-                                             label="Early-stopping metric")
+                                             label="Early-stopping metric",
+                                             info="BLEU: matching word n-grams; chrF: matching character n-grams "
+                                                  "(kinder to small models); both 0–100")
         c["patience"] = gr.Number(values["patience"], label="Patience (validations, 0 = never stop early)",
                                   precision=0, minimum=0)
         c["device"] = gr.Dropdown(devices, value=values["device"] if values["device"] in devices else "auto",
                                   label="Device")
         c["precision"] = gr.Dropdown(list(PRECISIONS), value=values["precision"], label="Precision",
-                                     info="auto measures what is fastest here")
+                                     info="auto measures what is fastest here; bf16 (16-bit floats) halves memory, "
+                                          "but on a CPU it is often slower than fp32")
         c["seed"] = gr.Number(values["seed"], label="Seed", precision=0)
     extra = {name: kind for name, kind in setting_types().items() if name not in c and kind is not tuple
              and name in values}
@@ -539,7 +573,7 @@ def build(session: gr.State, library: Library, page: gr.Tab) -> TrainTab:
         cfg = build_config(values)
         seq_len, epoch_steps = data_shape(session, cfg.tokenizer, cfg.batch_tokens)
         est = time_steps(cfg, seq_len=seq_len, epoch_steps=epoch_steps)
-        session.estimated = True
+        session.estimated, session.estimate = True, (cfg.to_dict(), est.steps)
         caveat = "" if session.data is not None else " Load data first for a better guess (sentence lengths, epochs)."
         return (f"{parameter_line(cfg)}  \n⏱ Estimated duration: **{est.describe()}**, validations included."
                 f"{caveat}", lr_preview_figure(session, cfg, est.steps))
@@ -582,20 +616,25 @@ def build(session: gr.State, library: Library, page: gr.Tab) -> TrainTab:
         lr_plot = gr.Plot(first_lr, show_label=False, elem_id="train-lr-plot")
         metrics_plot = gr.Plot(plots.metrics_figure([]), show_label=False)
     samples = gr.Dataframe(pd.DataFrame(columns=SAMPLE_COLUMNS), label="Sample translations at the last validation",
-                           interactive=False, wrap=True)
+                           interactive=False, wrap=True, column_widths=SAMPLE_WIDTHS)
+    gr.Markdown("<small>The loss chart's smooth line is an **EMA** (exponential moving average: each point is 0.9 × "
+                "the one before + 0.1 × the new loss). **BLEU** and **chrF** score the greedy translations of "
+                "validation sentences against their references: matching word n-grams and character n-grams, "
+                "0–100, higher is better.</small>")
 
     estimating = dict(show_progress="minimal", concurrency_limit=1, concurrency_id="estimate")
     preset_outputs = [*controls.values(), preset_info, params_info, lr_plot]
-    preset_timing = preset.change(apply_preset, [session, preset], preset_outputs, api_name="apply_preset",
-                                  show_progress="hidden").then(
-        estimate, [session], [params_info, lr_plot], inputs_kwargs=controls, api_name="estimate_preset",
-        api_visibility="private", **estimating)
+    timing = answers(estimate, [params_info, lr_plot], params_info)
+    preset_timing = preset.change(**answers(apply_preset, preset_outputs, preset_info), inputs=[session, preset],
+                                  api_name="apply_preset", show_progress="hidden").then(
+        **timing, inputs=[session], inputs_kwargs=controls, api_name="estimate_preset", api_visibility="private",
+        **estimating)
     gr.on([c.input for c in controls.values()], refresh_preview, [session], [params_info, lr_plot],
           inputs_kwargs=controls, api_name="lr_preview", show_progress="hidden", trigger_mode="always_last")
-    button_timing = estimate_btn.click(estimate, [session], [params_info, lr_plot], inputs_kwargs=controls,
-                                       api_name="estimate", **estimating)
-    first_timing = page.select(first_estimate, [session], [params_info, lr_plot], inputs_kwargs=controls,
-                               api_visibility="private", **estimating)
+    button_timing = estimate_btn.click(**timing, inputs=[session], inputs_kwargs=controls, api_name="estimate",
+                                       **estimating)
+    first_timing = page.select(**answers(first_estimate, [params_info, lr_plot], params_info), inputs=[session],
+                               inputs_kwargs=controls, api_visibility="private", **estimating)
     # A timing waits its turn behind other sessions' ones; by the time it reports, the person may have changed the
     # settings it timed, and its line would replace the preview of the new ones. An edit drops it instead.
     gr.on([c.input for c in controls.values()], None, None, cancels=[preset_timing, button_timing, first_timing],
@@ -611,9 +650,10 @@ def build(session: gr.State, library: Library, page: gr.Tab) -> TrainTab:
                         concurrency_limit=1, concurrency_id="train")
     start_event = start_btn.click(lambda: waiting, None, [status], queue=False, api_visibility="private",
                                   show_progress="hidden").then(
-        train, [session, model_name], outputs, api_name="train", **train_kwargs)
+        **answers(train, outputs, status), inputs=[session, model_name], api_name="train", **train_kwargs)
     resume_event = resume_btn.click(lambda: waiting, None, [status], queue=False, api_visibility="private",
                                     show_progress="hidden").then(
-        resume, [session, resume_from], outputs, api_name="resume", **train_kwargs)
-    stop_btn.click(stop_training, [session], None, api_name="stop", concurrency_limit=None, show_progress="hidden")
+        **answers(resume, outputs, status), inputs=[session, resume_from], api_name="resume", **train_kwargs)
+    stop_btn.click(stop_training, [session], [status], api_name="stop", concurrency_limit=None, queue=False,
+                   show_progress="hidden")
     return TrainTab(controls, model_name, resume_from, status, start_event, resume_event)

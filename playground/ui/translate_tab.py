@@ -13,17 +13,25 @@ from playground import plots
 from playground.errors import PlaygroundError
 from playground.ui import steps_view
 from playground.sharing import Library
-from playground.ui.state import MODELS, Session, friendly, gpu, model_picker, package_folder, package_info
+from playground.ui.state import (DEMO_MODEL, MODELS, Session, answers, friendly, gpu, model_picker, package_folder,
+                                 package_info)
 
 MAX_SENTENCES = 200
 TOP_K = 5  # candidates per step in the next-token view
 RESULT_COLUMNS = ["#", "rank", "source", "translation", "score", "mean log-prob", "tokens"]
+# the translation gets the most room: at 1024 px it must not be pushed out of sight by the source
+RESULT_WIDTHS = ["5%", "6%", "30%", "37%", "8%", "8%", "6%"]
+# sentences the shipped demo model (English → German) has never seen and translates right: a first visit tries them
+DEMO_EXAMPLES = ["Today a student swims.", "She follows a child.", "The friend closes the bag.",
+                 "A cupboard is white."]
 NEXT_COLUMNS = ["step", "chosen token", "p(chosen)", "top candidates"]
 
 
 @dataclass
 class TranslateTab:
     model: gr.Dropdown
+    text: gr.Textbox
+    translated: object  # the Translate event
 
 
 def model_summary(library: Library, session: Session | None, name: str | None) -> str:
@@ -168,14 +176,20 @@ def build(session: gr.State, library: Library) -> TranslateTab:
     @friendly
     def show_controls(method: str):
         return (gr.update(visible=method == "sample"), gr.update(visible=method == "beam"),
-                gr.update(visible=method != "greedy", label="n-best" if method == "beam" else "samples per sentence"))
+                gr.update(visible=method != "greedy", label="n-best" if method == "beam" else "samples per sentence",
+                          info="how many of the best finished beams to list per sentence" if method == "beam" else
+                          "draws per sentence (seeds seed, seed+1, …), best score first"))
 
     with gr.Row():
         with gr.Column(scale=1):
             model, _ = model_picker(library, session, "translate_models")
+            demo = model.value == DEMO_MODEL
             model_info = gr.Markdown(model_summary(library, None, model.value))
-            text = gr.Textbox(label="Source sentences (one per line)", lines=5,
-                              placeholder="Type in the model's source language, one sentence per line.")
+            text = gr.Textbox("\n".join(DEMO_EXAMPLES[:2]) if demo else "", label="Source sentences (one per line)",
+                              lines=5, placeholder="Type in the model's source language, one sentence per line.")
+            if demo:
+                gr.Examples([[line] for line in DEMO_EXAMPLES], [text], label="Sentences the demo model has never "
+                            "seen (English → German): click one, then Translate")
             method = gr.Radio(["greedy", "sample", "beam"], value="greedy", label="Decoding")
             with gr.Row(visible=False) as sample_row:
                 temperature = gr.Slider(0.05, 2.0, 1.0, step=0.05, label="Temperature",
@@ -184,21 +198,29 @@ def build(session: gr.State, library: Library) -> TranslateTab:
                 top_p = gr.Slider(0.05, 1.0, 1.0, step=0.05, label="Top-p")
                 seed = gr.Number(0, label="Seed", precision=0)
             with gr.Row(visible=False) as beam_row:
-                beam_size = gr.Slider(1, 16, 5, step=1, label="Beam size")
-                length_penalty = gr.Slider(0.0, 2.0, 1.0, step=0.1, label="Length penalty α")
+                beam_size = gr.Slider(1, 16, 5, step=1, label="Beam size",
+                                      info="keep this many partial translations at each step")
+                length_penalty = gr.Slider(0.0, 2.0, 1.0, step=0.1, label="Length penalty α",
+                                           info="a beam's score is log p / length^α: 0 favours short outputs, "
+                                                "1 = mean log-probability per token")
             with gr.Row():
-                nbest = gr.Slider(1, 8, 1, step=1, label="n-best", visible=False)
+                nbest = gr.Slider(1, 8, 1, step=1, label="n-best", visible=False,
+                                  info="how many of the best finished beams to list per sentence")
                 max_len = gr.Number(0, label="Max output tokens (0 = auto)", precision=0, minimum=0)
             translate_btn = gr.Button("Translate", variant="primary")
         with gr.Column(scale=2):
             note = gr.Markdown()
             results = gr.Dataframe(pd.DataFrame(columns=RESULT_COLUMNS), label="Translations", interactive=False,
-                                   wrap=True)
+                                   wrap=True, column_widths=RESULT_WIDTHS)
             with gr.Row():
                 row = gr.Number(1, label="Table row for the next-token view (1 = first)", precision=0, minimum=1,
                                 scale=2)
                 k = gr.Slider(2, 10, TOP_K, step=1, label="Candidates per step", scale=2)
                 show_row = gr.Button("Show", scale=1)
+            gr.Markdown("The next-token view is *teacher-forced*: the model is fed the row's own output as its "
+                        "previous tokens (not its own guesses) and shows the next tokens it scored highest at each "
+                        "step.")
+            row_note = gr.Markdown()
             next_plot = gr.Plot(plots.next_token_figure([]), show_label=False)
             next_table = gr.Dataframe(pd.DataFrame(columns=NEXT_COLUMNS), label="Next-token table", interactive=False,
                                       wrap=True)
@@ -219,12 +241,15 @@ def build(session: gr.State, library: Library) -> TranslateTab:
     model.change(lambda s, m: model_summary(library, s, m), [session, model], [model_info], api_visibility="private",
                  show_progress="hidden")
     inputs = [session, model, text, method, temperature, top_k, top_p, seed, beam_size, length_penalty, nbest, max_len]
-    outputs = [results, note, row, next_plot, next_table]
-    translate_btn.click(translate_text, inputs, outputs, api_name="translate")
-    text.submit(translate_text, inputs, outputs, api_visibility="private")
-    results.select(pick_row, [session, k], [row, next_plot, next_table], api_visibility="private")
-    show_row.click(next_tokens, [session, row, k], [next_plot, next_table], api_name="next_tokens")
-    steps_btn.click(step_through, [session, model, text, method, temperature, top_k, top_p, seed, beam_size, length_penalty,
-                                   max_len, k], [steps_plot, steps_table, steps_note], api_name="decode_steps")
-    return TranslateTab(model)
+    translation = answers(translate_text, [results, note, row, next_plot, next_table], note)
+    translated = translate_btn.click(**translation, inputs=inputs, api_name="translate")
+    text.submit(**translation, inputs=inputs, api_visibility="private")
+    results.select(**answers(pick_row, [row, next_plot, next_table], row_note), inputs=[session, k],
+                   api_visibility="private")
+    show_row.click(**answers(next_tokens, [next_plot, next_table], row_note), inputs=[session, row, k],
+                   api_name="next_tokens")
+    steps_btn.click(**answers(step_through, [steps_plot, steps_table, steps_note], steps_note),
+                    inputs=[session, model, text, method, temperature, top_k, top_p, seed, beam_size, length_penalty,
+                            max_len, k], api_name="decode_steps")
+    return TranslateTab(model, text, translated)
 
