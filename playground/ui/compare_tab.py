@@ -121,9 +121,7 @@ def build(session: gr.State, library: Library) -> CompareTab:
         if not lines or len(lines) > MAX_SENTENCES:
             raise PlaygroundError(f"Type between 1 and {MAX_SENTENCES} sentences, one per line.")
         folders = [str(package_folder(library, session, name)) for name in names]
-        table = pd.DataFrame(translate_columns(folders, lines)).replace("", "(empty output)")
-        # every column the same width: an empty output must not squeeze its model's column to one letter
-        return "", gr.Dataframe(table, column_widths=[f"{100 / len(table.columns):.1f}%"] * len(table.columns))
+        return "", pd.DataFrame(translate_columns(folders, lines)).replace("", "(empty output)")
 
     gr.on([compare_btn.click, x_axis.change], **answers(compare, [message, *view_outputs], message),
           inputs=[session, models, x_axis], api_name="compare")
