@@ -13,6 +13,7 @@ import dataclasses
 import json
 import os
 import platform
+import resource
 import statistics
 import sys
 import time
@@ -112,6 +113,12 @@ def print_table(title: str, header: list[str], rows: list[list]) -> None:
 def emit_json(args: argparse.Namespace, result: dict) -> None:
     if args.json:
         print(json.dumps(result, default=str))
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory so far, in MB (ru_maxrss: kilobytes on Linux, bytes on macOS)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (2**20 if sys.platform == "darwin" else 2**10)
 
 
 def median(values: list[float]) -> float:

@@ -1,12 +1,25 @@
 """Will a training run fit in the device's memory? A rough upper estimate, checked before anything is allocated,
-so a run that cannot fit is refused with a message that says what to change instead of crashing mid-run."""
+so a run that cannot fit is refused with a message that says what to change instead of crashing mid-run. And the
+C allocator's settings that keep a long CPU run's memory from growing."""
 
 from __future__ import annotations
+
+import ctypes
+import functools
+import os
 
 import torch
 
 from playground.errors import TrainingError
 from playground.model import TransformerConfig
+
+# glibc's mallopt parameters (malloc.h)
+M_MMAP_THRESHOLD, M_ARENA_MAX = -3, -8
+MMAP_THRESHOLD = 128 * 1024  # glibc's own starting value, held fixed
+ARENA_MAX = 2  # one per core of the 2-core machines the presets are sized for; threads share them beyond that
+# oneDNN (bf16 matmuls on the CPU) keeps a compiled kernel per matrix shape, 1,024 by default: every batch brings
+# new shapes, and the cache grew by ~7 MB a step (measured over the first 35 steps). 64 holds one step's shapes.
+ONEDNN_KERNELS_KEPT = "64"
 
 BYTES = 4  # fp32 master weights, gradients, Adam moments and logits (the loss is computed in fp32)
 HEADROOM = 0.9  # leave a tenth of the free memory to the rest of the process
@@ -50,3 +63,23 @@ def check_training_fits(cfg: TransformerConfig, batch_tokens: int, device: torch
             f"This run needs about {need / 1e9:.1f} GB but {device.type} has {free / 1e9:.1f} GB free: lower batch "
             f"tokens (now {batch_tokens}), the maximum length ({cfg.max_len}), d_model ({cfg.d_model}), the number "
             f"of layers or the vocabulary size ({cfg.tgt_vocab_size}).")
+
+
+@functools.cache
+def keep_allocator_compact() -> bool:
+    """Hold glibc's mmap threshold fixed, so that every large tensor gets a mapping of its own that goes back to
+    the system when the tensor is freed; True when the settings took (False off glibc: macOS, musl).
+
+    By default glibc raises the threshold to the size of each large block freed (up to 32 MB), so after a few
+    steps the activations are carved out of the heap instead; batches of ever-different shapes then leave holes
+    that the heap never returns. Measured on the small preset with Multi30k: resident memory grew from 1.1 GB
+    after 5 steps to 1.5 GB after 15 and 5.3 GB after 30 minutes; with the threshold held it stays flat
+    (docs/BENCHMARKS.md, Memory). Fewer arenas keep the threads' freed blocks in fewer heaps. oneDNN's kernel cache
+    is bounded too; it reads its setting when it first runs, so this is called before the first matmul."""
+    os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", ONEDNN_KERNELS_KEPT)
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_ARENA_MAX, ARENA_MAX))
