@@ -211,14 +211,17 @@ class ProjectRunner:
         return self.trainer.tokens_seen - before
 
     def pad_share(self) -> float:
-        """Padding share of the positions computed, over the epoch's batches as the Trainer collates them."""
-        t = self.trainer
-        batches = [collate(t.train_set, indices, t.device) for indices in t.batches]
-        real = sum(b.n_tokens + b.n_src_tokens for b in batches)
-        return 1 - real / sum(b.src.numel() + b.tgt_in.numel() for b in batches)
+        return collated_pad_share(self.trainer)
 
     def close(self) -> None:
         self.events.close()  # the Trainer saves a package to its out_dir when its loop is closed
+
+
+def collated_pad_share(t: Trainer) -> float:
+    """Padding share of the positions computed, over the epoch's batches as the Trainer collates them."""
+    batches = [collate(t.train_set, indices, t.device) for indices in t.batches]
+    real = sum(b.n_tokens + b.n_src_tokens for b in batches)
+    return 1 - real / sum(b.src.numel() + b.tgt_in.numel() for b in batches)
 
 
 def target_share(encoded: Encoded) -> float:
