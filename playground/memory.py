@@ -13,8 +13,7 @@ import torch
 from playground.errors import TrainingError
 from playground.model import TransformerConfig
 
-# glibc's mallopt parameters (malloc.h)
-M_MMAP_THRESHOLD, M_ARENA_MAX = -3, -8
+M_MMAP_THRESHOLD, M_ARENA_MAX = -3, -8  # glibc's mallopt parameters (malloc.h)
 MMAP_THRESHOLD = 128 * 1024  # glibc's own starting value, held fixed
 ARENA_MAX = 2  # one per core of the 2-core machines the presets are sized for; threads share them beyond that
 # oneDNN (bf16 matmuls on the CPU) keeps a compiled kernel per matrix shape, 1,024 by default: every batch brings
@@ -67,19 +66,20 @@ def check_training_fits(cfg: TransformerConfig, batch_tokens: int, device: torch
 
 @functools.cache
 def keep_allocator_compact() -> bool:
-    """Hold glibc's mmap threshold fixed, so that every large tensor gets a mapping of its own that goes back to
-    the system when the tensor is freed; True when the settings took (False off glibc: macOS, musl).
+    """Bound what grows with every new batch shape; True when glibc's settings took (False off glibc: macOS, musl).
 
-    By default glibc raises the threshold to the size of each large block freed (up to 32 MB), so after a few
-    steps the activations are carved out of the heap instead; batches of ever-different shapes then leave holes
-    that the heap never returns. Measured on the small preset with Multi30k: resident memory grew from 1.1 GB
-    after 5 steps to 1.5 GB after 15 and 5.3 GB after 30 minutes; with the threshold held it stays flat
-    (docs/BENCHMARKS.md, Memory). Fewer arenas keep the threads' freed blocks in fewer heaps. oneDNN's kernel cache
-    is bounded too; it reads its setting when it first runs, so this is called before the first matmul."""
+    glibc raises its mmap threshold to the size of each large block freed (up to 32 MB), so after the first steps
+    the activations are carved out of the heap; batches of ever-different shapes then leave holes that later steps
+    do not quite fit, and the heap keeps the pages. Measured on the small preset with Multi30k: resident memory grew
+    ~40 MB a step (1.1 GB after 5 steps, 1.5 GB after 15, 5.3 GB after 30 minutes), and returning the free pages
+    every 10 steps (malloc_trim) did not hold it. With the threshold held at 128 KB every large tensor gets a mapping
+    of its own, handed back when it is freed: 0.98 GB peak after 20 steps against 1.42 GB. The price is page faults
+    (a step's system CPU time rose from ~0.1 to ~0.8 s; its wall time moved within noise on 2 threads, see
+    docs/BENCHMARKS.md, Memory). oneDNN's kernel cache is bounded too; it reads its setting when it first runs, so
+    this is called before the first matmul."""
     os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", ONEDNN_KERNELS_KEPT)
     try:
-        libc = ctypes.CDLL("libc.so.6")
-        mallopt = libc.mallopt
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
     except (OSError, AttributeError):
         return False
     return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_ARENA_MAX, ARENA_MAX))

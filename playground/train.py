@@ -119,7 +119,7 @@ class Trainer:
                  ranks: Ranks = SINGLE):
         self.cfg, self.data, self.out_dir, self.ranks = cfg, data, Path(out_dir), ranks
         self.stop_requested = threading.Event()
-        keep_allocator_compact()  # before the run allocates: a long run's memory stays flat (playground.memory)
+        keep_allocator_compact()  # before the first matmul (playground.memory)
         if len(data.train) == 0 or len(data.val) == 0:
             raise TrainingError("Training needs at least one training pair and one validation pair.")
         if ranks.distributed:  # hashing millions of pairs is only worth it when there are ranks to compare

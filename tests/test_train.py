@@ -1,6 +1,8 @@
 import dataclasses
 import math
+import os
 import pickle
+import sys
 
 import pytest
 import torch
@@ -10,6 +12,7 @@ from playground.batching import collate, encode_pairs, make_batches, token_count
 from playground.errors import TrainingError
 from playground.events import Done, Error, Eval, Saved, Start, Step
 from playground.loss import label_smoothed_loss, smoothed_loss_sum
+from playground.memory import keep_allocator_compact
 from playground.package import load_package
 from playground.schedule import learning_rate
 from playground.tokenizer import EOS_ID, train_tokenizer
@@ -245,3 +248,10 @@ def test_the_parameter_formula_matches_the_model(changes):
     model_cfg = tiny_cfg(**changes).model_config(77, 77, True)
     with torch.device("meta"):
         assert model_cfg.num_parameters() == sum(p.numel() for p in Transformer(model_cfg).parameters())
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator settings")
+def test_the_allocator_is_kept_compact_before_training(tmp_path):
+    Trainer(tiny_cfg(max_steps=1), DATA, tmp_path / "run")
+    assert keep_allocator_compact() is True  # glibc took the settings (cached: the Trainer's call made them)
+    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"]
