@@ -13,8 +13,7 @@ import torch
 from playground.errors import TrainingError
 from playground.model import TransformerConfig
 
-M_MMAP_THRESHOLD, M_ARENA_MAX = -3, -8  # glibc's mallopt parameters (malloc.h)
-MMAP_THRESHOLD = 128 * 1024  # glibc's own starting value, held fixed
+M_ARENA_MAX = -8  # glibc's mallopt parameter (malloc.h)
 ARENA_MAX = 2  # one per core of the 2-core machines the presets are sized for; threads share them beyond that
 # oneDNN (bf16 matmuls on the CPU) keeps a compiled kernel per matrix shape, 1,024 by default: every batch brings
 # new shapes, and the cache grew by ~7 MB a step (measured over the first 35 steps). 64 holds one step's shapes.
@@ -66,20 +65,17 @@ def check_training_fits(cfg: TransformerConfig, batch_tokens: int, device: torch
 
 @functools.cache
 def keep_allocator_compact() -> bool:
-    """Bound what grows with every new batch shape; True when glibc's settings took (False off glibc: macOS, musl).
+    """Bound what grows with every new batch shape: oneDNN's kernel cache (it reads its setting when it first runs,
+    so this is called before the first matmul) and glibc's number of heaps. True when glibc took its setting (False
+    off glibc: macOS, musl).
 
-    glibc raises its mmap threshold to the size of each large block freed (up to 32 MB), so after the first steps
-    the activations are carved out of the heap; batches of ever-different shapes then leave holes that later steps
-    do not quite fit, and the heap keeps the pages. Measured on the small preset with Multi30k: resident memory grew
-    ~40 MB a step (1.1 GB after 5 steps, 1.5 GB after 15, 5.3 GB after 30 minutes), and returning the free pages
-    every 10 steps (malloc_trim) did not hold it. With the threshold held at 128 KB every large tensor gets a mapping
-    of its own, handed back when it is freed: 0.98 GB peak after 20 steps against 1.42 GB. The price is page faults
-    (a step's system CPU time rose from ~0.1 to ~0.8 s; its wall time moved within noise on 2 threads, see
-    docs/BENCHMARKS.md, Memory). oneDNN's kernel cache is bounded too; it reads its setting when it first runs, so
-    this is called before the first matmul."""
+    What is not bounded here: glibc carves activations out of its heap once its mmap threshold has risen (to the
+    largest block freed, up to 32 MB), and batches of ever-different shapes leave holes that later steps do not
+    quite fit (docs/BENCHMARKS.md, Memory). Holding the threshold at 128 KB stopped that growth but made every
+    large tensor a fresh mapping: the page faults made the tiny preset's steps 2.3x slower, so it is not done."""
     os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", ONEDNN_KERNELS_KEPT)
     try:
         mallopt = ctypes.CDLL("libc.so.6").mallopt
     except (OSError, AttributeError):
         return False
-    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_ARENA_MAX, ARENA_MAX))
+    return bool(mallopt(M_ARENA_MAX, ARENA_MAX))
