@@ -185,7 +185,8 @@ def main() -> None:
         ratios[f"beam {args.beam_size} time / greedy time @ {b}"] = beam_cost
         print(f"batch {b}: cached greedy {cache_gain:.1f}x uncached (tokens agree "
               f"{results[f'greedy agreement @ {b}']:.1%}); beam {args.beam_size} takes {beam_cost:.2f}x greedy's time")
-    print("targets: cached greedy >= 12x uncached at batch 64; beam 5 <= 4x greedy time at batch 64, <= 1.5x at batch 1")
+    print("targets: cached greedy >= 12x uncached at batch 64; beam 5 <= 4x greedy's time at batch 64 and "
+          "<= 1.5x at batch 1")
 
     if args.package:
         package = load_package(args.package, device)

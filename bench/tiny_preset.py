@@ -37,7 +37,8 @@ def main() -> None:
     for event in run_training(cfg, TrainData(train, val, "en", "de", "builtin:mini-translation"), args.out):
         match event:
             case events.Eval():
-                print(f"  step {event.step}: val exact match {event.exact_match:.1%}, BLEU {event.bleu:.1f}", flush=True)
+                print(f"  step {event.step}: val exact match {event.exact_match:.1%}, BLEU {event.bleu:.1f}",
+                      flush=True)
             case events.Error():
                 raise SystemExit(f"training failed: {event.message}")
             case events.Done():

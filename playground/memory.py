@@ -1,6 +1,6 @@
 """Will a training run fit in the device's memory? A rough upper estimate, checked before anything is allocated,
 so a run that cannot fit is refused with a message that says what to change instead of crashing mid-run. And the
-C allocator's settings that keep a long CPU run's memory from growing."""
+allocator settings that bound what grows with every new batch shape of a CPU run."""
 
 from __future__ import annotations
 

@@ -297,7 +297,8 @@ class LayerCache:
     """Self-attention keys/values of one decoder layer for up to max_len steps, stored time-major [max_len, B, H, Dh]:
     the positions filled so far are one contiguous block, so reordering the rows (beam search does it every step) is
     a single row gather of that block into a spare buffer, and the two buffers swap. Batch-major [B, H, max_len, Dh]
-    made it a strided gather of [B, H, :length] slices into a fresh buffer, many times slower (bench/decode_speed.py)."""
+    made it a strided gather of [B, H, :length] slices into a fresh buffer, many times slower
+    (bench/decode_speed.py)."""
 
     def __init__(self, batch: int, n_heads: int, head_dim: int, max_len: int, like: torch.Tensor):
         self.k, self.v = (like.new_empty(max_len, batch, n_heads, head_dim) for _ in range(2))
