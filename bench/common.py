@@ -13,6 +13,7 @@ import dataclasses
 import json
 import os
 import platform
+import resource
 import statistics
 import sys
 import time
@@ -114,6 +115,12 @@ def emit_json(args: argparse.Namespace, result: dict) -> None:
         print(json.dumps(result, default=str))
 
 
+def peak_rss_mb() -> float:
+    """This process's peak resident memory so far, in MB (ru_maxrss: kilobytes on Linux, bytes on macOS)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (2**20 if sys.platform == "darwin" else 2**10)
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
@@ -204,14 +211,17 @@ class ProjectRunner:
         return self.trainer.tokens_seen - before
 
     def pad_share(self) -> float:
-        """Padding share of the positions computed, over the epoch's batches as the Trainer collates them."""
-        t = self.trainer
-        batches = [collate(t.train_set, indices, t.device) for indices in t.batches]
-        real = sum(b.n_tokens + b.n_src_tokens for b in batches)
-        return 1 - real / sum(b.src.numel() + b.tgt_in.numel() for b in batches)
+        return collated_pad_share(self.trainer)
 
     def close(self) -> None:
         self.events.close()  # the Trainer saves a package to its out_dir when its loop is closed
+
+
+def collated_pad_share(t: Trainer) -> float:
+    """Padding share of the positions computed, over the epoch's batches as the Trainer collates them."""
+    batches = [collate(t.train_set, indices, t.device) for indices in t.batches]
+    real = sum(b.n_tokens + b.n_src_tokens for b in batches)
+    return 1 - real / sum(b.src.numel() + b.tgt_in.numel() for b in batches)
 
 
 def target_share(encoded: Encoded) -> float:

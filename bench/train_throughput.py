@@ -1,8 +1,10 @@
 """Training throughput: the project's trainer step versus the model a reader of PyTorch's nn.Transformer
-translation tutorial would write, with the same size, data (Multi30k en→de, one joint 8k BPE) and device.
+translation tutorial would write, with the same size, data (Multi30k en→de, one joint 8k BPE) and device, in
+two baselines: the tutorial's random 128-sentence batches, and the fair one, the same nn.Transformer fed the
+project's own length-sorted token batches (what a competent user writes).
 
-The two run alternately in timed windows (A B B A A B ...), so a change in machine load hits both; the table
-gives the median real (non-pad) source + target tokens per second of each, the ratio, and model FLOPs
+The systems run in turn in timed windows (A B C, C B A, ...), so a change in machine load hits all; the table
+gives the median real (non-pad) source + target tokens per second of each, the ratios, and model FLOPs
 utilisation against a matmul probe of the device.
 
     python bench/train_throughput.py --data ../shared/data/multi30k
@@ -24,6 +26,7 @@ import torch.nn as nn
 from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import DataLoader
 
+from playground.batching import collate
 from playground.device import matmul_flops
 from playground.model import TransformerConfig
 from playground.tokenizer import BOS_ID, EOS_ID, PAD_ID
@@ -97,7 +100,7 @@ def pad_collate(pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.T
 class BaselineRunner:
     """Random 128-sentence batches from a DataLoader, CrossEntropyLoss with label smoothing, Adam (lr 1e-4)."""
 
-    name, precision = "baseline", "fp32"
+    name, precision = "baseline, tutorial", "fp32"
 
     def __init__(self, trainer: Trainer, seed: int):
         self.device = trainer.device
@@ -110,9 +113,12 @@ class BaselineRunner:
                                  generator=torch.Generator().manual_seed(seed))
         self.batches: Iterator = itertools.chain.from_iterable(itertools.repeat(self.loader))  # reshuffled each epoch
 
-    def step(self) -> int:
+    def next_batch(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         src, tgt = (x.to(self.device) for x in next(self.batches))
-        tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
+        return src, tgt[:, :-1], tgt[:, 1:]
+
+    def step(self) -> int:
+        src, tgt_in, tgt_out = self.next_batch()
         self.model.train()
         logits = self.model(src, tgt_in)
         self.optimizer.zero_grad()
@@ -128,6 +134,25 @@ class BaselineRunner:
             real += int((src != PAD_ID).sum() + (tgt[:, 1:] != PAD_ID).sum())
             padded += src.numel() + tgt[:, 1:].numel()
         return 1 - real / padded
+
+
+class SortedBatchRunner(BaselineRunner):
+    """The fair baseline: the same model, loss and optimizer, fed the project's own length-sorted token batches
+    (the Trainer's batch list for each epoch, collated as the Trainer collates them)."""
+
+    name = "baseline, sorted batches"
+
+    def __init__(self, trainer: Trainer, seed: int):
+        super().__init__(trainer, seed)
+        self.trainer = trainer
+        self.sorted_batches = (indices for epoch in itertools.count() for indices in trainer.epoch_batches(epoch))
+
+    def next_batch(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        batch = collate(self.trainer.train_set, next(self.sorted_batches), self.device)
+        return batch.src, batch.tgt_in, batch.tgt_out
+
+    def pad_share(self) -> float:
+        return common.collated_pad_share(self.trainer)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -161,7 +186,7 @@ def measure(runners: list[Runner], device: torch.device, warmup: int, windows: i
             runner.step()
     results: dict[str, list[Window]] = {r.name: [] for r in runners}
     for w in range(windows):
-        for runner in runners if w % 2 == 0 else runners[::-1]:  # A B, B A, ...: neither always goes first
+        for runner in runners if w % 2 == 0 else runners[::-1]:  # A B C, C B A, ...: none always goes first
             results[runner.name].append(time_window(runner, steps, device))
             print(f"  window {w + 1}/{windows} {runner.name}: {results[runner.name][-1].tokens_per_s:,.0f} tokens/s",
                   flush=True)
@@ -208,17 +233,18 @@ def main() -> None:
                                          Path(out_dir), args.batch_tokens)
         cfg = trainer.model.cfg
         project = common.ProjectRunner(trainer)
-        runners: list[Runner] = [project, BaselineRunner(trainer, args.seed)]
+        runners: list[Runner] = [project, SortedBatchRunner(trainer, args.seed), BaselineRunner(trainer, args.seed)]
         print(f"model: d_model {cfg.d_model}, {cfg.n_encoder_layers}+{cfg.n_decoder_layers} layers, "
               f"{cfg.n_heads} heads, ff {cfg.d_ff}, vocab {cfg.tgt_vocab_size}; {len(trainer.train_set):,} pairs; "
               f"project batch_tokens {trainer.cfg.batch_tokens} ({trainer.precision}), "
-              f"baseline {common.TUTORIAL_BATCH_SIZE} sentences (fp32)")
+              f"baselines (fp32): the project's batches, and {common.TUTORIAL_BATCH_SIZE} random sentences")
         results = measure(runners, trainer.device, args.warmup_steps, args.windows, args.steps_per_window)
         project.close()
     per_token = common.flops_per_token(cfg, common.pair_lengths(trainer.train_set))
     share = common.target_share(trainer.train_set)
     systems = {r.name: summarise(r, results[r.name], per_token, share, trainer.device) for r in runners}
-    speedup = systems["project"]["tokens_per_s"] / systems["baseline"]["tokens_per_s"]
+    speedups = {name: systems["project"]["tokens_per_s"] / s["tokens_per_s"] for name, s in systems.items()
+                if name != "project"}
 
     header = ["system", "precision", "real tok/step", "pad share", "step ms", "tok/s (median)", "min", "max",
               "tok/CPU-s", "target tok/s", "model TFLOP/s", "peak TFLOP/s", "MFU"]
@@ -228,15 +254,16 @@ def main() -> None:
             for name, s in systems.items()]
     common.print_table(f"Training throughput ({args.windows} windows x {args.steps_per_window} steps each, "
                        "real source + target tokens)", header, rows)
-    print(f"\nspeedup project / baseline: {speedup:.2f}x (target >= 3x); project MFU {systems['project']['mfu']:.1%} "
-          f"(target >= 50%)")
+    print(f"\nspeedup project / baseline with sorted batches: {speedups[SortedBatchRunner.name]:.2f}x (target >= 3x); "
+          f"project / tutorial baseline: {speedups[BaselineRunner.name]:.2f}x; project MFU "
+          f"{systems['project']['mfu']:.1%} (target >= 50%)")
     print("tok/CPU-s: tokens per second of this process's CPU time, a cross-check when other work shares the CPUs")
     print(f"model FLOPs per real token: {per_token / 1e6:.1f} M ({common.FLOPS_FORMULA})")
     common.emit_json(args, {
         "benchmark": "train_throughput", "machine": machine, "settings": vars(args),
         "project_batch_tokens": trainer.cfg.batch_tokens, "baseline_batch_sentences": common.TUTORIAL_BATCH_SIZE,
         "flops_per_token": per_token, "flops_formula": common.FLOPS_FORMULA, "systems": systems,
-        "speedup": speedup,
+        "speedups": speedups,
         "windows": {name: [{"wall_s": w.elapsed.wall, "cpu_s": w.elapsed.cpu, "steps": len(w.tokens),
                             "tokens_per_s": w.tokens_per_s} for w in ws]
                     for name, ws in results.items()},

@@ -177,7 +177,8 @@ def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
     limits = length_limits(model, src, opts.max_len)
     max_len = int(limits.max())
     device = src.device
-    state = model.start_decoding(src.repeat_interleave(K, dim=0), max_len)
+    state = model.start_decoding(src, max_len)  # encode each source once, then give each of its K beams a copy
+    state.select(torch.arange(B, device=device).repeat_interleave(K))
     scores = torch.full((B, K), float("-inf"), device=device)
     scores[:, 0] = 0.0  # all beams start identical: let only the first one expand
     history = torch.empty(B, K, 0, dtype=torch.long, device=device)

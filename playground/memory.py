@@ -1,13 +1,24 @@
 """Will a training run fit in the device's memory? A rough upper estimate, checked before anything is allocated,
-so a run that cannot fit is refused with a message that says what to change instead of crashing mid-run."""
+so a run that cannot fit is refused with a message that says what to change instead of crashing mid-run. And the
+allocator settings that bound what grows with every new batch shape of a CPU run."""
 
 from __future__ import annotations
+
+import ctypes
+import functools
+import os
 
 import torch
 
 from playground import limits
 from playground.errors import PackageError, TrainingError
 from playground.model import TransformerConfig
+
+M_ARENA_MAX = -8  # glibc's mallopt parameter (malloc.h)
+ARENA_MAX = 2  # one per core of the 2-core machines the presets are sized for; threads share them beyond that
+# oneDNN (bf16 matmuls on the CPU) keeps a compiled kernel per matrix shape, 1,024 by default: every batch brings
+# new shapes, and the cache grew by ~7 MB a step (measured over the first 35 steps). 64 holds one step's shapes.
+ONEDNN_KERNELS_KEPT = "64"
 
 BYTES = 4  # fp32 master weights, gradients, Adam moments and logits (the loss is computed in fp32)
 HEADROOM = 0.9  # leave a tenth of the free memory to the rest of the process
@@ -67,3 +78,21 @@ def check_training_fits(cfg: TransformerConfig, batch_tokens: int, device: torch
             f"This run needs about {need / 1e9:.1f} GB but {device.type} has {free / 1e9:.1f} GB free: lower batch "
             f"tokens (now {batch_tokens}), the maximum length ({cfg.max_len}), d_model ({cfg.d_model}), the number "
             f"of layers or the vocabulary size ({cfg.tgt_vocab_size}).")
+
+
+@functools.cache
+def keep_allocator_compact() -> bool:
+    """Bound what grows with every new batch shape: oneDNN's kernel cache (it reads its setting when it first runs,
+    so this is called before the first matmul) and glibc's number of heaps. True when glibc took its setting (False
+    off glibc: macOS, musl).
+
+    What is not bounded here: glibc carves activations out of its heap once its mmap threshold has risen (to the
+    largest block freed, up to 32 MB), and batches of ever-different shapes leave holes that later steps do not
+    quite fit (docs/BENCHMARKS.md, Memory). Holding the threshold at 128 KB stopped that growth but made every
+    large tensor a fresh mapping: the page faults made the tiny preset's steps 2.3x slower, so it is not done."""
+    os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", ONEDNN_KERNELS_KEPT)
+    try:
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(mallopt(M_ARENA_MAX, ARENA_MAX))

@@ -294,26 +294,41 @@ class Embedding(nn.Module):
 
 
 class LayerCache:
-    """Self-attention keys/values of one decoder layer, in a buffer preallocated for max_len steps."""
+    """Self-attention keys/values of one decoder layer for up to max_len steps, stored time-major [max_len, B, H, Dh]:
+    the positions filled so far are one contiguous block, so reordering the rows (beam search does it every step) is
+    a single row gather of that block into a spare buffer, and the two buffers swap. Batch-major [B, H, max_len, Dh]
+    made it a strided gather of [B, H, :length] slices into a fresh buffer, many times slower
+    (bench/decode_speed.py)."""
 
     def __init__(self, batch: int, n_heads: int, head_dim: int, max_len: int, like: torch.Tensor):
-        self.k = like.new_empty(batch, n_heads, max_len, head_dim)
-        self.v = like.new_empty(batch, n_heads, max_len, head_dim)
+        self.k, self.v = (like.new_empty(max_len, batch, n_heads, head_dim) for _ in range(2))
+        self.spare_k, self.spare_v = torch.empty_like(self.k), torch.empty_like(self.v)
         self.length = 0
 
     def append(self, k, v):
+        """k, v [B,H,t,Dh] -> every position so far, [B,H,length,Dh] (views of the buffers)."""
         t = k.size(2)
-        self.k[:, :, self.length : self.length + t] = k
-        self.v[:, :, self.length : self.length + t] = v
+        self.k[self.length : self.length + t] = k.permute(2, 0, 1, 3)
+        self.v[self.length : self.length + t] = v.permute(2, 0, 1, 3)
         self.length += t
-        return self.k[:, :, : self.length], self.v[:, :, : self.length]
+        return self.k[: self.length].permute(1, 2, 0, 3), self.v[: self.length].permute(1, 2, 0, 3)
 
+    @torch.inference_mode()  # like the whole cache (see Transformer.start_decoding); out= refuses autograd anyway
     def select(self, index: torch.Tensor) -> None:
-        """Keep the rows in `index`, copying only the positions filled so far (beam search calls this each step)."""
-        k, v = self.k.new_empty(len(index), *self.k.shape[1:]), self.v.new_empty(len(index), *self.v.shape[1:])
-        k[:, :, : self.length] = self.k[index, :, : self.length]
-        v[:, :, : self.length] = self.v[index, :, : self.length]
-        self.k, self.v = k, v
+        """Keep the rows in `index`, copying only the positions filled so far."""
+        self.k, self.spare_k = gather_rows(self.k, index, self.spare_k, self.length), self.k
+        self.v, self.spare_v = gather_rows(self.v, index, self.spare_v, self.length), self.v
+
+
+def gather_rows(buffer: torch.Tensor, index: torch.Tensor, spare: torch.Tensor, length: int) -> torch.Tensor:
+    """buffer[:length, index] written into the storage of `spare` (contiguous), viewed as [max_len, len(index), ...]."""
+    shape = (buffer.size(0), len(index), *buffer.shape[2:])
+    size = math.prod(shape)
+    if spare.numel() < size:  # more rows than before (rows duplicated): a bigger spare
+        spare = buffer.new_empty(shape)
+    out = spare.view(-1)[:size].view(shape)
+    torch.index_select(buffer[:length], 1, index, out=out[:length])
+    return out
 
 
 @dataclass
@@ -421,6 +436,7 @@ class Transformer(nn.Module):
 
     # -- incremental decoding -----------------------------------------------------------------------------
 
+    @torch.inference_mode()  # the cache serves search: its buffers are written in place and never differentiated
     def start_decoding(self, src: torch.Tensor, max_len: int) -> DecoderState:
         """Encode once and prepare caches for up to max_len target positions."""
         memory, _ = self.encode(src)
@@ -429,6 +445,7 @@ class Transformer(nn.Module):
         caches = [LayerCache(src.size(0), cfg.n_heads, cfg.d_model // cfg.n_heads, max_len, memory) for _ in self.decoder]
         return DecoderState(kv, self.src_key_mask(src), caches)
 
+    @torch.inference_mode()
     def decode_step(self, tokens: torch.Tensor, state: DecoderState) -> torch.Tensor:
         """tokens [B] (the latest target token of each row) -> next-token logits [B,V]; advances the state."""
         logits, _, _ = self.decode(tokens[:, None], state.memory_kv, state.src_mask, cache=state.caches, start=state.length)

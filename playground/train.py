@@ -29,7 +29,7 @@ from playground.distributed import (SINGLE, Ranks, agree, check_same_on_all_rank
                                     sum_over_ranks, wrap_model)
 from playground.errors import PlaygroundError, TrainingError
 from playground.loss import smoothed_loss_sum
-from playground.memory import check_training_fits
+from playground.memory import check_training_fits, keep_allocator_compact
 from playground.model import Transformer
 from playground.package import check_name
 from playground.schedule import eval_interval, fit_warmup, learning_rate, planned_steps
@@ -126,6 +126,7 @@ class Trainer:
         self.cfg, self.data, self.out_dir, self.ranks = cfg, data, Path(out_dir), ranks
         self.stop_requested = threading.Event()
         self.pause_after_s: float | None = None  # end this call after so long, saved to resume (ZeroGPU chunks)
+        keep_allocator_compact()  # before the first matmul (playground.memory)
         if len(data.train) == 0 or len(data.val) == 0:
             raise TrainingError("Training needs at least one training pair and one validation pair.")
         if ranks.distributed:  # hashing millions of pairs is only worth it when there are ranks to compare

@@ -1,18 +1,21 @@
 import dataclasses
 import math
+import os
 import pickle
+import sys
 
 import pytest
 import torch
 from conftest import DATA, reverse_pairs, tiny_cfg
 
-from playground.batching import collate, encode_pairs, make_batches
+from playground.batching import collate, encode_pairs, make_batches, token_counts
 from playground.errors import TrainingError
 from playground.events import Done, Error, Eval, Saved, Start, Step
-from playground.loss import label_smoothed_loss
+from playground.loss import label_smoothed_loss, smoothed_loss_sum
+from playground.memory import keep_allocator_compact
 from playground.package import load_package
 from playground.schedule import learning_rate
-from playground.tokenizer import train_tokenizer
+from playground.tokenizer import EOS_ID, train_tokenizer
 from playground.train import Optimization, TrainConfig, TrainData, Trainer
 
 def events_of(trainer, stop_after=None):
@@ -55,6 +58,22 @@ def test_label_smoothed_loss_on_a_hand_computed_case():
     assert plain.item() == pytest.approx(-math.log(0.7) - math.log(0.25), rel=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_chunked_loss_and_its_gradient_equal_cross_entropy_on_float32_logits(dtype):
+    torch.manual_seed(0)
+    logits = (3 * torch.randn(2, 7, 11)).to(dtype).requires_grad_()
+    target = torch.randint(0, 11, (2, 7))
+    target[1, 4:] = 0  # padding
+    loss = smoothed_loss_sum(logits, target, 0.1, pad_id=0, chunk_rows=3)  # chunks end mid-sentence
+    (grad,) = torch.autograd.grad(2.5 * loss, logits)
+    reference = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), target.flatten(), ignore_index=0,
+                                                  label_smoothing=0.1, reduction="sum")
+    (expected,) = torch.autograd.grad(2.5 * reference, logits)
+    torch.testing.assert_close(loss, reference)
+    assert grad.dtype == dtype and grad[1, 4:].abs().sum() == 0
+    torch.testing.assert_close(grad, expected)
+
+
 def test_batches_respect_the_token_budget_and_cover_every_pair_once():
     pairs = reverse_pairs(200)
     tok = train_tokenizer(pairs, kind="word", vocab_size=50)
@@ -71,6 +90,21 @@ def test_batches_respect_the_token_budget_and_cover_every_pair_once():
         rounded = lambda n: (n + 7) // 8 * 8
         longest = max(rounded(len(encoded[i][0])) + rounded(len(encoded[i][1]) + 1) for i in indices)
         assert len(indices) * longest <= 300
+
+
+def test_encoded_pairs_hold_what_the_tokenizer_gives_in_chunks(monkeypatch):
+    monkeypatch.setattr("playground.batching.ENCODE_CHUNK", 7)  # several chunks, the last one short
+    pairs = reverse_pairs(30)
+    tok = train_tokenizer(pairs, kind="word", vocab_size=50)
+    encoded = encode_pairs(tok, pairs, 3)  # cut to 3 tokens: some pairs are longer
+    assert len(encoded) == 30 and len(encode_pairs(tok, [], 3)) == 0
+    expected = [(tok.encode_src(s)[:3] + [EOS_ID], tok.encode_tgt(t)[:3]) for s, t in pairs]
+    assert list(encoded) == expected and encoded[-1] == expected[-1]
+    assert encoded.src.lengths.tolist() == [len(s) for s, _ in expected]
+    assert token_counts(encoded, [0, 5]) == (len(expected[0][1]) + len(expected[5][1]) + 2,
+                                             len(expected[0][0]) + len(expected[5][0]))
+    with pytest.raises(IndexError):
+        encoded[30]
 
 
 def test_run_emits_events_saves_and_records_history(tmp_path):
@@ -222,11 +256,11 @@ def test_bpe_dropout_resegments_each_epoch_reproducibly_and_leaves_validation_pl
     data = TrainData(words, words[:8], "seq", "rev", "doubled words")
     cfg = tiny_cfg(tokenizer="bpe", vocab_size=60, bpe_dropout=0.3, max_steps=30, eval_every=15)
     trainer = Trainer(cfg, data, tmp_path / "run")
-    plain = encode_pairs(trainer.tokenizer, data.train, cfg.max_len)
-    epoch0 = trainer.train_set
+    plain = list(encode_pairs(trainer.tokenizer, data.train, cfg.max_len))
+    epoch0 = list(trainer.train_set)
     assert epoch0 != plain and sum(len(s) for s, _ in epoch0) > sum(len(s) for s, _ in plain)
-    assert trainer.val_set == encode_pairs(trainer.tokenizer, data.val, cfg.max_len)
-    assert trainer.encode_train(0) == epoch0 and trainer.encode_train(1) != epoch0  # seeded by the epoch
+    assert list(trainer.val_set) == list(encode_pairs(trainer.tokenizer, data.val, cfg.max_len))
+    assert list(trainer.encode_train(0)) == epoch0 and list(trainer.encode_train(1)) != epoch0  # seeded by epoch
 
     straight = [e for e in events_of(trainer) if isinstance(e, Step)]
     assert straight[-1].epoch > 1  # the run crossed epochs, so it re-segmented
@@ -243,3 +277,10 @@ def test_bpe_dropout_resegments_each_epoch_reproducibly_and_leaves_validation_pl
 def test_bpe_dropout_needs_bpe():
     with pytest.raises(TrainingError, match="BPE-dropout"):
         tiny_cfg(tokenizer="word", bpe_dropout=0.1)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator settings")
+def test_the_allocator_is_kept_compact_before_training(tmp_path):
+    Trainer(tiny_cfg(max_steps=1), DATA, tmp_path / "run")
+    assert keep_allocator_compact() is True  # glibc took the settings (cached: the Trainer's call made them)
+    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"]
