@@ -53,3 +53,19 @@ def test_push_needs_a_token_then_uploads(client, monkeypatch):
     assert "https://huggingface.co/someone/demo" in status
     assert api.repo["repo_id"] == "someone/demo" and "model.safetensors" in api.files
     assert "license: apache-2.0" in api.files["README.md"].decode()
+
+
+def test_shared_app_refuses_an_anonymous_push_with_the_operators_token(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_operator")
+    monkeypatch.setattr("huggingface_hub.HfApi", lambda token: pytest.fail("an upload was attempted"))
+    with gr.Blocks() as demo:
+        model = gr.Dropdown([DEMO.name], value=DEMO.name)
+        hub_panel.build(gr.State(Session()), Library(tmp_path, shared=True), model)
+    port = free_port()
+    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True)
+    try:
+        with pytest.raises(AppError, match="Sign in"):
+            Client(f"http://127.0.0.1:{port}/", verbose=False).predict(
+                DEMO.name, "operator-user/operator-model", False, False, "", api_name="/push_to_hub")
+    finally:
+        demo.close()

@@ -2,7 +2,7 @@
 
 Sign-in: on a Space with OAuth enabled (README front matter `hf_oauth: true`, `hf_oauth_scopes: [write-repos]`, and
 `gradio[oauth]` installed) a gr.LoginButton gives the visitor's own token; elsewhere the HF_TOKEN environment
-variable of the person running the app is used. No `from __future__ import annotations` here: Gradio reads the
+variable of the person running the app is used, never on a shared app (any visitor could push with it). No `from __future__ import annotations` here: Gradio reads the
 gr.OAuthToken annotation of the push handler to inject the token."""
 
 import importlib.util
@@ -54,7 +54,7 @@ def build(session: gr.State, library: Library, model: gr.Dropdown) -> None:
         """Upload the package (and optionally its transformers export) to a model repo on the Hub."""
         from playground.hub import hub_token, push_package
 
-        token = hub_token(oauth_token.token if oauth_token else None)
+        token = hub_token(oauth_token.token if oauth_token else None, shared=library.shared)
         url = push_package(package_folder(library, session, name), repo_id, token, private=private,
                            with_transformers=with_transformers, license=license.strip() or None)
         return f"✅ Pushed to [{url}]({url})."
@@ -67,6 +67,8 @@ def build(session: gr.State, library: Library, model: gr.Dropdown) -> None:
     with gr.Accordion("Share on the 🤗 Hub", open=False):
         if oauth_available():
             gr.LoginButton()
+        elif library.shared:
+            gr.Markdown("Pushing needs Hugging Face sign-in, which this app has not enabled.")
         else:
             gr.Markdown("Uses the `HF_TOKEN` environment variable (a token with write access) of the person "
                         "running the app.")
