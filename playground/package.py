@@ -207,8 +207,9 @@ def list_packages(models_dir: str | os.PathLike) -> list[Path]:
 
 
 def snapshots_folder(folder: Path) -> Path:
-    """Where a run with --average-last keeps its validation snapshots (playground.averaging.SnapshotStore)."""
-    return folder.with_name(folder.name + "-snapshots")
+    """Where a run with --average-last keeps its validation snapshots (playground.averaging.SnapshotStore): a
+    dot-folder, so no package name (a visitor's "x-snapshots" included) ever collides with it."""
+    return folder.with_name(f".{folder.name}.snapshots")
 
 
 def folder_bytes(folder: Path) -> int:
@@ -217,7 +218,7 @@ def folder_bytes(folder: Path) -> int:
 
 def sweep_leftovers(models_dir: str | os.PathLike, tmp_dir: str | os.PathLike | None = None) -> list[Path]:
     """Remove what belongs to no live operation: `.import-*` and `.NAME.tmp-*` folders of crashed imports and saves,
-    reservations of dead processes, `<name>-snapshots` whose package is gone, and `package-*` export folders in
+    reservations of dead processes, `.NAME.snapshots` whose package is gone, and `package-*` export folders in
     tmp_dir (the system's temporary folder by default). Returns what was removed. Safe to run at any time."""
     models_dir, now, removed = Path(models_dir), time.time(), []
 
@@ -234,15 +235,15 @@ def sweep_leftovers(models_dir: str | os.PathLike, tmp_dir: str | os.PathLike | 
     if models_dir.is_dir():
         for path in models_dir.iterdir():
             name = path.name
-            if name.startswith(".") and name.endswith(".lock"):
+            if name.startswith(".") and name.endswith(".snapshots") and path.is_dir():
+                owner = path.with_name(name[1:-len(".snapshots")])
+                candidates += [] if is_package(owner) or reserved(owner) else [path]
+            elif name.startswith(".") and name.endswith(".lock"):
                 candidates += [] if lock_owner_alive(path) else [path]
             elif name.startswith(".import-"):  # .import-PID-random
                 candidates += [path] if made_by_dead(path, name.split("-")[1]) else []
             elif name.startswith(".") and ".tmp-" in name:  # .NAME.tmp-PID-random
                 candidates += [path] if made_by_dead(path, name.rsplit(".tmp-", 1)[1].split("-")[0]) else []
-            elif name.endswith("-snapshots") and path.is_dir():
-                owner = path.with_name(name.removesuffix("-snapshots"))
-                candidates += [] if is_package(owner) or reserved(owner) else [path]
     tmp_dir = Path(tmp_dir or tempfile.gettempdir())
     for path in tmp_dir.glob("package-*"):  # package-PID-random, from the Models tab's downloads
         if path.is_dir() and made_by_dead(path, path.name.split("-")[1], EXPORT_TTL_S):
@@ -556,7 +557,7 @@ def load_resume_state(folder: str | os.PathLike) -> tuple[dict[str, torch.Tensor
 
 def package_info(folder: str | os.PathLike) -> dict:
     """config.json + training.json (both schema-checked) + file sizes, without loading the weights (for listings).
-    size_bytes counts the run's snapshots too (<name>-snapshots): they take disk space for this package."""
+    size_bytes counts the run's snapshots too (.NAME.snapshots): they take disk space for this package."""
     folder = Path(folder)
     config = read_config(folder)
     training = read_training(folder)

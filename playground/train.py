@@ -31,7 +31,7 @@ from playground.errors import PlaygroundError, TrainingError
 from playground.loss import smoothed_loss_sum
 from playground.memory import check_training_fits
 from playground.model import Transformer
-from playground.package import check_name
+from playground.package import check_name, snapshots_folder
 from playground.schedule import learning_rate, planned_steps
 from playground.tokenizer import PAD_ID, PairBpeDropout, PairTokenizer, train_tokenizer
 from playground.validation import (is_better, perplexity, probe_attention, translation_scores,
@@ -152,7 +152,7 @@ class Trainer:
         self.snapshots = None
         if cfg.average_last and ranks.is_main:
             check_name(self.average_dir.name)  # now, not after hours of training
-            self.snapshots = SnapshotStore(self.out_dir.with_name(self.out_dir.name + "-snapshots"), cfg.average_last)
+            self.snapshots = SnapshotStore(snapshots_folder(self.out_dir), cfg.average_last)
             self.snapshots.discard_after(self.step)
 
     def shared_tokenizer(self) -> PairTokenizer:

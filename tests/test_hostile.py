@@ -26,8 +26,8 @@ from playground.errors import PackageError, TrainingError  # noqa: E402
 from playground.model import Transformer, TransformerConfig  # noqa: E402
 from playground.sharing import Library  # noqa: E402
 from playground.package import (CARD, CONFIG, TRAINING, WEIGHTS, check_package, delete_package, import_zip,  # noqa: E402
-                                is_shipped, list_packages, load_package, package_info, reserve_name, save_package,
-                                sweep_leftovers)
+                                is_package, is_shipped, list_packages, load_package, package_info, reserve_name,
+                                save_package, sweep_leftovers)
 
 GB = 1e9
 REPO = Path(__file__).resolve().parent.parent
@@ -329,20 +329,30 @@ def test_6_the_sweep_removes_what_no_live_operation_owns(package, tmp_path):
     kept = save_package(models / "kept", tiny.model, tiny.tokenizer)
     gone = dead_pid()
     leftovers = [models / f".import-{gone}-x1", models / f".kept.tmp-{gone}-abcd", models / ".old-run.lock",
-                 models / "deleted-snapshots", tmp / f"package-{gone}-zz"]
-    live = [models / f".import-{os.getpid()}-x2", models / ".running.lock", models / "kept-snapshots",
-            models / "running-snapshots", tmp / f"package-{os.getpid()}-yy"]
+                 models / ".deleted.snapshots", tmp / f"package-{gone}-zz"]
+    live = [models / f".import-{os.getpid()}-x2", models / ".running.lock", models / ".kept.snapshots",
+            models / ".running.snapshots", tmp / f"package-{os.getpid()}-yy"]
     for path in leftovers + live:
         path.mkdir(parents=True)
-    (models / "deleted-snapshots" / "step-00000010").mkdir()
-    (models / "kept-snapshots" / "weights.bin").write_bytes(b"\0" * 5000)
+    (models / ".deleted.snapshots" / "step-00000010").mkdir()
+    (models / ".kept.snapshots" / "weights.bin").write_bytes(b"\0" * 5000)
     (models / ".old-run.lock" / "pid").write_text(str(gone))
     (models / ".running.lock" / "pid").write_text(str(os.getpid()))
     assert sorted(sweep_leftovers(models, tmp)) == sorted(leftovers)
     assert all(p.exists() for p in live) and not any(p.exists() for p in leftovers)
     assert package_info(kept)["snapshot_bytes"] == 5000  # counted toward the package's size (and quotas)
     delete_package(models, "kept")
-    assert not (models / "kept-snapshots").exists()
+    assert not (models / ".kept.snapshots").exists()
+
+
+def test_6_the_sweep_never_takes_a_package_named_like_snapshots(package, tmp_path):
+    """A visitor's own package "x-snapshots" (no package "x" beside it) is a package, not a run's leftovers."""
+    models = tmp_path / "models"
+    tiny = load_package(package)
+    save_package(models / "x-snapshots", tiny.model, tiny.tokenizer)
+    save_package(models / "x.snapshots", tiny.model, tiny.tokenizer)
+    assert sweep_leftovers(models, tmp_path) == []
+    assert is_package(models / "x-snapshots") and is_package(models / "x.snapshots")
 
 
 # ----------------------------------------------------------------------------------------------------------
