@@ -212,8 +212,21 @@ def snapshots_folder(folder: Path) -> Path:
     return folder.with_name(f".{folder.name}.snapshots")
 
 
+def average_name(name: str) -> str:
+    """The package a run with --average-last writes at the end: the mean of its last validation snapshots."""
+    return f"{name}-avg"
+
+
 def folder_bytes(folder: Path) -> int:
-    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
+    try:
+        return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
+    except OSError:  # deleted while counting
+        return 0
+
+
+def disk_bytes(folder: Path) -> int:
+    """What a package takes on disk: its files and the snapshots its run keeps (the quotas count both)."""
+    return folder_bytes(folder) + folder_bytes(snapshots_folder(folder))
 
 
 def sweep_leftovers(models_dir: str | os.PathLike, tmp_dir: str | os.PathLike | None = None) -> list[Path]:

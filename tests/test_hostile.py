@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 import socket
 import struct
 import subprocess
@@ -311,6 +312,19 @@ def test_5_cli_train_refuses_an_existing_package_and_never_touches_a_shipped_one
     assert "ships with the playground" in capsys.readouterr().err
     assert (shipped / WEIGHTS).stat().st_mtime_ns == stamp
     assert not (REPO / "models" / ".demo-en-de.lock").exists()
+
+
+def test_5_cli_train_refuses_to_average_into_an_existing_package(package, tmp_path, capsys):
+    """--average-last writes <out>-avg at the end: an existing one is refused up front, not replaced hours later."""
+    avg = tmp_path / "run-avg"
+    shutil.copytree(package, avg)
+    before = (avg / WEIGHTS).stat().st_mtime_ns
+    args = ["train", "--data", "builtin:reverse", "--max-steps", "1", "--average-last", "2",
+            "--out", str(tmp_path / "run")]
+    assert main(args) == 2
+    assert "run-avg exists already" in capsys.readouterr().err
+    assert (avg / WEIGHTS).stat().st_mtime_ns == before and not (tmp_path / "run").exists()
+    assert not any(p.name.endswith(".lock") for p in tmp_path.iterdir())  # both reservations were let go
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -126,6 +126,22 @@ def test_a_visitor_never_reaches_another_visitors_model(space):
     assert owners["alices"]["owner"].split(":")[1].encode() not in Path(exported).read_bytes()
 
 
+def test_a_run_never_takes_over_another_visitors_averaged_name(space, package_zip, tmp_path):
+    url, models_dir = space
+    alice, bob = Client(url, verbose=False), Client(url, verbose=False)
+    victim = tmp_path / "victim-avg.zip"
+    victim.write_bytes(package_zip.read_bytes())
+    assert alice.predict(handle_file(str(victim)), api_name="/import_model")[0].startswith("✅ Imported")
+    weights = (models_dir / "victim-avg" / "model.safetensors").read_bytes()
+    bob.predict("reverse", 0.05, api_name="/load_builtin")
+    done = bob.predict(model_name="victim", api_name="/train", **{**TINY, "average_last": 2})[0]
+    assert done.startswith("✅ **Done**"), done
+    owners = json.loads((models_dir / REGISTRY).read_text(encoding="utf-8"))
+    assert owners["victim-avg"]["owner"] != owners["victim-2-avg"]["owner"] == owners["victim-2"]["owner"]
+    assert (models_dir / "victim-avg" / "model.safetensors").read_bytes() == weights
+    assert "victim-avg" in names(alice) and "victim-avg" not in names(bob) and "victim-2-avg" in names(bob)
+
+
 def test_nobody_deletes_the_demo(space):
     for client in (Client(space[0], verbose=False), Client(space[0], verbose=False)):
         assert "read-only" in refusal(client, DEMO, True, api_name="/delete_model")

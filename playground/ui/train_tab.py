@@ -262,14 +262,11 @@ def run_trainer(session: Session, library: Library, build_trainer, name: str, fo
     if session.trainer is not None:
         raise TrainingError("This tab is already training; press Stop first (or wait for it to finish).")
     visitor = visitor_of(library, session)
-    try:
-        with library.run_slot(visitor, name):
-            yield from drive(session, build_trainer, name, folder, cfg, cap_note, library, visitor)
-    finally:
-        library.forget(name)  # a run that never saved leaves no reservation behind
+    with library.run_slot(visitor, name):
+        yield from drive(session, build_trainer, name, folder, cfg, cap_note)
 
 
-def drive(session: Session, build_trainer, name: str, folder: Path, cfg, cap_note: str, library: Library, visitor):
+def drive(session: Session, build_trainer, name: str, folder: Path, cfg, cap_note: str):
     """Iterate the trainer's events and turn them into UI updates."""
     from playground import events as ev
 
@@ -332,7 +329,6 @@ def drive(session: Session, build_trainer, name: str, folder: Path, cfg, cap_not
                     yield (f"❌ {e.message}", *charts(True), samples)
                     raise TrainingError(e.message)
                 case ev.Averaged():
-                    library.claim(e.path, visitor)
                     averaged = (f"  \nThe weights of steps {', '.join(map(str, e.steps))} were averaged into "
                                 f"**`{Path(e.path).name}`**.")
                 case ev.Done():
@@ -344,23 +340,27 @@ def drive(session: Session, build_trainer, name: str, folder: Path, cfg, cap_not
 
 
 def package_bytes(cfg) -> int:
-    """About what the package of this configuration takes on disk: fp32 weights and Adam's two moments."""
+    """About what a run of this configuration keeps on disk: fp32 weights and Adam's two moments, and with
+    average_last its snapshots (weights only) and the averaged package."""
     from playground.estimate import count_parameters
 
-    return 3 * 4 * count_parameters(cfg)
+    copies = 3 + (cfg.average_last + 1 if cfg.average_last else 0)
+    return copies * 4 * count_parameters(cfg)
 
 
 def _train(session: Session, model_name: str, library: Library, values: dict):
-    from playground.package import check_name, reserve_name
+    from playground.package import average_name, check_name
 
     cfg = build_config(values)
     name = check_name((model_name or "").strip())
     data = split_data(session, cfg.seed)
     cap_note = capped_minutes(library, cfg)
-    folder = library.add(name, visitor_of(library, session), package_bytes(cfg))  # quotas checked, name reserved
+    # quotas checked, the name (and <name>-avg when averaging) reserved as this visitor's
+    folder = library.add(name, visitor_of(library, session), package_bytes(cfg), average=cfg.average_last > 0)
     if folder.name != name:
         gr.Warning(f"A model named {name!r} already exists, so this run is saved as {folder.name!r}.")
-    with reserve_name(library.models_dir, folder.name, exact=True):  # held until the run ends: nothing else writes it
+    averaged = [folder.with_name(average_name(folder.name))] if cfg.average_last else []
+    with library.writing(folder, *averaged):  # held until the run ends: nothing else writes them
         yield from run_trainer(session, library, lambda: make_trainer(cfg, data, folder), folder.name, folder, cfg,
                                cap_note)
 
@@ -370,10 +370,11 @@ def _resume(session: Session, resume_from: str, library: Library, values: dict):
     machine settings: the rest of the form shows a preset, not the package."""
     from playground.checkpoint import resume_config
     from playground.config import RESUME_SETTINGS
-    from playground.package import RESUME_STATE, reserve_name
+    from playground.package import RESUME_STATE
     from playground.ui.state import package_info
 
-    folder = library.writable(resume_from, visitor_of(library, session))
+    visitor = visitor_of(library, session)
+    folder = library.writable(resume_from, visitor)
     if not (folder / RESUME_STATE).is_file():
         raise PackageError(f"{folder.name} holds no training state to resume from (it was imported, or not trained "
                            "here): start a new run instead.")
@@ -381,7 +382,8 @@ def _resume(session: Session, resume_from: str, library: Library, values: dict):
     cfg = resume_config(folder, {k: form[k] for k in RESUME_SETTINGS})
     cap_note = capped_minutes(library, cfg, float((package_info(folder)["training"] or {}).get("wall_s", 0)) / 60)
     data = split_data(session, cfg.seed)
-    with reserve_name(library.models_dir, folder.name, exact=True):  # refused while another run writes this package
+    averaged = [library.add_average(folder, visitor, package_bytes(cfg))] if cfg.average_last else []
+    with library.writing(folder, *averaged):  # refused while another run writes these packages
         yield from run_trainer(session, library, lambda: make_trainer(cfg, data, folder, folder), folder.name, folder,
                                cfg, cap_note)
 
