@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-from playground.batching import model_positions
+from playground.batching import model_positions, sentence_tokens
 from playground.errors import TrainingError
+from playground.limits import MAX_POSITIONS
 from playground.model import TransformerConfig
 from playground.schedule import SCHEDULES
 from playground.tokenizer import BOS_ID, EOS_ID, PAD_ID
@@ -84,6 +85,9 @@ class TrainConfig:
         if self.accumulate < 1 or not 0 <= self.average_last <= MAX_AVERAGE_LAST:
             problems.append(f"accumulate must be ≥ 1 and average-last from 0 to {MAX_AVERAGE_LAST} (each one is a "
                             "copy of the weights on disk)")
+        if not 1 <= self.max_len <= sentence_tokens(MAX_POSITIONS):
+            problems.append(f"the maximum length must be from 1 to {sentence_tokens(MAX_POSITIONS)} tokens, not "
+                            f"{self.max_len}")
         if not 0 <= self.seed < 2**63:  # torch's generators take a signed 64-bit seed
             problems.append(f"seed must be a whole number from 0 to {2**63 - 1}, not {self.seed}")
         if problems:

@@ -521,7 +521,7 @@ def check_package(folder: str | os.PathLike) -> CheckedPackage:
     folder = Path(folder)
     config = read_config(folder)
     cfg = TransformerConfig.from_dict(config["model"])
-    check_model_loads(cfg.num_parameters())
+    check_model_loads(cfg)
     for name in ALLOWED:  # weights are checked from their header below
         path = folder / name
         if name != WEIGHTS and path.is_file() and path.stat().st_size > limits.max_file_bytes(name):

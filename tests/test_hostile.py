@@ -21,8 +21,9 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from playground import limits  # noqa: E402
+from playground import limits, memory  # noqa: E402
 from playground.cli import main  # noqa: E402
+from playground.config import TrainConfig  # noqa: E402
 from playground.errors import PackageError, TrainingError  # noqa: E402
 from playground.model import Transformer, TransformerConfig  # noqa: E402
 from playground.sharing import Library  # noqa: E402
@@ -102,6 +103,23 @@ def test_1_a_huge_package_is_refused_from_its_header_without_building_it(package
     edit_json(package / CONFIG, lambda c: c["model"].update(d_model=1_000_000, d_ff=1_000_000))
     with pytest.raises(PackageError, match="parameters; this server allows"):
         load_package(package)
+
+
+def test_1_positions_are_capped_and_their_table_counted(package, monkeypatch):
+    """max_len sizes the sinusoidal table, a buffer no parameter count sees: 1e6 positions would be 1.8 GB."""
+    edit_json(package / CONFIG, lambda c: c["model"].update(max_len=1_000_000))
+    before = peak_rss()
+    with pytest.raises(PackageError, match=r"max_len: must be .*4,?096"):
+        load_package(package)
+    assert peak_rss() - before < 100e6
+    with pytest.raises(TrainingError, match="maximum length must be from 1 to 4094 tokens"):
+        TrainConfig(max_steps=1, max_len=1_000_000, batch_tokens=10**7)
+    big = TransformerConfig(100, 100, d_model=1024, n_heads=8, d_ff=1024, n_encoder_layers=1, n_decoder_layers=1,
+                            max_len=4096)
+    assert memory.position_table(big) == 2 * 4096 * 1024
+    monkeypatch.setattr(limits, "available_memory_bytes", lambda: (2 * big.num_parameters() + 4096 * 1024) * 4)
+    with pytest.raises(PackageError, match="needs about"):  # the weights fit, the tables on top do not
+        memory.check_model_loads(big)
 
 
 def test_1_the_memory_limit_comes_from_the_cgroup_then_the_host(monkeypatch):
