@@ -189,12 +189,11 @@ def is_package(folder: str | os.PathLike) -> bool:
 
 
 def list_packages(models_dir: str | os.PathLike) -> list[Path]:
-    """Complete packages in models_dir, newest first (interrupted saves are repaired or skipped)."""
+    """Complete packages in models_dir, newest first (an interrupted save waits for the sweep to repair it: a listing
+    never touches a save in progress)."""
     models_dir = Path(models_dir)
     if not models_dir.is_dir():
         return []
-    for old in models_dir.glob(".*.old"):
-        recover_interrupted_save(old)
     found = [p for p in models_dir.iterdir() if p.is_dir() and is_package(p)]
 
     def newest(p: Path) -> float:
@@ -231,6 +230,7 @@ def disk_bytes(folder: Path) -> int:
 
 def sweep_leftovers(models_dir: str | os.PathLike, tmp_dir: str | os.PathLike | None = None) -> list[Path]:
     """Remove what belongs to no live operation: `.import-*` and `.NAME.tmp-*` folders of crashed imports and saves,
+    `.NAME.old` of a save that crashed between its two renames (put back when NAME is gone),
     reservations of dead processes, `.NAME.snapshots` whose package is gone, and `package-*` export folders in
     tmp_dir (the system's temporary folder by default). Returns what was removed. Safe to run at any time."""
     models_dir, now, removed = Path(models_dir), time.time(), []
@@ -253,6 +253,9 @@ def sweep_leftovers(models_dir: str | os.PathLike, tmp_dir: str | os.PathLike | 
                 candidates += [] if is_package(owner) or reserved(owner) else [path]
             elif name.startswith(".") and name.endswith(".lock"):
                 candidates += [] if lock_owner_alive(path) else [path]
+            elif name.startswith(".") and name.endswith(".old") and path.is_dir():
+                if not reserved(path.with_name(name[1:-4])):  # a live save's second rename is due any instant
+                    removed += [] if recover_interrupted_save(path) else [path]
             elif name.startswith(".import-"):  # .import-PID-random
                 candidates += [path] if made_by_dead(path, name.split("-")[1]) else []
             elif name.startswith(".") and ".tmp-" in name:  # .NAME.tmp-PID-random
@@ -272,13 +275,15 @@ def temp_prefix(kind: str) -> str:
     return f"{kind}-{os.getpid()}-"
 
 
-def recover_interrupted_save(old: Path) -> None:
-    """A crash between the two renames of a save leaves only `.NAME.old`: put it back."""
+def recover_interrupted_save(old: Path) -> bool:
+    """A crash between the two renames of a save leaves only `.NAME.old`: put it back (True); when NAME exists, the
+    old copy is deleted (False)."""
     target = old.parent / old.name[1:-4]
     if not target.exists():
         os.replace(old, target)
-    else:
-        shutil.rmtree(old, ignore_errors=True)
+        return True
+    shutil.rmtree(old, ignore_errors=True)
+    return False
 
 
 # ----------------------------------------------------------------------------------------------------------
