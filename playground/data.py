@@ -290,6 +290,9 @@ class _PairFilter:
         self.first_problem = self.first_problem or f"line {line}: {problem}"
 
     def finish(self, fmt: str, src_lang: str | None, tgt_lang: str | None) -> ParallelData:
+        for label, side in ((src_lang, "source language"), (tgt_lang, "target language")):
+            if label is not None:
+                check_language(label, f"the {side} of {self.name}")
         data = ParallelData(self.pairs, self.dropped, fmt, src_lang, tgt_lang, self.total_rows, self.dropped_lines)
         malformed = self.dropped["malformed"]
         if malformed * 2 > self.total_rows:  # a few broken rows are dropped; mostly broken means a wrong format
@@ -443,6 +446,19 @@ def _load_aligned(
         rows.add(line, src, tgt)
     fmt = "aligned+gzip" if src_compressed or tgt_compressed else "aligned"
     return rows.finish(fmt, src_lang or _lang_from_name(path), tgt_lang or _lang_from_name(tgt_path))
+
+
+MAX_LANGUAGE_CHARS = 64  # what a package's config.json allows (playground.schema)
+
+
+def check_language(label: str, side: str = "language") -> str:
+    """A language label a package can carry: at most 64 printable characters ("en", "pt-BR", "German"). Checked
+    before training, since a package with a longer label would be refused when read back."""
+    if not isinstance(label, str) or not label.strip() or len(label) > MAX_LANGUAGE_CHARS or not label.isprintable():
+        shown = label[:40] + "…" if isinstance(label, str) and len(label) > 40 else label
+        raise DataError(f"{side[0].upper()}{side[1:]} {shown!r} is not a usable language label: use 1 to "
+                        f"{MAX_LANGUAGE_CHARS} printable characters, such as en, de or pt-BR.")
+    return label
 
 
 def _lang_from_name(path: Path) -> str | None:

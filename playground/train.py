@@ -24,6 +24,7 @@ from playground.batching import GlobalBatch, collate, encode_pairs, make_batches
 from playground.checkpoint import (History, RunState, load_run, optimizer_from_safetensors, refuse_fixed_changes,
                                    save_run)
 from playground.config import TrainConfig
+from playground.data import check_language
 from playground.device import autocast, describe, resolve_device, resolve_precision
 from playground.distributed import (SINGLE, Ranks, agree, check_same_on_all_ranks, rank_device, seed_rank,
                                     sum_over_ranks, wrap_model)
@@ -47,6 +48,10 @@ class TrainData:
     src_lang: str = "src"
     tgt_lang: str = "tgt"
     description: str = "user data"
+
+    def __post_init__(self) -> None:
+        check_language(self.src_lang, "source language")
+        check_language(self.tgt_lang, "target language")
 
 
 def run_fingerprint(cfg: TrainConfig, data: TrainData) -> str:

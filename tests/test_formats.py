@@ -47,6 +47,18 @@ def test_tmx_pairs_with_inline_markup_removed(tmp_path, compress):
     assert data.fmt == ("tmx+gzip" if compress else "tmx")
 
 
+def test_a_language_label_a_package_cannot_carry_is_refused_when_read(tmp_path):
+    """A 70-character xml:lang would train, then make the package unreadable (config.json allows 64)."""
+    long_label = "x" * 70
+    path = write(tmp_path, "long.tmx", tmx(tu(en="a cat", **{long_label: "eine Katze"})))
+    with pytest.raises(DataError, match="target language of long.tmx 'x+…' is not a usable language label"):
+        load_parallel(path)
+    from playground.train import TrainData
+
+    with pytest.raises(DataError, match="Source language .* is not a usable language label"):
+        TrainData([("a", "b")], [("a", "b")], src_lang="a\tb")
+
+
 def test_tmx_languages_by_variant_in_either_order(tmp_path):
     # the <tuv> order differs between units, and the file says en-GB / de-DE where the user says en / de
     path = write(tmp_path, "variants.tmx", tmx(tu(en_GB="One cat.", de_DE="Eine Katze."),
