@@ -24,7 +24,7 @@ import torch  # noqa: E402
 from playground import limits, memory  # noqa: E402
 from playground.cli import main  # noqa: E402
 from playground.config import TrainConfig  # noqa: E402
-from playground.errors import PackageError, TrainingError  # noqa: E402
+from playground.errors import PackageError, PlaygroundError, TrainingError  # noqa: E402
 from playground.model import Transformer, TransformerConfig  # noqa: E402
 from playground.sharing import Library  # noqa: E402
 from playground.package import (CARD, CONFIG, TRAINING, WEIGHTS, check_package, delete_package, import_zip,  # noqa: E402
@@ -424,6 +424,27 @@ def test_7_wrong_typed_form_values_name_their_field(field, value, message):
 
     with pytest.raises(TrainingError, match=message):
         build_config({**preset_values("tiny"), field: value})
+
+
+def test_7_a_huge_decoding_seed_is_refused_with_a_message(package):
+    from playground.ui.translate_tab import decode_options, run_translation
+
+    opts = decode_options("sample", 1.0, 0, 1.0, 2**70, 5, 1.0, 1, 20)
+    with pytest.raises(PlaygroundError, match="seed must be a whole number from 0 to 9223372036854775807"):
+        run_translation(str(package), ["a b"], opts)
+
+
+def test_7_an_unexpected_error_reaches_the_page_without_its_details():
+    from playground.ui.state import friendly
+
+    @friendly
+    def handler():
+        raise ValueError(f"Overflow when unpacking long long in {REPO}")
+
+    with pytest.raises(Exception) as shown:
+        handler()
+    assert "Something went wrong" in str(shown.value) and "Overflow" not in str(shown.value)
+    assert str(REPO) not in str(shown.value)
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -199,7 +199,7 @@ def progress_line(name: str, e, cfg, last_eval: dict | None) -> str:
     return line
 
 
-def done_line(name: str, folder: Path, e) -> str:
+def done_line(name: str, e) -> str:
     """The status line for the Done event."""
     s = e.summary
     final = s.get("final") or {}
@@ -209,8 +209,8 @@ def done_line(name: str, folder: Path, e) -> str:
     if best:
         metrics += f" (best BLEU {best.get('bleu', 0):.1f} at step {best.get('step', '?')})"
     return (f"✅ **Done** ({e.reason}): {s['steps']:,} steps, {s['epochs']:.2f} epochs in {clock(s['wall_s'])}, "
-            f"{s['tokens_per_s']:,.0f} tokens/s on {s['device']}; {metrics}.  \nSaved as **`{name}`** "
-            f"(`{folder}`): try it on the Translate and Attention tabs.")
+            f"{s['tokens_per_s']:,.0f} tokens/s on {s['device']}; {metrics}.  \nSaved as **`{name}`**: try it "
+            "on the Translate and Attention tabs.")
 
 
 def samples_frame(e) -> pd.DataFrame:
@@ -333,7 +333,7 @@ def drive(session: Session, build_trainer, name: str, folder: Path, cfg, cap_not
                                 f"**`{Path(e.path).name}`**.")
                 case ev.Done():
                     note = cap_note if e.reason == "time budget reached" else ""
-                    yield (done_line(name, folder, e) + averaged + note, *charts(True), samples)
+                    yield (done_line(name, e) + averaged + note, *charts(True), samples)
     finally:
         events.close()  # a closed tab closes this generator: run()'s finally then saves the package
         session.trainer = None
