@@ -227,6 +227,13 @@ class Library:
                                f"at most {self.quotas.bytes_per_visitor / MB:.0f} MB per visitor: delete a model on "
                                "the Models tab, or choose a smaller model.")
 
+    def check_size(self, visitor: Visitor, new_bytes: int) -> None:
+        """Refuse, before any work is spent on it (timing, training), a package larger than a visitor's whole quota."""
+        if self.shared and not visitor.admin and new_bytes > self.quotas.bytes_per_visitor:
+            raise PackageError(f"A model of this size takes about {new_bytes / MB:,.0f} MB on disk; this Space keeps "
+                               f"at most {self.quotas.bytes_per_visitor / MB:.0f} MB per visitor: make it smaller "
+                               "(d_model, d_ff, layers, the vocabulary or 'Average last').")
+
     def total_bytes(self) -> int:
         return sum(disk_bytes(p) for p in list_packages(self.models_dir))
 

@@ -142,6 +142,12 @@ def test_a_run_never_takes_over_another_visitors_averaged_name(space, package_zi
     assert "victim-avg" in names(alice) and "victim-avg" not in names(bob) and "victim-2-avg" in names(bob)
 
 
+def test_an_estimate_of_a_model_no_visitor_may_keep_is_refused(space):
+    huge = {**TINY, "d_model": 1024, "d_ff": 4096, "n_heads": 8, "n_encoder_layers": 6, "n_decoder_layers": 6}
+    message = refusal(Client(space[0], verbose=False), api_name="/estimate", **huge)
+    assert re.search(r"takes about [\d,]+ MB on disk; this Space keeps at most 200 MB per visitor", message), message
+
+
 def test_nobody_deletes_the_demo(space):
     for client in (Client(space[0], verbose=False), Client(space[0], verbose=False)):
         assert "read-only" in refusal(client, DEMO, True, api_name="/delete_model")
