@@ -7,6 +7,7 @@ Saving writes a sibling folder and swaps it in, so a crash mid-save never leaves
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -273,6 +274,16 @@ def sweep_leftovers(models_dir: str | os.PathLike, tmp_dir: str | os.PathLike | 
 def temp_prefix(kind: str) -> str:
     """Prefix of a temporary folder that the sweep can attribute to this process."""
     return f"{kind}-{os.getpid()}-"
+
+
+def export_dir(*key: str) -> Path:
+    """An empty temporary folder for one kind of download, e.g. (visitor, package, format): the same key gets the same
+    folder, emptied, so repeated downloads replace each other instead of piling up until the sweep (EXPORT_TTL_S)."""
+    digest = hashlib.sha256("\0".join(key).encode()).hexdigest()[:16]
+    folder = Path(tempfile.gettempdir()) / f"{temp_prefix('package')}{digest}"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(exist_ok=True)
+    return folder
 
 
 def recover_interrupted_save(old: Path) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import zipfile
+from pathlib import Path
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
@@ -40,6 +41,22 @@ def test_export_zips(client):
             "demo-en-de-transformers/model.safetensors"} <= set(names)
     names = zipfile.ZipFile(client.predict(DEMO.name, "int8", api_name="/export_ctranslate2")).namelist()
     assert {"demo-en-de-ct2-int8/model.bin", "demo-en-de-ct2-int8/tokenizer.json"} <= set(names)
+
+
+def test_repeated_exports_replace_each_other(client):
+    """Each download used to leave its own folder in /tmp for 10 minutes: a loop could fill the disk."""
+    import tempfile
+
+    from playground.package import temp_prefix
+
+    def ours() -> set:
+        return set(Path(tempfile.gettempdir()).glob(temp_prefix("package") + "*"))
+
+    client.predict(DEMO.name, "int8", api_name="/export_ctranslate2")
+    before = ours()
+    for _ in range(3):
+        client.predict(DEMO.name, "int8", api_name="/export_ctranslate2")
+    assert ours() == before
 
 
 def test_push_needs_a_token_then_uploads(client, monkeypatch):
