@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import shutil
 import tempfile
 import threading
@@ -265,18 +266,20 @@ class Library:
 
     def add(self, base: str, visitor: Visitor, new_bytes: int, *, average: bool = False) -> Path:
         """Reserve a new package folder for this visitor: quotas checked, space made, the name recorded as theirs.
-        `base`, or `base-2`, `base-3`… so no package (shipped or reserved) is ever overwritten. `average`: a run
-        that also writes `<name>-avg` at the end; both names are free and both are reserved."""
+        `base`, or `base-2`, `base-3`… so no package (shipped or reserved) is ever overwritten; in shared mode
+        `base-` and 6 random hex digits, so the suffix tells nothing of other visitors' names. `average`: a run that
+        also writes `<name>-avg` at the end; both names are free and both are reserved."""
         check_name(average_name(base) if average else base)
         with self.lock:
             registry = self.read_registry()
             self.check_quota(visitor, new_bytes, registry)
             self.make_room(new_bytes, registry)
             taken = set(registry) | set(SHIPPED_MODELS) | {p.name for p in self.models_dir.iterdir()} | self.pending
+            stem = base[:64 - 7 - (4 if average else 0)] if self.shared else base  # room for the suffixes
             name, n = base, 1
             while name in taken or (average and average_name(name) in taken):
                 n += 1
-                name = f"{base}-{n}"
+                name = f"{stem}-{secrets.token_hex(3)}" if self.shared else f"{base}-{n}"
             self.register([name, average_name(name)] if average else [name], visitor, registry)
             return package_path(self.models_dir, name)
 

@@ -118,10 +118,11 @@ def test_a_visitor_never_reaches_another_visitors_model(space):
     assert "**alices**" in note and len(table["data"]) == 1
     # the same name for Bob is his own package beside hers, never an overwrite
     bob.predict(model_name="alices", api_name="/train", **{**TINY, "max_steps": 5})
-    assert "alices-2" in names(bob) and "alices-2" not in names(alice)
+    bobs = next(n for n in names(bob) if n.startswith("alices-"))  # a random suffix: nothing about others' names
+    assert re.fullmatch(r"alices-[0-9a-f]{6}", bobs) and bobs not in names(alice)
     # the registry lives beside the packages; an exported zip carries no visitor's identity
     owners = json.loads((models_dir / REGISTRY).read_text(encoding="utf-8"))
-    assert owners["alices"]["owner"] != owners["alices-2"]["owner"]
+    assert owners["alices"]["owner"] != owners[bobs]["owner"]
     exported = alice.predict("alices", api_name="/export_model")
     assert owners["alices"]["owner"].split(":")[1].encode() not in Path(exported).read_bytes()
 
@@ -136,10 +137,12 @@ def test_a_run_never_takes_over_another_visitors_averaged_name(space, package_zi
     bob.predict("reverse", 0.05, api_name="/load_builtin")
     done = bob.predict(model_name="victim", api_name="/train", **{**TINY, "average_last": 2})[0]
     assert done.startswith("✅ **Done**") and str(models_dir) not in done, done  # the package's name, no path
+    run = re.search(r"Saved as \*\*`([^`]+)`\*\*", done).group(1)
+    assert run.startswith("victim-")
     owners = json.loads((models_dir / REGISTRY).read_text(encoding="utf-8"))
-    assert owners["victim-avg"]["owner"] != owners["victim-2-avg"]["owner"] == owners["victim-2"]["owner"]
+    assert owners["victim-avg"]["owner"] != owners[f"{run}-avg"]["owner"] == owners[run]["owner"]
     assert (models_dir / "victim-avg" / "model.safetensors").read_bytes() == weights
-    assert "victim-avg" in names(alice) and "victim-avg" not in names(bob) and "victim-2-avg" in names(bob)
+    assert "victim-avg" in names(alice) and "victim-avg" not in names(bob) and f"{run}-avg" in names(bob)
 
 
 def test_an_estimate_of_a_model_no_visitor_may_keep_is_refused(space):

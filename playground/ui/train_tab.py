@@ -358,7 +358,7 @@ def _train(session: Session, model_name: str, library: Library, values: dict):
     # quotas checked, the name (and <name>-avg when averaging) reserved as this visitor's
     folder = library.add(name, visitor_of(library, session), package_bytes(cfg), average=cfg.average_last > 0)
     if folder.name != name:
-        gr.Warning(f"A model named {name!r} already exists, so this run is saved as {folder.name!r}.")
+        gr.Warning(f"This run is saved as {folder.name!r}; choose another name to pick it yourself.")
     averaged = [folder.with_name(average_name(folder.name))] if cfg.average_last else []
     with library.writing(folder, *averaged):  # held until the run ends: nothing else writes them
         yield from run_trainer(session, library, lambda: make_trainer(cfg, data, folder), folder.name, folder, cfg,
