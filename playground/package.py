@@ -107,9 +107,21 @@ def pid_alive(pid: int, made_at: float) -> bool:
     return True
 
 
+def process_start(pid: int) -> str:
+    """When process `pid` started (Linux: clock ticks since boot, /proc/PID/stat), "" where unknown: a pid and its
+    start time name one process, while a pid alone may be reused by another process long after its owner died."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
 def lock_owner_alive(lock: Path) -> bool:
     try:
-        return pid_alive(int((lock / "pid").read_text()), lock.stat().st_mtime)
+        pid, _, started = (lock / "pid").read_text().partition(" ")
+        if started and process_start(int(pid)) not in (started, ""):
+            return False  # that pid now belongs to another process
+        return pid_alive(int(pid), lock.stat().st_mtime)
     except (OSError, ValueError):  # being written this instant, or garbage: judge by its age
         try:
             return time.time() - lock.stat().st_mtime < 60
@@ -134,7 +146,7 @@ def try_lock(folder: Path) -> bool:
                 return False
             shutil.rmtree(lock, ignore_errors=True)
             continue
-        (lock / "pid").write_text(str(os.getpid()))
+        (lock / "pid").write_text(f"{os.getpid()} {process_start(os.getpid())}".strip())
         return True
     return False
 
@@ -676,7 +688,10 @@ def import_zip(zip_path: str | os.PathLike, models_dir: str | os.PathLike, name:
         except Exception as err:  # zipfile is not hardened: hostile archives raise many kinds of errors
             raise PackageError(f"{zip_path.name} is not a readable zip file ({type(err).__name__}: {err}).") from err
         load_package(tmp)  # refuse anything that does not load (every file's size and schema included)
-        with reserve_name(models_dir, check_name(name) if name else safe_stem(folder_name)) as target:
+        # a given name was reserved for this import by its caller (Library.add): that name, or an error, never another
+        with reserve_name(models_dir, check_name(name) if name else safe_stem(folder_name), exact=bool(name)) as target:
+            if target.exists():
+                raise PackageError(f"A model named {target.name} exists already; upload the zip under another name.")
             config = read_json(tmp / CONFIG)
             config["name"] = target.name
             write_json(tmp / CONFIG, config)

@@ -314,6 +314,30 @@ def test_5_an_import_during_a_run_never_takes_the_runs_name(package, tmp_path):
     assert not any(p.name.startswith(".") for p in models.iterdir())  # the reservation went with the run
 
 
+def test_5_an_import_under_a_reserved_name_lands_there_or_nowhere(package, tmp_path):
+    """The web app reserves the name first (Library.add); the import must not slip to an unregistered tiny-2."""
+    models, upload = tmp_path / "models", zip_folder(package, tmp_path / "tiny.zip")
+    with reserve_name(models, "given", exact=True):  # another operation writes "given" right now
+        with pytest.raises(PackageError, match="being written by another run or upload"):
+            import_zip(upload, models, name="given")
+    assert import_zip(upload, models, name="given").name == "given"
+    with pytest.raises(PackageError, match="A model named given exists already"):
+        import_zip(upload, models, name="given")
+    assert [p.name for p in list_packages(models)] == ["given"]
+
+
+def test_5_a_lock_whose_pid_went_to_another_process_is_stale(tmp_path):
+    from playground.package import lock_owner_alive, process_start
+
+    lock = tmp_path / ".x.lock"
+    lock.mkdir()
+    parent = os.getppid()  # alive, but not the process that took this lock
+    (lock / "pid").write_text(f"{parent} {process_start(parent)}")
+    assert lock_owner_alive(lock)
+    (lock / "pid").write_text(f"{parent} 1")  # the same pid, started at another time: reused
+    assert not lock_owner_alive(lock) or not process_start(parent)  # no /proc: the pid alone decides
+
+
 def test_5_cli_train_refuses_an_existing_package_and_never_touches_a_shipped_one(package, tmp_path, monkeypatch,
                                                                                capsys):
     args = ["train", "--data", "builtin:reverse", "--max-steps", "1"]
