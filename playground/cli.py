@@ -133,20 +133,27 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from playground.distributed import process_group, torchrun_ranks
-    from playground.package import reserve_package
+    from playground.package import average_name, reserve_package
 
     cfg = train_config(args)
     main = torchrun_ranks().is_main
     board = TensorBoardLog(args.tensorboard) if args.tensorboard and main else None
-    # rank 0 writes the package: it holds the name from now on, so nothing else writes it meanwhile
-    reservation = (reserve_package(out_folder(args.out), overwrite=args.overwrite, resume=args.resume) if main
-                   else contextlib.nullcontext())
+    # rank 0 writes the package (and with --average-last <out>-avg): it holds the names from now on, so nothing else
+    # writes them meanwhile; an existing one is replaced only with --overwrite (or by a resumed run of its own)
+    out = out_folder(args.out)
     try:
-        with reservation, process_group(cfg.device) as ranks:  # joins nothing unless torchrun started this process
-            code = train_on_this_rank(args, cfg, ranks, board)
-            if code and ranks.distributed:  # leave without the joint teardown: other ranks may sit in a collective
-                raise SystemExit(code)
-            return code
+        with contextlib.ExitStack() as reservations:
+            if main:
+                reservations.enter_context(reserve_package(out, overwrite=args.overwrite, resume=args.resume))
+            if main and cfg.average_last:
+                resuming = args.resume is not None and Path(args.resume).resolve() == out.resolve()
+                reservations.enter_context(reserve_package(out.with_name(average_name(out.name)),
+                                                           overwrite=args.overwrite or resuming))
+            with process_group(cfg.device) as ranks:  # joins nothing unless torchrun started this process
+                code = train_on_this_rank(args, cfg, ranks, board)
+                if code and ranks.distributed:  # leave without the joint teardown: other ranks may sit in a collective
+                    raise SystemExit(code)
+                return code
     finally:
         if board:
             board.close()

@@ -62,15 +62,19 @@ class Run:
         return self.elapsed[index]
 
 
-def load_runs(folders: list[str | os.PathLike]) -> list[Run]:
-    """Runs of two or more packages; PackageError names the one that cannot be read."""
-    if len(folders) < 2:
-        raise PackageError(f"Pick at least two models to compare (got {len(folders)}).")
-    if len(folders) > MAX_RUNS:
-        raise PackageError(f"Compare at most {MAX_RUNS} models at once (got {len(folders)}).")
-    names = [Path(folder).name for folder in folders]
+def check_choice(names: list[str]) -> None:
+    """Two to MAX_RUNS models, each once: what a comparison (curves or translations) takes."""
+    if len(names) < 2:
+        raise PackageError(f"Pick at least two models to compare (got {len(names)}).")
+    if len(names) > MAX_RUNS:
+        raise PackageError(f"Compare at most {MAX_RUNS} models at once (got {len(names)}).")
     if len(set(names)) != len(names):
         raise PackageError("Each model can be compared once; the list names one twice.")
+
+
+def load_runs(folders: list[str | os.PathLike]) -> list[Run]:
+    """Runs of two or more packages; PackageError names the one that cannot be read."""
+    check_choice([Path(folder).name for folder in folders])
     return [Run.from_info(package_info(folder)) for folder in folders]
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-from playground.batching import model_positions
+from playground.batching import model_positions, sentence_tokens
 from playground.errors import TrainingError
+from playground.limits import MAX_POSITIONS
 from playground.model import TransformerConfig
 from playground.schedule import SCHEDULES
 from playground.tokenizer import BOS_ID, EOS_ID, PAD_ID
@@ -14,6 +15,7 @@ from playground.tokenizer import BOS_ID, EOS_ID, PAD_ID
 OPTIMIZERS = ("adam", "adamw")
 EARLY_STOP_METRICS = ("bleu", "chrf", "val_loss", "exact_match")
 BUDGETS = ("max_steps", "max_epochs", "max_minutes")
+MAX_AVERAGE_LAST = 20  # the paper averages at most the last 20 checkpoints; each snapshot is a copy on disk
 
 
 @dataclass
@@ -81,8 +83,12 @@ class TrainConfig:
             problems.append("eval-every must be ≥ 1, warmup ≥ 0 and label smoothing in [0, 1)")
         if not 0 <= self.bpe_dropout < 1 or (self.bpe_dropout and self.tokenizer != "bpe"):
             problems.append("BPE-dropout must be in [0, 1) and needs the bpe tokenizer")
-        if self.accumulate < 1 or self.average_last < 0:
-            problems.append("accumulate must be ≥ 1 and average-last ≥ 0")
+        if self.accumulate < 1 or not 0 <= self.average_last <= MAX_AVERAGE_LAST:
+            problems.append(f"accumulate must be ≥ 1 and average-last from 0 to {MAX_AVERAGE_LAST} (each one is a "
+                            "copy of the weights on disk)")
+        if not 1 <= self.max_len <= sentence_tokens(MAX_POSITIONS):
+            problems.append(f"the maximum length must be from 1 to {sentence_tokens(MAX_POSITIONS)} tokens, not "
+                            f"{self.max_len}")
         if not 0 <= self.seed < 2**63:  # torch's generators take a signed 64-bit seed
             problems.append(f"seed must be a whole number from 0 to {2**63 - 1}, not {self.seed}")
         if problems:

@@ -62,7 +62,7 @@ _LANG_CODE = re.compile(r"[a-z]{2,3}([-_][A-Za-z0-9]{2,4})?")  # "en", "deu", "p
 _COLUMN_NAMES = {"src", "tgt", "source", "target", "input", "output"}
 _PLURAL_REASONS = {"duplicate": "duplicates"}
 _PARQUET_MAGIC = b"PAR1"
-_PARQUET_BATCH_ROWS = 10_000
+_PARQUET_BATCH_ROWS = 1_000
 _XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 _TMX_NATIVE_CODE = {"bpt", "ept", "ph", "it", "ut"}  # inline elements whose content is formatting codes, not text
 
@@ -290,6 +290,9 @@ class _PairFilter:
         self.first_problem = self.first_problem or f"line {line}: {problem}"
 
     def finish(self, fmt: str, src_lang: str | None, tgt_lang: str | None) -> ParallelData:
+        for label, side in ((src_lang, "source language"), (tgt_lang, "target language")):
+            if label is not None:
+                check_language(label, f"the {side} of {self.name}")
         data = ParallelData(self.pairs, self.dropped, fmt, src_lang, tgt_lang, self.total_rows, self.dropped_lines)
         malformed = self.dropped["malformed"]
         if malformed * 2 > self.total_rows:  # a few broken rows are dropped; mostly broken means a wrong format
@@ -443,6 +446,19 @@ def _load_aligned(
         rows.add(line, src, tgt)
     fmt = "aligned+gzip" if src_compressed or tgt_compressed else "aligned"
     return rows.finish(fmt, src_lang or _lang_from_name(path), tgt_lang or _lang_from_name(tgt_path))
+
+
+MAX_LANGUAGE_CHARS = 64  # what a package's config.json allows (playground.schema)
+
+
+def check_language(label: str, side: str = "language") -> str:
+    """A language label a package can carry: at most 64 printable characters ("en", "pt-BR", "German"). Checked
+    before training, since a package with a longer label would be refused when read back."""
+    if not isinstance(label, str) or not label.strip() or len(label) > MAX_LANGUAGE_CHARS or not label.isprintable():
+        shown = label[:40] + "…" if isinstance(label, str) and len(label) > 40 else label
+        raise DataError(f"{side[0].upper()}{side[1:]} {shown!r} is not a usable language label: use 1 to "
+                        f"{MAX_LANGUAGE_CHARS} printable characters, such as en, de or pt-BR.")
+    return label
 
 
 def _lang_from_name(path: Path) -> str | None:
@@ -773,15 +789,24 @@ def _read_parquet(path: Path, rows: _PairFilter, src_lang: str | None, tgt_lang:
                             "(PLAYGROUND_MAX_DATA_ROWS). Upload a smaller sample of the corpus.")
         schema = parquet.schema_arrow
         columns, src_lang, tgt_lang = _parquet_columns(schema, pa, path.name, src_lang, tgt_lang, hint)
-        row = 0
-        for batch in parquet.iter_batches(batch_size=_PARQUET_BATCH_ROWS, columns=[columns[0]]
-                                          if columns[0] == "translation" else list(columns)):
-            if columns[0] == "translation":
-                struct = batch.column(0)
-                pairs = zip(struct.field(src_lang).to_pylist(), struct.field(tgt_lang).to_pylist())
-            else:
-                pairs = zip(batch.column(0).to_pylist(), batch.column(1).to_pylist())
-            for src, tgt in pairs:
+        struct = columns[0] == "translation"
+        # dictionary-encoded columns stay encoded (a few bytes per row however long the repeated value): the footer
+        # counts a dictionary value once, so the text a batch decodes to is measured, and capped, before decoding
+        text = [f"translation.{src_lang}", f"translation.{tgt_lang}"] if struct else list(columns)
+        parquet = pq.ParquetFile(path, read_dictionary=text)
+        row, decoded = 0, 0
+        batches = (batch for group in range(meta.num_row_groups)  # one row group at a time: one dictionary each
+                   for batch in parquet.iter_batches(batch_size=_PARQUET_BATCH_ROWS, row_groups=[group],
+                                                     columns=[columns[0]] if struct else text))
+        for batch in batches:
+            sides = ([batch.column(0).field(src_lang), batch.column(0).field(tgt_lang)] if struct
+                     else [batch.column(0), batch.column(1)])
+            decoded += sum(_decoded_bytes(side, pa) for side in sides)
+            if decoded > max_bytes:
+                raise DataError(f"{path.name} holds more than {_format_bytes(max_bytes)} of text once decoded (the "
+                                f"limit; rows 1 to {row + batch.num_rows:,} already exceed it). Upload a smaller "
+                                "sample (the operator can raise the limit with PLAYGROUND_MAX_DATA_MB).")
+            for src, tgt in zip(sides[0].to_pylist(), sides[1].to_pylist()):
                 row += 1
                 rows.add(row, src or "", tgt or "")
     except (pa.ArrowException, OSError) as error:
@@ -790,11 +815,25 @@ def _read_parquet(path: Path, rows: _PairFilter, src_lang: str | None, tgt_lang:
     return src_lang, tgt_lang
 
 
+def _decoded_bytes(column, pa) -> int:
+    """The bytes of text a string column decodes to, from its offsets (a dictionary column: each row's value's length)
+    without decoding it."""
+    import pyarrow.compute as pc
+
+    if pa.types.is_dictionary(column.type):
+        lengths = pc.take(pc.binary_length(column.dictionary), column.indices)
+    else:
+        lengths = pc.binary_length(column)
+    return int(pc.sum(lengths).as_py() or 0)
+
+
 def _parquet_columns(schema, pa, name: str, src_lang: str | None, tgt_lang: str | None,
                      hint: tuple[str, str] | None) -> tuple[tuple[str, ...], str | None, str | None]:
     """(the columns to read, source language, target language): a "translation" struct of text fields, text columns
     named by language ("en", "de", …), or the only two text columns there are (source first, or named src/tgt)."""
-    def is_text(data_type) -> bool:
+    def is_text(data_type) -> bool:  # a dictionary of strings too (pandas' category columns write one)
+        if pa.types.is_dictionary(data_type):
+            data_type = data_type.value_type
         return pa.types.is_string(data_type) or pa.types.is_large_string(data_type)
 
     if "translation" in schema.names:

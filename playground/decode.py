@@ -40,6 +40,8 @@ class DecodeOptions:
             problems.append("top-k must be 0 (off) or positive")
         if self.beam_size < 1 or self.nbest < 1 or self.batch_size < 1:
             problems.append("beam size, n-best and batch size must be at least 1")
+        if self.seed is not None and not 0 <= self.seed < 2**63:  # torch's generators take 64-bit seeds
+            problems.append(f"seed must be a whole number from 0 to {2**63 - 1}")
         if self.method == "beam" and self.nbest > self.beam_size:
             problems.append(f"n-best ({self.nbest}) cannot exceed the beam size ({self.beam_size})")
         if problems:

@@ -76,8 +76,14 @@ def check_repo_id(repo_id: str) -> str:
     return repo_id
 
 
-def hub_token(oauth_token: str | None = None) -> str:
-    """The signed-in visitor's token on a Space, else HF_TOKEN from the environment (a person's own machine)."""
+def hub_token(oauth_token: str | None = None, shared: bool = False) -> str:
+    """The signed-in visitor's token; on a person's own machine (not `shared`) HF_TOKEN from the environment too.
+    A shared app never lends its operator's HF_TOKEN: any visitor could push with it."""
+    if shared:
+        if not oauth_token:
+            raise PlaygroundError("Sign in with Hugging Face first (the button above) to push to your own account: "
+                                  "this shared app never uploads with its operator's token.")
+        return oauth_token
     token = oauth_token or os.environ.get("HF_TOKEN")
     if not token:
         raise PlaygroundError("Sign in with Hugging Face first (the button above), or set the HF_TOKEN environment "

@@ -18,6 +18,7 @@ import resource
 from pathlib import Path
 
 KB, MB = 1024, 1024**2
+MAX_POSITIONS = 4096  # positions a model may have (sentence tokens + BOS/EOS); its tables and caches grow with them
 NO_LIMIT = 1 << 60  # cgroup v1 reports "unlimited" as a number near 2**63
 
 

@@ -36,7 +36,12 @@ def training_memory_bytes(cfg: TransformerConfig, batch_tokens: int, precision: 
     activations = half * (cfg.n_encoder_layers * per_token["encoder"] + cfg.n_decoder_layers * per_token["decoder"])
     activation_bytes = 2 if precision in ("bf16", "fp16") else 4  # autocast keeps matmul outputs in 16 bits
     logits = 3 * half * cfg.tgt_vocab_size
-    return states + activations * activation_bytes + logits * BYTES
+    return states + activations * activation_bytes + (logits + position_table(cfg)) * BYTES
+
+
+def position_table(cfg: TransformerConfig) -> int:
+    """Floats of the sinusoidal position table (a buffer, not a parameter), one per encoder and decoder side."""
+    return 2 * cfg.max_len * cfg.d_model if cfg.positional_encoding == "sinusoidal" else 0
 
 
 def free_memory_bytes(device: torch.device) -> int | None:
@@ -58,11 +63,13 @@ def check_parameter_limit(params: int, error: type[Exception] = TrainingError) -
                     "the vocabulary.")
 
 
-def check_model_loads(params: int) -> None:
-    """A package's model (fp32 weights, plus the file's bytes while they are copied in) must fit in memory."""
+def check_model_loads(cfg: TransformerConfig) -> None:
+    """A package's model (fp32 weights and position tables, plus the file's bytes while they are copied in) must fit
+    in memory."""
+    params = cfg.num_parameters()
     check_parameter_limit(params, PackageError)
     free = limits.available_memory_bytes()
-    need = 2 * params * BYTES
+    need = (2 * params + position_table(cfg)) * BYTES
     if free is not None and need > HEADROOM * free:
         raise PackageError(f"This model has {params:,} parameters and needs about {need / 1e9:.1f} GB to load, but "
                            f"this server has {free / 1e9:.1f} GB free; it was not loaded.")

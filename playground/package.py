@@ -7,6 +7,7 @@ Saving writes a sibling folder and swaps it in, so a crash mid-save never leaves
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -106,9 +107,21 @@ def pid_alive(pid: int, made_at: float) -> bool:
     return True
 
 
+def process_start(pid: int) -> str:
+    """When process `pid` started (Linux: clock ticks since boot, /proc/PID/stat), "" where unknown: a pid and its
+    start time name one process, while a pid alone may be reused by another process long after its owner died."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
 def lock_owner_alive(lock: Path) -> bool:
     try:
-        return pid_alive(int((lock / "pid").read_text()), lock.stat().st_mtime)
+        pid, _, started = (lock / "pid").read_text().partition(" ")
+        if started and process_start(int(pid)) not in (started, ""):
+            return False  # that pid now belongs to another process
+        return pid_alive(int(pid), lock.stat().st_mtime)
     except (OSError, ValueError):  # being written this instant, or garbage: judge by its age
         try:
             return time.time() - lock.stat().st_mtime < 60
@@ -133,7 +146,7 @@ def try_lock(folder: Path) -> bool:
                 return False
             shutil.rmtree(lock, ignore_errors=True)
             continue
-        (lock / "pid").write_text(str(os.getpid()))
+        (lock / "pid").write_text(f"{os.getpid()} {process_start(os.getpid())}".strip())
         return True
     return False
 
@@ -189,12 +202,11 @@ def is_package(folder: str | os.PathLike) -> bool:
 
 
 def list_packages(models_dir: str | os.PathLike) -> list[Path]:
-    """Complete packages in models_dir, newest first (interrupted saves are repaired or skipped)."""
+    """Complete packages in models_dir, newest first (an interrupted save waits for the sweep to repair it: a listing
+    never touches a save in progress)."""
     models_dir = Path(models_dir)
     if not models_dir.is_dir():
         return []
-    for old in models_dir.glob(".*.old"):
-        recover_interrupted_save(old)
     found = [p for p in models_dir.iterdir() if p.is_dir() and is_package(p)]
 
     def newest(p: Path) -> float:
@@ -207,17 +219,32 @@ def list_packages(models_dir: str | os.PathLike) -> list[Path]:
 
 
 def snapshots_folder(folder: Path) -> Path:
-    """Where a run with --average-last keeps its validation snapshots (playground.averaging.SnapshotStore)."""
-    return folder.with_name(folder.name + "-snapshots")
+    """Where a run with --average-last keeps its validation snapshots (playground.averaging.SnapshotStore): a
+    dot-folder, so no package name (a visitor's "x-snapshots" included) ever collides with it."""
+    return folder.with_name(f".{folder.name}.snapshots")
+
+
+def average_name(name: str) -> str:
+    """The package a run with --average-last writes at the end: the mean of its last validation snapshots."""
+    return f"{name}-avg"
 
 
 def folder_bytes(folder: Path) -> int:
-    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
+    try:
+        return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
+    except OSError:  # deleted while counting
+        return 0
+
+
+def disk_bytes(folder: Path) -> int:
+    """What a package takes on disk: its files and the snapshots its run keeps (the quotas count both)."""
+    return folder_bytes(folder) + folder_bytes(snapshots_folder(folder))
 
 
 def sweep_leftovers(models_dir: str | os.PathLike, tmp_dir: str | os.PathLike | None = None) -> list[Path]:
     """Remove what belongs to no live operation: `.import-*` and `.NAME.tmp-*` folders of crashed imports and saves,
-    reservations of dead processes, `<name>-snapshots` whose package is gone, and `package-*` export folders in
+    `.NAME.old` of a save that crashed between its two renames (put back when NAME is gone),
+    reservations of dead processes, `.NAME.snapshots` whose package is gone, and `package-*` export folders in
     tmp_dir (the system's temporary folder by default). Returns what was removed. Safe to run at any time."""
     models_dir, now, removed = Path(models_dir), time.time(), []
 
@@ -234,15 +261,18 @@ def sweep_leftovers(models_dir: str | os.PathLike, tmp_dir: str | os.PathLike | 
     if models_dir.is_dir():
         for path in models_dir.iterdir():
             name = path.name
-            if name.startswith(".") and name.endswith(".lock"):
+            if name.startswith(".") and name.endswith(".snapshots") and path.is_dir():
+                owner = path.with_name(name[1:-len(".snapshots")])
+                candidates += [] if is_package(owner) or reserved(owner) else [path]
+            elif name.startswith(".") and name.endswith(".lock"):
                 candidates += [] if lock_owner_alive(path) else [path]
+            elif name.startswith(".") and name.endswith(".old") and path.is_dir():
+                if not reserved(path.with_name(name[1:-4])):  # a live save's second rename is due any instant
+                    removed += [] if recover_interrupted_save(path) else [path]
             elif name.startswith(".import-"):  # .import-PID-random
                 candidates += [path] if made_by_dead(path, name.split("-")[1]) else []
             elif name.startswith(".") and ".tmp-" in name:  # .NAME.tmp-PID-random
                 candidates += [path] if made_by_dead(path, name.rsplit(".tmp-", 1)[1].split("-")[0]) else []
-            elif name.endswith("-snapshots") and path.is_dir():
-                owner = path.with_name(name.removesuffix("-snapshots"))
-                candidates += [] if is_package(owner) or reserved(owner) else [path]
     tmp_dir = Path(tmp_dir or tempfile.gettempdir())
     for path in tmp_dir.glob("package-*"):  # package-PID-random, from the Models tab's downloads
         if path.is_dir() and made_by_dead(path, path.name.split("-")[1], EXPORT_TTL_S):
@@ -258,13 +288,25 @@ def temp_prefix(kind: str) -> str:
     return f"{kind}-{os.getpid()}-"
 
 
-def recover_interrupted_save(old: Path) -> None:
-    """A crash between the two renames of a save leaves only `.NAME.old`: put it back."""
+def export_dir(*key: str) -> Path:
+    """An empty temporary folder for one kind of download, e.g. (visitor, package, format): the same key gets the same
+    folder, emptied, so repeated downloads replace each other instead of piling up until the sweep (EXPORT_TTL_S)."""
+    digest = hashlib.sha256("\0".join(key).encode()).hexdigest()[:16]
+    folder = Path(tempfile.gettempdir()) / f"{temp_prefix('package')}{digest}"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+def recover_interrupted_save(old: Path) -> bool:
+    """A crash between the two renames of a save leaves only `.NAME.old`: put it back (True); when NAME exists, the
+    old copy is deleted (False)."""
     target = old.parent / old.name[1:-4]
     if not target.exists():
         os.replace(old, target)
-    else:
-        shutil.rmtree(old, ignore_errors=True)
+        return True
+    shutil.rmtree(old, ignore_errors=True)
+    return False
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -507,7 +549,7 @@ def check_package(folder: str | os.PathLike) -> CheckedPackage:
     folder = Path(folder)
     config = read_config(folder)
     cfg = TransformerConfig.from_dict(config["model"])
-    check_model_loads(cfg.num_parameters())
+    check_model_loads(cfg)
     for name in ALLOWED:  # weights are checked from their header below
         path = folder / name
         if name != WEIGHTS and path.is_file() and path.stat().st_size > limits.max_file_bytes(name):
@@ -556,7 +598,7 @@ def load_resume_state(folder: str | os.PathLike) -> tuple[dict[str, torch.Tensor
 
 def package_info(folder: str | os.PathLike) -> dict:
     """config.json + training.json (both schema-checked) + file sizes, without loading the weights (for listings).
-    size_bytes counts the run's snapshots too (<name>-snapshots): they take disk space for this package."""
+    size_bytes counts the run's snapshots too (.NAME.snapshots): they take disk space for this package."""
     folder = Path(folder)
     config = read_config(folder)
     training = read_training(folder)
@@ -648,7 +690,10 @@ def import_zip(zip_path: str | os.PathLike, models_dir: str | os.PathLike, name:
         except Exception as err:  # zipfile is not hardened: hostile archives raise many kinds of errors
             raise PackageError(f"{zip_path.name} is not a readable zip file ({type(err).__name__}: {err}).") from err
         load_package(tmp)  # refuse anything that does not load (every file's size and schema included)
-        with reserve_name(models_dir, check_name(name) if name else safe_stem(folder_name)) as target:
+        # a given name was reserved for this import by its caller (Library.add): that name, or an error, never another
+        with reserve_name(models_dir, check_name(name) if name else safe_stem(folder_name), exact=bool(name)) as target:
+            if target.exists():
+                raise PackageError(f"A model named {target.name} exists already; upload the zip under another name.")
             config = read_json(tmp / CONFIG)
             config["name"] = target.name
             write_json(tmp / CONFIG, config)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from playground.errors import PackageError
+from playground.limits import MAX_POSITIONS
 
 MAX_DEPTH = 16  # the deepest real file (training.json's attention probes) nests 5 levels
 
@@ -171,7 +172,7 @@ MODEL = Obj({
     "src_vocab_size": VOCAB, "tgt_vocab_size": VOCAB, "d_model": SIZE, "n_heads": Int(1, 10_000),
     "n_encoder_layers": LAYERS, "n_decoder_layers": LAYERS, "d_ff": SIZE, "activation": Str(20),
     "dropout": Num(0, 1), "attention_dropout": Num(0, 1), "positional_encoding": Str(20), "norm_placement": Str(20),
-    "joint_vocab": Bool(), "tie_embeddings": Bool(), "max_len": Int(2, 1_000_000),
+    "joint_vocab": Bool(), "tie_embeddings": Bool(), "max_len": Int(2, MAX_POSITIONS),
     "pad_id": Int(0, 999_999), "unk_id": Int(0, 999_999), "bos_id": Int(0, 999_999), "eos_id": Int(0, 999_999),
 }, required=frozenset({"src_vocab_size", "tgt_vocab_size"}))
 CONFIG = Obj({

@@ -16,18 +16,19 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import shutil
 import tempfile
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 from playground.errors import PackageError, TrainingError
-from playground.package import (SHIPPED_MODELS, SHIPPED_MODELS_DIR, check_name, is_package, is_shipped,
-                                list_packages, package_path)
+from playground.package import (SHIPPED_MODELS, SHIPPED_MODELS_DIR, average_name, check_name, disk_bytes, is_package,
+                                is_shipped, list_packages, package_path, reserve_name, snapshots_folder)
 
 REGISTRY = ".owners.json"
 MB = 1_000_000
@@ -117,13 +118,6 @@ class Quotas:
                    run_minutes=run if run > 0 else None)
 
 
-def folder_bytes(folder: Path) -> int:
-    try:
-        return sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
-    except OSError:
-        return 0
-
-
 def no_such_model(name: str) -> PackageError:
     """The one message for a package that is missing and for one that belongs to somebody else."""
     return PackageError(f"There is no model package named {name!r} (any more); press ↻ to refresh the list.")
@@ -145,6 +139,7 @@ class Library:
                         if is_shipped(Path(shipped_dir) / n) and is_package(Path(shipped_dir) / n)]
         self.lock = threading.RLock()
         self.running: dict[str, str] = {}  # visitor key -> package name of their run in progress
+        self.pending: set[str] = set()  # names add() reserved whose operation has not ended yet (no folder yet)
 
     # -- the registry ---------------------------------------------------------------------------------------
 
@@ -216,8 +211,8 @@ class Library:
         """(packages, bytes) this visitor holds in the models folder (their runs in progress included)."""
         registry = self.read_registry() if registry is None else registry
         names = [n for n, e in registry.items() if e["owner"] == visitor.key
-                 and ((self.models_dir / n).is_dir() or n in self.running.values())]
-        return len(names), sum(folder_bytes(self.models_dir / n) for n in names)
+                 and ((self.models_dir / n).is_dir() or n in self.running.values() or n in self.pending)]
+        return len(names), sum(disk_bytes(self.models_dir / n) for n in names)
 
     def check_quota(self, visitor: Visitor, new_bytes: int, registry: dict[str, dict]) -> None:
         if not self.shared or visitor.admin:
@@ -233,8 +228,15 @@ class Library:
                                f"at most {self.quotas.bytes_per_visitor / MB:.0f} MB per visitor: delete a model on "
                                "the Models tab, or choose a smaller model.")
 
+    def check_size(self, visitor: Visitor, new_bytes: int) -> None:
+        """Refuse, before any work is spent on it (timing, training), a package larger than a visitor's whole quota."""
+        if self.shared and not visitor.admin and new_bytes > self.quotas.bytes_per_visitor:
+            raise PackageError(f"A model of this size takes about {new_bytes / MB:,.0f} MB on disk; this Space keeps "
+                               f"at most {self.quotas.bytes_per_visitor / MB:.0f} MB per visitor: make it smaller "
+                               "(d_model, d_ff, layers, the vocabulary or 'Average last').")
+
     def total_bytes(self) -> int:
-        return sum(folder_bytes(p) for p in list_packages(self.models_dir))
+        return sum(disk_bytes(p) for p in list_packages(self.models_dir))
 
     def make_room(self, new_bytes: int, registry: dict[str, dict]) -> list[str]:
         """Free space for new_bytes by deleting the least recently used packages of anonymous visitors unused for
@@ -252,8 +254,8 @@ class Library:
             if total + new_bytes <= self.quotas.bytes_total:
                 break
             folder = self.models_dir / name
-            total -= folder_bytes(folder)
-            shutil.rmtree(folder, ignore_errors=True)
+            total -= disk_bytes(folder)
+            self.remove(folder)
             registry.pop(name, None)
             evicted.append(name)
         if total + new_bytes > self.quotas.bytes_total:
@@ -262,35 +264,65 @@ class Library:
                                "again later, or download your models and run the app on your own machine.")
         return evicted
 
-    def add(self, base: str, visitor: Visitor, new_bytes: int) -> Path:
+    def add(self, base: str, visitor: Visitor, new_bytes: int, *, average: bool = False) -> Path:
         """Reserve a new package folder for this visitor: quotas checked, space made, the name recorded as theirs.
-        `base`, or `base-2`, `base-3`… so no package (shipped or reserved) is ever overwritten."""
-        check_name(base)
+        `base`, or `base-2`, `base-3`… so no package (shipped or reserved) is ever overwritten; in shared mode
+        `base-` and 6 random hex digits, so the suffix tells nothing of other visitors' names. `average`: a run that
+        also writes `<name>-avg` at the end; both names are free and both are reserved."""
+        check_name(average_name(base) if average else base)
         with self.lock:
             registry = self.read_registry()
             self.check_quota(visitor, new_bytes, registry)
             self.make_room(new_bytes, registry)
-            taken = set(registry) | set(SHIPPED_MODELS) | {p.name for p in self.models_dir.iterdir()}
+            taken = set(registry) | set(SHIPPED_MODELS) | {p.name for p in self.models_dir.iterdir()} | self.pending
+            stem = base[:64 - 7 - (4 if average else 0)] if self.shared else base  # room for the suffixes
             name, n = base, 1
-            while name in taken:
+            while name in taken or (average and average_name(name) in taken):
                 n += 1
-                name = f"{base}-{n}"
-            if self.shared:
-                now = time.time()
-                registry[name] = {"owner": visitor.key, "signed_in": visitor.signed_in, "created": now, "used": now}
-                self.write_registry(registry)
+                name = f"{stem}-{secrets.token_hex(3)}" if self.shared else f"{base}-{n}"
+            self.register([name, average_name(name)] if average else [name], visitor, registry)
             return package_path(self.models_dir, name)
 
-    def claim(self, folder: str | os.PathLike, visitor: Visitor) -> None:
-        """Record a package written outside add() (an averaged run's -avg package) as this visitor's."""
-        if not self.shared:
-            return
+    def add_average(self, folder: Path, visitor: Visitor, new_bytes: int) -> Path:
+        """Reserve `<name>-avg` for a resumed run of `folder` that averages: this visitor's own averaged package is
+        replaced; a name held by anything else is refused (nothing is overwritten, no ownership changes hands)."""
+        name = check_name(average_name(folder.name))
         with self.lock:
             registry = self.read_registry()
+            entry = registry.get(name)
+            if self.shared and entry is not None and entry["owner"] == visitor.key or \
+                    not self.shared and name not in SHIPPED_MODELS:
+                return package_path(self.models_dir, name)
+            if entry is not None or name in SHIPPED_MODELS or name in self.pending or \
+                    (self.models_dir / name).exists():
+                raise PackageError(f"This run would write its averaged weights to {name}, a name that is taken: "
+                                   "set 'Average last' to 0, or start a new run under another name.")
+            self.check_quota(visitor, new_bytes, registry)
+            self.make_room(new_bytes, registry)
+            self.register([name], visitor, registry)
+            return package_path(self.models_dir, name)
+
+    def register(self, names: list[str], visitor: Visitor, registry: dict[str, dict]) -> None:
+        """Record names as this visitor's (shared mode) and as pending until their operation ends (forget)."""
+        self.pending.update(names)
+        if self.shared:
             now = time.time()
-            registry[Path(folder).name] = {"owner": visitor.key, "signed_in": visitor.signed_in, "created": now,
-                                           "used": now}
+            for name in names:
+                registry[name] = {"owner": visitor.key, "signed_in": visitor.signed_in, "created": now, "used": now}
             self.write_registry(registry)
+
+    @contextmanager
+    def writing(self, *folders: Path) -> Iterator[None]:
+        """Hold the names add() reserved while an operation writes them (playground.package.reserve_name: nothing
+        else writes them meanwhile); at the end, forget those it never wrote, even when taking a lock failed."""
+        try:
+            with ExitStack() as locks:
+                for folder in folders:
+                    locks.enter_context(reserve_name(self.models_dir, folder.name, exact=True))
+                yield
+        finally:
+            for folder in folders:
+                self.forget(folder.name)
 
     def adopt(self, old: Visitor, new: Visitor) -> None:
         """Give `old`'s packages to `new` (a browser's anonymous models to the account it signed in with)."""
@@ -303,8 +335,10 @@ class Library:
                 self.write_registry(registry)
 
     def forget(self, name: str) -> None:
-        """Drop a reservation whose package never came to be (the run failed before its first save)."""
+        """End the reservation of a name add() gave; its registry entry goes when its package never came to be (the
+        run failed before its first save)."""
         with self.lock:
+            self.pending.discard(name)
             registry = self.read_registry()
             if name in registry and not (self.models_dir / name).is_dir():
                 del registry[name]
@@ -327,10 +361,16 @@ class Library:
         with self.lock:
             if name in self.running.values():
                 raise PackageError(f"{name} is training right now: stop the run first, then delete it.")
-            shutil.rmtree(folder)
+            self.remove(folder)
             registry = self.read_registry()
             if registry.pop(folder.name, None) is not None:
                 self.write_registry(registry)
+
+    @staticmethod
+    def remove(folder: Path) -> None:
+        """Delete a package and the snapshots its run kept for averaging."""
+        shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(snapshots_folder(folder), ignore_errors=True)
 
     # -- training runs -------------------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from playground.batching import GlobalBatch, collate, encode_pairs, make_batches
 from playground.checkpoint import (History, RunState, load_run, optimizer_from_safetensors, refuse_fixed_changes,
                                    save_run)
 from playground.config import TrainConfig
+from playground.data import check_language
 from playground.device import autocast, describe, resolve_device, resolve_precision
 from playground.distributed import (SINGLE, Ranks, agree, check_same_on_all_ranks, rank_device, seed_rank,
                                     sum_over_ranks, wrap_model)
@@ -31,7 +32,7 @@ from playground.errors import PlaygroundError, TrainingError
 from playground.loss import smoothed_loss_sum
 from playground.memory import check_training_fits, keep_allocator_compact
 from playground.model import Transformer
-from playground.package import check_name
+from playground.package import check_name, snapshots_folder
 from playground.schedule import eval_interval, fit_warmup, learning_rate, planned_steps
 from playground.tokenizer import PAD_ID, PairBpeDropout, PairTokenizer, train_tokenizer
 from playground.validation import (is_better, perplexity, probe_attention, translation_scores,
@@ -50,6 +51,10 @@ class TrainData:
     src_lang: str = "src"
     tgt_lang: str = "tgt"
     description: str = "user data"
+
+    def __post_init__(self) -> None:
+        check_language(self.src_lang, "source language")
+        check_language(self.tgt_lang, "target language")
 
 
 def run_fingerprint(cfg: TrainConfig, data: TrainData) -> str:
@@ -161,7 +166,7 @@ class Trainer:
         self.snapshots = None
         if cfg.average_last and ranks.is_main:
             check_name(self.average_dir.name)  # now, not after hours of training
-            self.snapshots = SnapshotStore(self.out_dir.with_name(self.out_dir.name + "-snapshots"), cfg.average_last)
+            self.snapshots = SnapshotStore(snapshots_folder(self.out_dir), cfg.average_last)
             self.snapshots.discard_after(self.step)
 
     def shared_tokenizer(self) -> PairTokenizer:

@@ -54,7 +54,7 @@ def test_average_last_writes_the_mean_of_the_last_validation_snapshots(tmp_path)
     averaged = [e for e in events if isinstance(e, Averaged)]
     assert len(averaged) == 1 and averaged[0].steps == [4, 6] and events[-1].summary["averaged"] == averaged[0].path
 
-    snapshots = sorted((tmp_path / "run-snapshots").iterdir())
+    snapshots = sorted((tmp_path / ".run.snapshots").iterdir())
     assert [p.name for p in snapshots] == ["step-00000004", "step-00000006"]  # older ones are dropped
     four, six, mean = (load_package(p).model.state_dict() for p in (*snapshots, tmp_path / "run-avg"))
     for name in mean:
@@ -63,4 +63,4 @@ def test_average_last_writes_the_mean_of_the_last_validation_snapshots(tmp_path)
 
     # a new run into the same folder starts a new set of snapshots
     list(Trainer(tiny_cfg(max_steps=2, eval_every=2, average_last=2), DATA, tmp_path / "run").run())
-    assert [p.name for p in (tmp_path / "run-snapshots").iterdir()] == ["step-00000002"]
+    assert [p.name for p in (tmp_path / ".run.snapshots").iterdir()] == ["step-00000002"]

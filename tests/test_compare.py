@@ -91,6 +91,13 @@ def test_compare_tab_through_the_api(models_dir, tmp_path):
         refused = client.predict(["slow"], "step", api_name="/compare")
         assert "at least two" in refused[0]
         message, table = client.predict(["slow", "fast"], "a b c\nc d", api_name="/compare_translate")
+        table = table["value"]  # an update: the table with equal column widths
         assert message == "" and table["headers"] == ["source", "slow", "fast"] and len(table["data"]) == 2
+        # the translations take what the curves take: two to eight models, each once
+        assert "compared once" in client.predict(["slow", "slow", "fast"], "a b c", api_name="/compare_translate")[0]
+        assert "at most 8" in client.predict(["slow", "fast"] * 5, "a b c", api_name="/compare_translate")[0]
+        # a package made after the page was built (not among the dropdown's first choices) can be compared
+        shutil.copytree(tmp_path / "models" / "fast", tmp_path / "models" / "later")
+        assert client.predict(["slow", "later"], "step", api_name="/compare")[0] == ""
     finally:
         demo.close()

@@ -47,6 +47,18 @@ def test_tmx_pairs_with_inline_markup_removed(tmp_path, compress):
     assert data.fmt == ("tmx+gzip" if compress else "tmx")
 
 
+def test_a_language_label_a_package_cannot_carry_is_refused_when_read(tmp_path):
+    """A 70-character xml:lang would train, then make the package unreadable (config.json allows 64)."""
+    long_label = "x" * 70
+    path = write(tmp_path, "long.tmx", tmx(tu(en="a cat", **{long_label: "eine Katze"})))
+    with pytest.raises(DataError, match="target language of long.tmx 'x+…' is not a usable language label"):
+        load_parallel(path)
+    from playground.train import TrainData
+
+    with pytest.raises(DataError, match="Source language .* is not a usable language label"):
+        TrainData([("a", "b")], [("a", "b")], src_lang="a\tb")
+
+
 def test_tmx_languages_by_variant_in_either_order(tmp_path):
     # the <tuv> order differs between units, and the file says en-GB / de-DE where the user says en / de
     path = write(tmp_path, "variants.tmx", tmx(tu(en_GB="One cat.", de_DE="Eine Katze."),
@@ -152,3 +164,25 @@ def test_parquet_refusals(tmp_path):
         load_parallel(good, max_rows=10)
     with pytest.raises(DataError, match="uncompressed, more than the limit"):
         load_parallel(good, max_bytes=100)
+
+
+def dictionary_bomb(path, value_bytes: int, rows: int, struct: bool = False):
+    """A Parquet file of a few hundred bytes whose one dictionary value repeats on every row: its footer counts the
+    value once, decoding makes rows x value_bytes of text."""
+    column = pa.DictionaryArray.from_arrays(pa.array([0] * rows, pa.int32()), pa.array(["x" * value_bytes]))
+    other = pa.DictionaryArray.from_arrays(pa.array([0] * rows, pa.int32()), pa.array(["y"]))
+    table = (pa.table({"translation": pa.StructArray.from_arrays([column, other], names=["en", "de"])}) if struct
+             else pa.table({"en": column, "de": other}))
+    pq.write_table(table, path, compression="zstd", use_dictionary=True)
+    return path
+
+
+@pytest.mark.parametrize("struct", [False, True])
+def test_parquet_dictionary_bomb_is_refused_before_it_is_decoded(tmp_path, struct):
+    path = dictionary_bomb(tmp_path / "bomb.parquet", value_bytes=1_000_000, rows=20_000, struct=struct)
+    assert path.stat().st_size < 2000  # 20 GB of text once decoded
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(DataError, match="more than 10 MiB of text once decoded"):
+        load_parallel(path, max_bytes=10 * 2**20)
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert grown_mb < 200, f"peak memory grew by {grown_mb:.0f} MB"

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import socket
 import struct
 import subprocess
@@ -22,14 +23,15 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from conftest import refusal_of  # noqa: E402
 
-from playground import limits  # noqa: E402
+from playground import limits, memory  # noqa: E402
 from playground.cli import main  # noqa: E402
-from playground.errors import PackageError, TrainingError  # noqa: E402
+from playground.config import TrainConfig  # noqa: E402
+from playground.errors import PackageError, PlaygroundError, TrainingError  # noqa: E402
 from playground.model import Transformer, TransformerConfig  # noqa: E402
 from playground.sharing import Library  # noqa: E402
 from playground.package import (CARD, CONFIG, TRAINING, WEIGHTS, check_package, delete_package, import_zip,  # noqa: E402
-                                is_shipped, list_packages, load_package, package_info, reserve_name, save_package,
-                                sweep_leftovers)
+                                is_package, is_shipped, list_packages, load_package, package_info, reserve_name,
+                                save_package, sweep_leftovers)
 
 GB = 1e9
 REPO = Path(__file__).resolve().parent.parent
@@ -103,6 +105,23 @@ def test_1_a_huge_package_is_refused_from_its_header_without_building_it(package
     edit_json(package / CONFIG, lambda c: c["model"].update(d_model=1_000_000, d_ff=1_000_000))
     with pytest.raises(PackageError, match="parameters; this server allows"):
         load_package(package)
+
+
+def test_1_positions_are_capped_and_their_table_counted(package, monkeypatch):
+    """max_len sizes the sinusoidal table, a buffer no parameter count sees: 1e6 positions would be 1.8 GB."""
+    edit_json(package / CONFIG, lambda c: c["model"].update(max_len=1_000_000))
+    before = peak_rss()
+    with pytest.raises(PackageError, match=r"max_len: must be .*4,?096"):
+        load_package(package)
+    assert peak_rss() - before < 100e6
+    with pytest.raises(TrainingError, match="maximum length must be from 1 to 4094 tokens"):
+        TrainConfig(max_steps=1, max_len=1_000_000, batch_tokens=10**7)
+    big = TransformerConfig(100, 100, d_model=1024, n_heads=8, d_ff=1024, n_encoder_layers=1, n_decoder_layers=1,
+                            max_len=4096)
+    assert memory.position_table(big) == 2 * 4096 * 1024
+    monkeypatch.setattr(limits, "available_memory_bytes", lambda: (2 * big.num_parameters() + 4096 * 1024) * 4)
+    with pytest.raises(PackageError, match="needs about"):  # the weights fit, the tables on top do not
+        memory.check_model_loads(big)
 
 
 def test_1_the_memory_limit_comes_from_the_cgroup_then_the_host(monkeypatch):
@@ -296,6 +315,30 @@ def test_5_an_import_during_a_run_never_takes_the_runs_name(package, tmp_path):
     assert not any(p.name.startswith(".") for p in models.iterdir())  # the reservation went with the run
 
 
+def test_5_an_import_under_a_reserved_name_lands_there_or_nowhere(package, tmp_path):
+    """The web app reserves the name first (Library.add); the import must not slip to an unregistered tiny-2."""
+    models, upload = tmp_path / "models", zip_folder(package, tmp_path / "tiny.zip")
+    with reserve_name(models, "given", exact=True):  # another operation writes "given" right now
+        with pytest.raises(PackageError, match="being written by another run or upload"):
+            import_zip(upload, models, name="given")
+    assert import_zip(upload, models, name="given").name == "given"
+    with pytest.raises(PackageError, match="A model named given exists already"):
+        import_zip(upload, models, name="given")
+    assert [p.name for p in list_packages(models)] == ["given"]
+
+
+def test_5_a_lock_whose_pid_went_to_another_process_is_stale(tmp_path):
+    from playground.package import lock_owner_alive, process_start
+
+    lock = tmp_path / ".x.lock"
+    lock.mkdir()
+    parent = os.getppid()  # alive, but not the process that took this lock
+    (lock / "pid").write_text(f"{parent} {process_start(parent)}")
+    assert lock_owner_alive(lock)
+    (lock / "pid").write_text(f"{parent} 1")  # the same pid, started at another time: reused
+    assert not lock_owner_alive(lock) or not process_start(parent)  # no /proc: the pid alone decides
+
+
 def test_5_cli_train_refuses_an_existing_package_and_never_touches_a_shipped_one(package, tmp_path, monkeypatch,
                                                                                capsys):
     args = ["train", "--data", "builtin:reverse", "--max-steps", "1"]
@@ -314,6 +357,19 @@ def test_5_cli_train_refuses_an_existing_package_and_never_touches_a_shipped_one
     assert not (REPO / "models" / ".demo-en-de.lock").exists()
 
 
+def test_5_cli_train_refuses_to_average_into_an_existing_package(package, tmp_path, capsys):
+    """--average-last writes <out>-avg at the end: an existing one is refused up front, not replaced hours later."""
+    avg = tmp_path / "run-avg"
+    shutil.copytree(package, avg)
+    before = (avg / WEIGHTS).stat().st_mtime_ns
+    args = ["train", "--data", "builtin:reverse", "--max-steps", "1", "--average-last", "2",
+            "--out", str(tmp_path / "run")]
+    assert main(args) == 2
+    assert "run-avg exists already" in capsys.readouterr().err
+    assert (avg / WEIGHTS).stat().st_mtime_ns == before and not (tmp_path / "run").exists()
+    assert not any(p.name.endswith(".lock") for p in tmp_path.iterdir())  # both reservations were let go
+
+
 # ----------------------------------------------------------------------------------------------------------
 # 6. leftovers that belong to no live operation are swept; snapshots count and go with their package
 
@@ -330,20 +386,30 @@ def test_6_the_sweep_removes_what_no_live_operation_owns(package, tmp_path):
     kept = save_package(models / "kept", tiny.model, tiny.tokenizer)
     gone = dead_pid()
     leftovers = [models / f".import-{gone}-x1", models / f".kept.tmp-{gone}-abcd", models / ".old-run.lock",
-                 models / "deleted-snapshots", tmp / f"package-{gone}-zz"]
-    live = [models / f".import-{os.getpid()}-x2", models / ".running.lock", models / "kept-snapshots",
-            models / "running-snapshots", tmp / f"package-{os.getpid()}-yy"]
+                 models / ".deleted.snapshots", tmp / f"package-{gone}-zz"]
+    live = [models / f".import-{os.getpid()}-x2", models / ".running.lock", models / ".kept.snapshots",
+            models / ".running.snapshots", tmp / f"package-{os.getpid()}-yy"]
     for path in leftovers + live:
         path.mkdir(parents=True)
-    (models / "deleted-snapshots" / "step-00000010").mkdir()
-    (models / "kept-snapshots" / "weights.bin").write_bytes(b"\0" * 5000)
+    (models / ".deleted.snapshots" / "step-00000010").mkdir()
+    (models / ".kept.snapshots" / "weights.bin").write_bytes(b"\0" * 5000)
     (models / ".old-run.lock" / "pid").write_text(str(gone))
     (models / ".running.lock" / "pid").write_text(str(os.getpid()))
     assert sorted(sweep_leftovers(models, tmp)) == sorted(leftovers)
     assert all(p.exists() for p in live) and not any(p.exists() for p in leftovers)
     assert package_info(kept)["snapshot_bytes"] == 5000  # counted toward the package's size (and quotas)
     delete_package(models, "kept")
-    assert not (models / "kept-snapshots").exists()
+    assert not (models / ".kept.snapshots").exists()
+
+
+def test_6_the_sweep_never_takes_a_package_named_like_snapshots(package, tmp_path):
+    """A visitor's own package "x-snapshots" (no package "x" beside it) is a package, not a run's leftovers."""
+    models = tmp_path / "models"
+    tiny = load_package(package)
+    save_package(models / "x-snapshots", tiny.model, tiny.tokenizer)
+    save_package(models / "x.snapshots", tiny.model, tiny.tokenizer)
+    assert sweep_leftovers(models, tmp_path) == []
+    assert is_package(models / "x-snapshots") and is_package(models / "x.snapshots")
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -383,6 +449,27 @@ def test_7_wrong_typed_form_values_name_their_field(field, value, message):
 
     with pytest.raises(TrainingError, match=message):
         build_config({**preset_values("tiny"), field: value})
+
+
+def test_7_a_huge_decoding_seed_is_refused_with_a_message(package):
+    from playground.ui.translate_tab import decode_options, run_translation
+
+    opts = decode_options("sample", 1.0, 0, 1.0, 2**70, 5, 1.0, 1, 20)
+    with pytest.raises(PlaygroundError, match="seed must be a whole number from 0 to 9223372036854775807"):
+        run_translation(str(package), ["a b"], opts)
+
+
+def test_7_an_unexpected_error_reaches_the_page_without_its_details():
+    from playground.ui.state import friendly
+
+    @friendly
+    def handler():
+        raise ValueError(f"Overflow when unpacking long long in {REPO}")
+
+    with pytest.raises(Exception) as shown:
+        handler()
+    assert "Something went wrong" in str(shown.value) and "Overflow" not in str(shown.value)
+    assert str(REPO) not in str(shown.value)
 
 
 # ----------------------------------------------------------------------------------------------------------

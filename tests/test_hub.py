@@ -86,6 +86,14 @@ def test_token_comes_from_sign_in_or_environment(monkeypatch):
     assert hub_token(None) == "hf_env" and hub_token("hf_oauth") == "hf_oauth"
 
 
+def test_shared_app_never_lends_the_operators_token(monkeypatch):
+    """An anonymous visitor of a shared Space must not push with the operator's HF_TOKEN."""
+    monkeypatch.setenv("HF_TOKEN", "hf_operator")
+    with pytest.raises(PlaygroundError, match="Sign in"):
+        hub_token(None, shared=True)
+    assert hub_token("hf_visitor", shared=True) == "hf_visitor"
+
+
 def test_card_without_metrics_or_language_codes():
     config = {"name": "m", "src_lang": "src", "tgt_lang": "tgt", "num_parameters": 10,
               "model": {"d_model": 8, "n_heads": 2, "n_encoder_layers": 1, "n_decoder_layers": 1, "d_ff": 8,

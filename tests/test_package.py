@@ -9,7 +9,7 @@ from safetensors.torch import save_file
 
 from playground.errors import PackageError
 from playground.package import (check_name, delete_package, export_zip, import_zip, list_packages, load_package,
-                                package_info, reserve_name, save_package)
+                                package_info, reserve_name, save_package, sweep_leftovers)
 
 SRC = torch.tensor([[5, 6, 7, 3, 0]])
 TGT = torch.tensor([[2, 8, 9, 10]])
@@ -64,9 +64,13 @@ def test_a_crash_mid_save_leaves_the_old_package_loadable(saved, model, tokenize
     assert list_packages(saved.parent) == [saved]
 
 
-def test_interrupted_swap_is_recovered(saved):
-    os.replace(saved, saved.parent / ".tiny.old")  # a crash between the two renames of a save
-    assert list_packages(saved.parent) == [saved]
+def test_interrupted_swap_is_recovered_by_the_sweep_never_by_a_listing(saved):
+    models = saved.parent
+    with reserve_name(models, "tiny", exact=True):  # a save in progress, between its two renames
+        os.replace(saved, models / ".tiny.old")
+        assert list_packages(models) == [] and sweep_leftovers(models, models) == []
+        assert (models / ".tiny.old").is_dir()  # left for the save's second rename
+    assert sweep_leftovers(models, models) == [] and list_packages(models) == [saved]  # a crash: put back
 
 
 @pytest.mark.parametrize("damage, message", [

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 import zipfile
 from pathlib import Path
@@ -13,7 +14,8 @@ import pytest
 
 from playground.errors import PackageError, TrainingError
 from playground.model import Transformer, TransformerConfig
-from playground.package import SHIPPED_MODELS_DIR, delete_package, export_zip, is_shipped, save_package
+from playground.package import (SHIPPED_MODELS_DIR, delete_package, export_zip, is_shipped, save_package,
+                                snapshots_folder)
 from playground.sharing import MB, PERSONAL, REGISTRY, Library, Quotas, Visitor, models_location, shared_mode
 from playground.tokenizer import train_tokenizer
 
@@ -42,8 +44,9 @@ def shared(tmp_path, **quotas) -> Library:
 def test_each_visitor_sees_their_own_and_the_shipped_ones(tmp_path, tiny):
     library = shared(tmp_path)
     make(library, tiny, "mine", ALICE)
-    make(library, tiny, "mine", BOB)  # the same name: Bob's is saved as mine-2, Alice's stays hers
-    assert set(library.names(ALICE)) == {"mine", DEMO} and set(library.names(BOB)) == {"mine-2", DEMO}
+    bobs = make(library, tiny, "mine", BOB).name  # the same name: Bob's gets a suffix, Alice's stays hers
+    assert re.fullmatch(r"mine-[0-9a-f]{6}", bobs)  # random: it tells nothing of how many others chose "mine"
+    assert set(library.names(ALICE)) == {"mine", DEMO} and set(library.names(BOB)) == {bobs, DEMO}
     with pytest.raises(PackageError) as theirs:
         library.folder("mine", BOB)
     with pytest.raises(PackageError) as ghost:
@@ -53,9 +56,10 @@ def test_each_visitor_sees_their_own_and_the_shipped_ones(tmp_path, tiny):
         library.delete("mine", BOB)
     assert (library.models_dir / "mine").is_dir()
     owner = Visitor("hf:someone", signed_in=True, admin=True)  # the Space's owner sees and deletes everything
-    assert {"mine", "mine-2"} <= set(library.names(owner))
-    library.delete("mine-2", owner)
-    assert not (library.models_dir / "mine-2").exists()
+    assert {"mine", bobs} <= set(library.names(owner))
+    library.delete(bobs, owner)
+    assert not (library.models_dir / bobs).exists()
+    assert Library(tmp_path / "personal").add(DEMO, PERSONAL, 0).name == f"{DEMO}-2"  # one person: counted
 
 
 def test_the_shipped_models_are_read_only_in_both_modes(tmp_path):
@@ -71,7 +75,7 @@ def test_the_shipped_models_are_read_only_in_both_modes(tmp_path):
         delete_package(SHIPPED_MODELS_DIR, DEMO)
     assert (SHIPPED_MODELS_DIR / DEMO / "config.json").is_file()
     # a new package never takes a shipped name
-    assert shared(tmp_path / "s").add(DEMO, ALICE, 0).name == f"{DEMO}-2"
+    assert shared(tmp_path / "s").add(DEMO, ALICE, 0).name.startswith(f"{DEMO}-")
 
 
 def test_quotas_refuse_with_a_message_that_says_what_to_delete(tmp_path, tiny):
@@ -140,6 +144,55 @@ def test_signing_in_keeps_the_browsers_models_and_zips_carry_no_owner(tmp_path, 
     with zipfile.ZipFile(export_zip(folder, tmp_path)) as zf:
         text = b"".join(zf.read(n) for n in zf.namelist())
     assert b"a" * 32 not in text and b"carol" not in text and not any("owner" in n for n in zf.namelist())
+
+
+def test_a_run_never_averages_into_another_visitors_package(tmp_path, tiny):
+    """Alice holds victim-avg; Bob's run "victim" with averaging must neither overwrite nor take it."""
+    library = shared(tmp_path)
+    make(library, tiny, "victim-avg", ALICE)
+    run = library.add("victim", BOB, 0, average=True)
+    assert run.name.startswith("victim-") and library.read_registry()[f"{run.name}-avg"]["owner"] == BOB.key
+    assert library.read_registry()["victim-avg"]["owner"] == ALICE.key
+    make(library, tiny, "theirs", ALICE)
+    make(library, tiny, "theirs-avg", BOB)  # Bob took the name beside Alice's package first
+    with pytest.raises(PackageError, match="theirs-avg, a name that is taken"):  # Alice resumes "theirs" averaging
+        library.add_average(library.models_dir / "theirs", ALICE, 0)
+    assert library.read_registry()["theirs-avg"]["owner"] == BOB.key
+    own = library.add_average(run, BOB, 0)  # his own -avg: replaced by his resume
+    assert own.name == f"{run.name}-avg"
+    with library.writing(run, own):  # the run failed before it saved anything: both names are let go
+        pass
+    assert run.name not in library.read_registry() and own.name not in library.read_registry()
+
+
+def test_pending_reservations_count_toward_the_model_quota(tmp_path):
+    """Parallel imports: each reserved a name, none has written its folder yet; the quota still counts them."""
+    library = shared(tmp_path, models_per_visitor=3)
+    reserved = [library.add("upload", ALICE, 0) for _ in range(3)]
+    with pytest.raises(PackageError, match="You have 3 models"):
+        library.add("upload", ALICE, 0)
+    library.forget(reserved[0].name)  # one import failed: its reservation is freed
+    library.add("upload", ALICE, 0)
+
+
+def test_snapshots_count_toward_the_quotas_and_go_with_their_package(tmp_path, tiny):
+    library = shared(tmp_path, bytes_per_visitor=1 * MB)
+    folder = make(library, tiny, "run", ALICE)
+    snapshots = snapshots_folder(folder) / "step-00000010"
+    snapshots.mkdir(parents=True)
+    (snapshots / "model.safetensors").write_bytes(b"\0" * MB)
+    assert library.usage(ALICE)[1] > MB and library.total_bytes() > MB
+    with pytest.raises(PackageError, match="at most 1 MB per visitor"):
+        library.add("more", ALICE, 0)
+    library.delete("run", ALICE)
+    assert not snapshots_folder(folder).exists()
+
+
+def test_average_last_is_capped():
+    from playground.config import MAX_AVERAGE_LAST, TrainConfig
+
+    with pytest.raises(TrainingError, match=f"average-last from 0 to {MAX_AVERAGE_LAST}"):
+        TrainConfig(max_steps=1, average_last=1000)
 
 
 def test_mode_and_models_folder_from_the_environment(monkeypatch, tmp_path):

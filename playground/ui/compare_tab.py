@@ -81,7 +81,8 @@ def build(session: gr.State, library: Library) -> CompareTab:
                 "the scores of their last validation; then translate the same sentences with each of them.")
     with gr.Row():
         models = gr.Dropdown(model_names(library, None), value=[], multiselect=True, label="Models to compare",
-                             info="Two to eight packages", scale=4)
+                             info="Two to eight packages", scale=4, allow_custom_value=True)  # the API may name
+        # a package made after the page was built; package_folder decides whether this visitor may use it
         x_axis = gr.Radio(["step", "wall time"], value="step", label="Horizontal axis", scale=1)
         compare_btn = gr.Button("Compare", variant="primary", scale=1)
     message = gr.Markdown()
@@ -115,9 +116,12 @@ def build(session: gr.State, library: Library) -> CompareTab:
 
     def translate_each(session: Session, names: list[str] | None, text: str):
         """The sentences translated greedily by each chosen model: one column per model."""
+        from playground.compare import check_choice
+
         lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
         if not names:
             raise PlaygroundError("Pick the models to compare first.")
+        check_choice(list(names))
         if not lines or len(lines) > MAX_SENTENCES:
             raise PlaygroundError(f"Type between 1 and {MAX_SENTENCES} sentences, one per line.")
         folders = [str(package_folder(library, session, name)) for name in names]

@@ -200,8 +200,10 @@ def swap_direction(session: Session):
 
 @friendly
 def set_languages(session: Session, src_lang: str, tgt_lang: str):
-    session.src_lang = (src_lang or "").strip() or "src"
-    session.tgt_lang = (tgt_lang or "").strip() or "tgt"
+    from playground.data import check_language
+
+    session.src_lang = check_language((src_lang or "").strip() or "src", "source language")
+    session.tgt_lang = check_language((tgt_lang or "").strip() or "tgt", "target language")
     return summary_markdown(session), preview_frame(session), length_figure(session)
 
 

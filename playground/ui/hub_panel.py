@@ -2,19 +2,18 @@
 
 Sign-in: on a Space with OAuth enabled (README front matter `hf_oauth: true`, `hf_oauth_scopes: [write-repos]`, and
 `gradio[oauth]` installed) a gr.LoginButton gives the visitor's own token; elsewhere the HF_TOKEN environment
-variable of the person running the app is used. No `from __future__ import annotations` here: Gradio reads the
+variable of the person running the app is used, never on a shared app (any visitor could push with it). No `from __future__ import annotations` here: Gradio reads the
 gr.OAuthToken annotation of the push handler to inject the token."""
 
 import importlib.util
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import gradio as gr
 
 from playground.sharing import Library
-from playground.ui.state import Session, answers, friendly, package_folder
+from playground.ui.state import Session, answers, friendly, package_folder, visitor_of
 
 
 def oauth_available() -> bool:
@@ -23,13 +22,14 @@ def oauth_available() -> bool:
         importlib.util.find_spec("authlib") is not None
 
 
-def export_zip(folder: Path, fmt: str, quantization: str = "float32") -> str:
-    """Export the package to `fmt` in a fresh temporary folder and zip it (the zip holds one folder; the sweep
-    removes the temporary folder once Gradio has copied the zip, as for the package zip)."""
+def export_zip(folder: Path, fmt: str, quantization: str, visitor: str) -> str:
+    """Export the package to `fmt` in the visitor's temporary folder for this package and format (their next export
+    of it replaces it) and zip it (the zip holds one folder; the sweep removes the temporary folder once Gradio has
+    copied the zip, as for the package zip)."""
     from playground.export import export_package
-    from playground.package import temp_prefix
+    from playground.package import export_dir
 
-    work = Path(tempfile.mkdtemp(prefix=temp_prefix("package")))
+    work = export_dir(visitor, folder.name, fmt, quantization)
     suffix = "transformers" if fmt == "transformers" else f"ct2-{quantization}"
     export_package(str(folder), fmt, str(work / f"{folder.name}-{suffix}"), quantization)
     archive = shutil.make_archive(str(work / f"{folder.name}-{suffix}"), "zip", work, f"{folder.name}-{suffix}")
@@ -41,12 +41,14 @@ def build(session: gr.State, library: Library, model: gr.Dropdown) -> None:
     @friendly
     def transformers_zip(session: Session, name: str):
         """Zip the package exported for 🤗 transformers (AutoModelForSeq2SeqLM + AutoTokenizer)."""
-        return export_zip(package_folder(library, session, name), "transformers")
+        return export_zip(package_folder(library, session, name), "transformers", "float32",
+                          visitor_of(library, session).key)
 
     @friendly
     def ctranslate2_zip(session: Session, name: str, quantization: str):
         """Zip the package exported for CTranslate2 (float32 or int8 weights)."""
-        return export_zip(package_folder(library, session, name), "ctranslate2", quantization)
+        return export_zip(package_folder(library, session, name), "ctranslate2", quantization,
+                          visitor_of(library, session).key)
 
     @friendly
     def push(session: Session, name: str, repo_id: str, private: bool, with_transformers: bool, license: str,
@@ -54,7 +56,7 @@ def build(session: gr.State, library: Library, model: gr.Dropdown) -> None:
         """Upload the package (and optionally its transformers export) to a model repo on the Hub."""
         from playground.hub import hub_token, push_package
 
-        token = hub_token(oauth_token.token if oauth_token else None)
+        token = hub_token(oauth_token.token if oauth_token else None, shared=library.shared)
         url = push_package(package_folder(library, session, name), repo_id, token, private=private,
                            with_transformers=with_transformers, license=license.strip() or None)
         return f"✅ Pushed to [{url}]({url})."
@@ -68,6 +70,8 @@ def build(session: gr.State, library: Library, model: gr.Dropdown) -> None:
     with gr.Accordion("Share on the 🤗 Hub", open=False):
         if oauth_available():
             gr.LoginButton()
+        elif library.shared:
+            gr.Markdown("Pushing needs Hugging Face sign-in, which this app has not enabled.")
         else:
             gr.Markdown("Uses the `HF_TOKEN` environment variable (a token with write access) of the person "
                         "running the app.")

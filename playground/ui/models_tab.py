@@ -3,7 +3,6 @@ delete (with a confirmation)."""
 
 from __future__ import annotations
 
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,10 +117,12 @@ def build(session: gr.State, library: Library) -> ModelsTab:
     def export_model(session: Session, name: str, with_state: bool = False):
         """Zip a package (weights, tokenizer, config, card; with_state: also resume.*, to go on training it
         elsewhere) for download."""
-        from playground.package import export_zip, temp_prefix
+        from playground.package import export_dir, export_zip
 
-        # the sweep removes the folder once Gradio has copied the zip to its cache (playground.package.sweep_leftovers)
-        return str(export_zip(package_folder(library, session, name), tempfile.mkdtemp(prefix=temp_prefix("package")),
+        folder = package_folder(library, session, name)
+        # one folder per visitor and package, replaced by their next download of it; the sweep removes it once Gradio
+        # has copied the zip to its cache (playground.package.sweep_leftovers)
+        return str(export_zip(folder, export_dir(visitor_of(library, session).key, folder.name, "package"),
                               with_state=bool(with_state)))
 
     @friendly

@@ -125,9 +125,9 @@ def _as_gradio_error(err: Exception) -> gr.Error:
         error = gr.Error(str(err), print_exception=False)
         error.refused = err  # answers() shows it beside the control instead
         return error
-    log.exception("unexpected error in a UI handler")
-    return gr.Error(f"Something went wrong ({type(err).__name__}: {err}). The details are in the server log.",
-                    print_exception=False)
+    log.exception("unexpected error in a UI handler")  # the details stay in the server log, never reach the page
+    return gr.Error("Something went wrong on the server; the details are in its log. Try again, or change the "
+                    "settings you just changed.", print_exception=False)
 
 
 def friendly(fn):

@@ -218,7 +218,7 @@ def estimate_error(estimated: int | None, did: int, reason: str) -> str:
     return f"  \n⏱ Estimated {estimated:,} steps for the minutes budget, did {did:,}: {why}."
 
 
-def done_line(name: str, folder: Path, e, estimated: int | None = None) -> str:
+def done_line(name: str, e, estimated: int | None = None) -> str:
     """The status line for the Done event; `estimated`: the steps the Train tab's estimate expected."""
     s = e.summary
     final = s.get("final") or {}
@@ -228,9 +228,8 @@ def done_line(name: str, folder: Path, e, estimated: int | None = None) -> str:
     if best:
         metrics += f" (best BLEU {best.get('bleu', 0):.1f} at step {best.get('step', '?')})"
     return (f"✅ **Done** ({e.reason}): {s['steps']:,} steps, {s['epochs']:.2f} epochs in {clock(s['wall_s'])}, "
-            f"{s['tokens_per_s']:,.0f} tokens/s on {s['device']}; {metrics}.  \nSaved as **`{name}`** "
-            f"(`{folder}`): try it on the Translate and Attention tabs."
-            + estimate_error(estimated or s.get("first_plan"), s["steps"], e.reason))
+            f"{s['tokens_per_s']:,.0f} tokens/s on {s['device']}; {metrics}.  \nSaved as **`{name}`**: try it "
+            "on the Translate and Attention tabs." + estimate_error(estimated or s.get("first_plan"), s["steps"], e.reason))
 
 
 def samples_frame(e) -> pd.DataFrame:
@@ -283,15 +282,11 @@ def run_trainer(session: Session, library: Library, build_trainer, name: str, fo
     if session.trainer is not None:
         raise TrainingError("This tab is already training; press Stop first (or wait for it to finish).")
     visitor = visitor_of(library, session)
-    try:
-        with library.run_slot(visitor, name):
-            yield from drive(session, build_trainer, name, folder, cfg, cap_note, library, visitor, estimated)
-    finally:
-        library.forget(name)  # a run that never saved leaves no reservation behind
+    with library.run_slot(visitor, name):
+        yield from drive(session, build_trainer, name, folder, cfg, cap_note, estimated)
 
 
-def drive(session: Session, build_trainer, name: str, folder: Path, cfg, cap_note: str, library: Library, visitor,
-          estimated: int | None = None):
+def drive(session: Session, build_trainer, name: str, folder: Path, cfg, cap_note: str, estimated: int | None = None):
     """Iterate the trainer's events and turn them into UI updates."""
     from playground import events as ev
 
@@ -350,26 +345,27 @@ def drive(session: Session, build_trainer, name: str, folder: Path, cfg, cap_not
                     yield (f"❌ {e.message}", *charts(True), samples)
                     return
                 case ev.Averaged():
-                    library.claim(e.path, visitor)
                     averaged = (f"  \nThe weights of steps {', '.join(map(str, e.steps))} were averaged into "
                                 f"**`{Path(e.path).name}`**.")
                 case ev.Done():
                     note = cap_note if e.reason == "time budget reached" else ""
-                    yield (done_line(name, folder, e, estimated) + averaged + note, *charts(True), samples)
+                    yield (done_line(name, e, estimated) + averaged + note, *charts(True), samples)
     finally:
         events.close()  # a closed tab closes this generator: run()'s finally then saves the package
         session.trainer = None
 
 
 def package_bytes(cfg) -> int:
-    """About what the package of this configuration takes on disk: fp32 weights and Adam's two moments."""
+    """About what a run of this configuration keeps on disk: fp32 weights and Adam's two moments, and with
+    average_last its snapshots (weights only) and the averaged package."""
     from playground.estimate import count_parameters
 
-    return 3 * 4 * count_parameters(cfg)
+    copies = 3 + (cfg.average_last + 1 if cfg.average_last else 0)
+    return copies * 4 * count_parameters(cfg)
 
 
 def _train(session: Session, model_name: str, library: Library, values: dict):
-    from playground.package import check_name, reserve_name
+    from playground.package import average_name, check_name
 
     cfg = build_config(values)
     name = check_name((model_name or "").strip())
@@ -377,10 +373,12 @@ def _train(session: Session, model_name: str, library: Library, values: dict):
     timed, estimated = session.estimate or (None, None)
     estimated = estimated if timed == cfg.to_dict() else None  # the estimate was of these very settings
     cap_note = capped_minutes(library, cfg)
-    folder = library.add(name, visitor_of(library, session), package_bytes(cfg))  # quotas checked, name reserved
+    # quotas checked, the name (and <name>-avg when averaging) reserved as this visitor's
+    folder = library.add(name, visitor_of(library, session), package_bytes(cfg), average=cfg.average_last > 0)
     if folder.name != name:
-        gr.Warning(f"A model named {name!r} already exists, so this run is saved as {folder.name!r}.")
-    with reserve_name(library.models_dir, folder.name, exact=True):  # held until the run ends: nothing else writes it
+        gr.Warning(f"This run is saved as {folder.name!r}; choose another name to pick it yourself.")
+    averaged = [folder.with_name(average_name(folder.name))] if cfg.average_last else []
+    with library.writing(folder, *averaged):  # held until the run ends: nothing else writes them
         yield from run_trainer(session, library, lambda: make_trainer(cfg, data, folder), folder.name, folder, cfg,
                                cap_note, estimated)
 
@@ -390,10 +388,11 @@ def _resume(session: Session, resume_from: str, library: Library, values: dict):
     machine settings: the rest of the form shows a preset, not the package."""
     from playground.checkpoint import resume_config
     from playground.config import RESUME_SETTINGS
-    from playground.package import RESUME_STATE, reserve_name
+    from playground.package import RESUME_STATE
     from playground.ui.state import package_info
 
-    folder = library.writable(resume_from, visitor_of(library, session))
+    visitor = visitor_of(library, session)
+    folder = library.writable(resume_from, visitor)
     if not (folder / RESUME_STATE).is_file():
         raise PackageError(f"{folder.name} holds no training state to resume from (it was imported, or not trained "
                            "here): start a new run instead.")
@@ -401,7 +400,8 @@ def _resume(session: Session, resume_from: str, library: Library, values: dict):
     cfg = resume_config(folder, {k: form[k] for k in RESUME_SETTINGS})
     cap_note = capped_minutes(library, cfg, float((package_info(folder)["training"] or {}).get("wall_s", 0)) / 60)
     data = split_data(session, cfg.seed)
-    with reserve_name(library.models_dir, folder.name, exact=True):  # refused while another run writes this package
+    averaged = [library.add_average(folder, visitor, package_bytes(cfg))] if cfg.average_last else []
+    with library.writing(folder, *averaged):  # refused while another run writes these packages
         yield from run_trainer(session, library, lambda: make_trainer(cfg, data, folder, folder), folder.name, folder,
                                cfg, cap_note)
 
@@ -571,6 +571,7 @@ def build(session: gr.State, library: Library, page: gr.Tab) -> TrainTab:
     def estimate(session: Session, **values):
         """Time a few training steps of this configuration on this machine; estimate the whole run."""
         cfg = build_config(values)
+        library.check_size(visitor_of(library, session), package_bytes(cfg))  # before building anything to time
         seq_len, epoch_steps = data_shape(session, cfg.tokenizer, cfg.batch_tokens)
         est = time_steps(cfg, seq_len=seq_len, epoch_steps=epoch_steps)
         session.estimated, session.estimate = True, (cfg.to_dict(), est.steps)
