@@ -91,7 +91,6 @@ def test_compare_tab_through_the_api(models_dir, tmp_path):
         refused = client.predict(["slow"], "step", api_name="/compare")
         assert "at least two" in refused[0]
         message, table = client.predict(["slow", "fast"], "a b c\nc d", api_name="/compare_translate")
-        table = table["value"]  # an update: the table with equal column widths
         assert message == "" and table["headers"] == ["source", "slow", "fast"] and len(table["data"]) == 2
         # the translations take what the curves take: two to eight models, each once
         assert "compared once" in client.predict(["slow", "slow", "fast"], "a b c", api_name="/compare_translate")[0]
