@@ -157,7 +157,7 @@ PLOT_TRACES = """title => {
     for (const el of document.querySelectorAll('.js-plotly-plot')) {
         const t = el.layout && el.layout.title;
         const text = t && (typeof t === 'string' ? t : t.text);
-        if (text === title) return el.data.map(d => ({type: d.type || 'scatter', n: (d.x || []).length,
+        if (text === title) return el.data.map(d => ({name: d.name, type: d.type || 'scatter', n: (d.x || []).length,
                                                         m: (d.y || []).length, x: Array.from(d.x || []).slice(0, 50)}));
     }
     return null;
@@ -426,10 +426,30 @@ def test_a_person_clicks_through_every_tab(page, server):
     shot(page, "08-models-new-package")
     timings["models"] = time.monotonic() - t0
 
+    # 7 · Compare: the new run beside the demo, curves overlaid, the settings that differ, translations side by side
+    t0 = time.monotonic()
+    open_tab(page, "7 · Compare")
+    picker = page.get_by_label("Models to compare")
+    for name in (MODEL, "demo-en-de"):
+        picker.click()
+        page.get_by_role("option", name=name, exact=True).click()
+    page.get_by_role("button", name="Compare", exact=True).click()
+    settings = page.get_by_role("grid", name=re.compile("^Settings that differ"))
+    expect(settings).to_contain_text("d_model")
+    expect(settings.get_by_role("columnheader", name=MODEL)).to_be_visible()
+    wait_idle(page)
+    assert [t["name"] for t in traces(page, "Training loss (EMA 0.9)")] == [MODEL, "demo-en-de"]
+    page.get_by_role("button", name="Translate with each").click()
+    side_by_side = page.get_by_role("grid", name=re.compile("^Greedy translations"))
+    expect(side_by_side.get_by_role("columnheader", name="demo-en-de")).to_be_visible()
+    no_error_badges(page)
+    shot(page, "09-compare")
+    timings["compare"] = time.monotonic() - t0
+
     # tabs added after this test was written (a person clicks them too): they open without errors
-    known = {"1 · Data", "2 · Train", "3 · Translate", "4 · Attention", "5 · Models"}
+    known = {"1 · Data", "2 · Train", "3 · Translate", "4 · Attention", "5 · Models", "7 · Compare"}
     others = [name for name in page.get_by_role("tab").all_inner_texts() if name.strip() not in known]
-    for number, name in enumerate(others, start=9):
+    for number, name in enumerate(others, start=10):
         t0 = time.monotonic()
         open_tab(page, name.strip())
         wait_idle(page)
