@@ -243,3 +243,20 @@ def test_personal_mode_shows_everything_and_keeps_the_shipped_models(tmp_path, p
         assert "read-only" in refusal(another_tab, DEMO, True, api_name="/delete_model")
         another_tab.predict("upload", True, api_name="/delete_model")  # one person: every other model is theirs
         assert "upload" not in names(me)
+
+
+def test_a_refused_run_reserves_no_name_and_evicts_nobody(tmp_path):
+    """The tab's one-run rule is checked before the Library is asked for a name (which may evict old models)."""
+    from playground.errors import TrainingError
+    from playground.sharing import Library
+    from playground.ui import data_tab
+    from playground.ui.state import Session
+    from playground.ui.train_tab import _train, preset_values
+
+    library = Library(tmp_path / "models", shared=True)
+    session = Session()
+    data_tab.load_builtin(session, "reverse")
+    session.trainer = object()  # this tab is training already
+    with pytest.raises(TrainingError, match="already training"):
+        next(_train(session, "second", library, preset_values("tiny")))
+    assert library.read_registry() == {} and not library.pending

@@ -7,6 +7,7 @@ Gradio closes the generator, which closes `run()`, whose `finally` saves the pac
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import time
@@ -274,20 +275,20 @@ def capped_minutes(library: Library, cfg, already_minutes: float = 0.0) -> str:
             "further.")
 
 
-def run_trainer(session: Session, library: Library, build_trainer, name: str, folder: Path, cfg, cap_note: str = "",
-                estimated: int | None = None):
-    """Shared by Start and Resume: take this visitor's run slot, build the trainer, yield throttled UI updates.
-
-    Outputs: status, loss chart, validation chart, LR chart, BLEU/chrF chart, samples table."""
+@contextlib.contextmanager
+def run_slot(session: Session, library: Library, name: str):
+    """This tab's and this visitor's one run, taken before anything is reserved: a refused run must neither reserve
+    a name nor evict anybody's models to make room for itself."""
     if session.trainer is not None:
         raise TrainingError("This tab is already training; press Stop first (or wait for it to finish).")
-    visitor = visitor_of(library, session)
-    with library.run_slot(visitor, name):
-        yield from drive(session, build_trainer, name, folder, cfg, cap_note, estimated)
+    with library.run_slot(visitor_of(library, session), name):
+        yield
 
 
 def drive(session: Session, build_trainer, name: str, folder: Path, cfg, cap_note: str, estimated: int | None = None):
-    """Iterate the trainer's events and turn them into UI updates."""
+    """Shared by Start and Resume: build the trainer, iterate its events, yield throttled UI updates.
+
+    Outputs: status, loss chart, validation chart, LR chart, BLEU/chrF chart, samples table."""
     from playground import events as ev
 
     skip = gr.skip()
@@ -373,14 +374,15 @@ def _train(session: Session, model_name: str, library: Library, values: dict):
     timed, estimated = session.estimate or (None, None)
     estimated = estimated if timed == cfg.to_dict() else None  # the estimate was of these very settings
     cap_note = capped_minutes(library, cfg)
-    # quotas checked, the name (and <name>-avg when averaging) reserved as this visitor's
-    folder = library.add(name, visitor_of(library, session), package_bytes(cfg), average=cfg.average_last > 0)
-    if folder.name != name:
-        gr.Warning(f"This run is saved as {folder.name!r}; choose another name to pick it yourself.")
-    averaged = [folder.with_name(average_name(folder.name))] if cfg.average_last else []
-    with library.writing(folder, *averaged):  # held until the run ends: nothing else writes them
-        yield from run_trainer(session, library, lambda: make_trainer(cfg, data, folder), folder.name, folder, cfg,
-                               cap_note, estimated)
+    with run_slot(session, library, name):
+        # quotas checked, the name (and <name>-avg when averaging) reserved as this visitor's
+        folder = library.add(name, visitor_of(library, session), package_bytes(cfg), average=cfg.average_last > 0)
+        if folder.name != name:
+            gr.Warning(f"This run is saved as {folder.name!r}; choose another name to pick it yourself.")
+        averaged = [folder.with_name(average_name(folder.name))] if cfg.average_last else []
+        with library.writing(folder, *averaged):  # held until the run ends: nothing else writes them
+            yield from drive(session, lambda: make_trainer(cfg, data, folder), folder.name, folder, cfg, cap_note,
+                             estimated)
 
 
 def _resume(session: Session, resume_from: str, library: Library, values: dict):
@@ -400,10 +402,11 @@ def _resume(session: Session, resume_from: str, library: Library, values: dict):
     cfg = resume_config(folder, {k: form[k] for k in RESUME_SETTINGS})
     cap_note = capped_minutes(library, cfg, float((package_info(folder)["training"] or {}).get("wall_s", 0)) / 60)
     data = split_data(session, cfg.seed)
-    averaged = [library.add_average(folder, visitor, package_bytes(cfg))] if cfg.average_last else []
-    with library.writing(folder, *averaged):  # refused while another run writes these packages
-        yield from run_trainer(session, library, lambda: make_trainer(cfg, data, folder, folder), folder.name, folder,
-                               cfg, cap_note)
+    with run_slot(session, library, folder.name):
+        averaged = [library.add_average(folder, visitor, package_bytes(cfg))] if cfg.average_last else []
+        with library.writing(folder, *averaged):  # refused while another run writes these packages
+            yield from drive(session, lambda: make_trainer(cfg, data, folder, folder), folder.name, folder, cfg,
+                             cap_note)
 
 
 @friendly
