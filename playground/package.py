@@ -455,7 +455,7 @@ def read_json(path: Path, check: bool = True) -> dict:
 def read_config(folder: str | os.PathLike) -> dict:
     folder = Path(folder)
     if not folder.is_dir():
-        raise PackageError(f"No model package at {folder}: the folder does not exist.")
+        raise PackageError(f"No model package {folder.name!r}: the folder does not exist.")
     missing = [f for f in REQUIRED if not (folder / f).is_file()]
     if missing:
         raise PackageError(f"{folder.name} is not a complete model package: missing {', '.join(missing)}.")

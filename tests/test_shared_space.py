@@ -260,3 +260,18 @@ def test_a_refused_run_reserves_no_name_and_evicts_nobody(tmp_path):
     with pytest.raises(TrainingError, match="already training"):
         next(_train(session, "second", library, preset_values("tiny")))
     assert library.read_registry() == {} and not library.pending
+
+
+def test_a_translation_row_is_looked_up_again_by_name_for_its_visitor(tmp_path):
+    """The next-token view of a table row resolves the row's model now, for this visitor: a model deleted since,
+    or a name another visitor holds now, is "no such model", never loaded."""
+    from playground.errors import PackageError
+    from playground.sharing import Library
+    from playground.ui.state import Session
+    from playground.ui.translate_tab import next_token_view
+
+    session = Session()
+    session.translations.append({"model": "someone-elses", "src_ids": [5], "out_ids": [6], "text": "x"})
+    with pytest.raises(PackageError, match="no model package named 'someone-elses'"):
+        next_token_view(Library(tmp_path / "models", shared=True), session, 1, 3,
+                        rows_of=lambda *args: pytest.fail("a model was loaded"))

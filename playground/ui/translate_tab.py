@@ -98,15 +98,16 @@ def decode_steps(folder: str, first: str, opts, k: int) -> tuple:
     return steps_view.sampling_view(package, first, opts, k)
 
 
-def next_token_view(session: Session, row: int, k: int = TOP_K, rows_of=next_token_rows):
-    """Figure and table of the model's top-k next tokens at each step of one output row (1 = the first row)."""
+def next_token_view(library: Library, session: Session, row: int, k: int = TOP_K, rows_of=next_token_rows):
+    """Figure and table of the model's top-k next tokens at each step of one output row (1 = the first row). The
+    row's model is looked up again by name: it may have been deleted, or its name taken by somebody else's since."""
     if not session.translations:
         return plots.next_token_figure([]), pd.DataFrame(columns=NEXT_COLUMNS)
     row = int(row)
     if not 1 <= row <= len(session.translations):
         raise PlaygroundError(f"There is no row {row}: the table has {len(session.translations)} rows (1 = the first).")
     entry = session.translations[row - 1]
-    rows = rows_of(entry["folder"], entry["src_ids"], entry["out_ids"], int(k))
+    rows = rows_of(str(package_folder(library, session, entry["model"])), entry["src_ids"], entry["out_ids"], int(k))
     title = f"Row {row}: “{entry['text'][:60]}” — top {int(k)} next tokens at each step"
     table = pd.DataFrame([[r["step"], r["chosen"], round(r["chosen_prob"], 4),
                            ", ".join(f"{tok} ({p:.2f})" for tok, p in r["top"])] for r in rows], columns=NEXT_COLUMNS)
@@ -118,7 +119,7 @@ def build(session: gr.State, library: Library) -> TranslateTab:
     decode, next_rows, steps = gpu(run_translation), gpu(next_token_rows), gpu(decode_steps)
 
     def next_view(session: Session, row: int, k: int = TOP_K):
-        return next_token_view(session, row, k, next_rows)
+        return next_token_view(library, session, row, k, next_rows)
 
     @friendly
     def translate_text(session: Session, model: str, text: str, method: str = "greedy", temperature: float = 1.0,
@@ -143,7 +144,7 @@ def build(session: gr.State, library: Library) -> TranslateTab:
                 n = max(len(h.token_logprobs), 1)
                 rows.append([i + 1, rank + 1, t.source if rank == 0 else "", h.text, round(h.score, 3),
                              round(sum(h.token_logprobs) / n, 3), len(h.ids)])
-                session.translations.append({"folder": str(folder), "src_ids": t.source_ids,
+                session.translations.append({"model": folder.name, "src_ids": t.source_ids,
                                              "out_ids": h.ids, "text": h.text})
         score = "log p / length^α" if method == "beam" else "sum of log p"
         note = (f"{len(sentences)} sentence{'s' if len(sentences) > 1 else ''} with **{folder.name}** "
