@@ -28,6 +28,13 @@ class History:
     probe: list[dict] = field(default_factory=list)  # attention of a fixed validation pair at each validation
     elapsed: list[float] = field(default_factory=list)  # seconds into the run at each step (runs compared by time)
 
+    def record_step(self, step: int, loss: float, lr: float, elapsed: float) -> None:
+        """One optimizer step, rounded as training.json keeps it (the Trainer and a chunked run record alike)."""
+        self.steps.append(step)
+        self.loss.append(round(loss, 5))
+        self.lr.append(lr)
+        self.elapsed.append(round(elapsed, 3))
+
     def as_dict(self) -> dict:
         return asdict(self)
 

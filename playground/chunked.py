@@ -68,10 +68,7 @@ class ChunkedRun:
     def record(self, event: events.Event) -> None:
         """Keep the history the way Trainer.run keeps its own: steps, losses, rates and times, then validations."""
         if isinstance(event, events.Step):
-            self.history.steps.append(event.step)
-            self.history.loss.append(round(event.loss, 5))
-            self.history.lr.append(event.lr)
-            self.history.elapsed.append(round(event.elapsed, 3))
+            self.history.record_step(event.step, event.loss, event.lr, event.elapsed)
         elif isinstance(event, events.Eval):
             self.history.evals.append({k: getattr(event, k) for k in ("step", "val_loss", "val_ppl", "bleu", "chrf",
                                                                       "exact_match")})

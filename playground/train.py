@@ -365,15 +365,16 @@ class Trainer:
         try:
             while True:
                 elapsed = self.elapsed_before + time.perf_counter() - start_time
-                # rank 0's clock and stop button decide for every rank
+                # rank 0's clock, stop button and call length (ZeroGPU) decide for every rank
+                call_over = (self.pause_after_s is not None and steps_here
+                             and time.perf_counter() - start_time >= self.pause_after_s)
                 reason = agree(self.budget_reached(budget_steps, elapsed)
-                               or ("stopped by the user" if self.stop_requested.is_set() else None), self.ranks)
+                               or ("stopped by the user" if self.stop_requested.is_set() else None)
+                               or (PAUSED if call_over else None), self.ranks)
+                if reason == PAUSED:
+                    return  # the finally saves the state to resume from: no final validation, no Done
                 if reason:
                     break
-                if (self.pause_after_s is not None and steps_here
-                        and time.perf_counter() - start_time >= self.pause_after_s):
-                    reason = PAUSED
-                    return  # the finally saves the state to resume from: no final validation, no Done
                 # the last batches of an epoch that cannot fill a global batch are left out (a different few each epoch)
                 if self.batch_in_epoch + self.batches_per_step > len(self.batches):
                     self.epoch, self.batch_in_epoch = self.epoch + 1, 0
@@ -401,12 +402,9 @@ class Trainer:
                 tokens_window += batch.n_all_tokens
                 steps_here += 1
                 last_good_loss = loss
-                self.history.steps.append(self.step)
-                self.history.loss.append(round(loss, 5))
-                self.history.lr.append(lr)
                 now = time.perf_counter()
                 elapsed = self.elapsed_before + now - start_time
-                self.history.elapsed.append(round(elapsed, 3))
+                self.history.record_step(self.step, loss, lr, elapsed)
                 tokens_per_s = tokens_window / max(now - window_start, 1e-9)
                 if now - window_start > 2.0:  # a sliding window keeps tokens/s current
                     tokens_window, window_start = 0, now
