@@ -15,7 +15,7 @@ import gradio as gr
 from playground.limits import env_int, max_data_bytes
 from playground.sharing import Library, Visitor, models_location, shared_mode
 from playground.ui import attention_tab, compare_tab, data_tab, inside_tab, models_tab, train_tab, translate_tab
-from playground.ui.state import Session, friendly, model_dropdown, model_names, release_session
+from playground.ui.state import Session, friendly, model_dropdown, model_names, oauth_available, release_session
 
 CONCURRENCY = 2  # events of one kind running at once (2 CPU cores on a free Space); training: 1 at a time
 QUEUE_SIZE = 20  # personal mode: waiting requests beyond this are turned away with Gradio's "queue is full"
@@ -95,7 +95,7 @@ def build_app(models_dir: str | os.PathLike | None = None, *, shared: bool | Non
         with gr.Row():
             gr.Markdown(INTRO + f"  \n<small>Running on {describe(resolve_device('auto'))}.</small>  \n"
                         f"<small>{mode_line(library)}</small>", elem_id="intro")
-            if shared and os.environ.get("OAUTH_CLIENT_ID"):  # a Space with `hf_oauth: true`
+            if shared and oauth_available():  # one sign-in for the page: it names the visitor (and their pushes)
                 gr.LoginButton(scale=0, min_width=180)
         with gr.Accordion("Words used here", open=False, elem_id="glossary"):
             gr.Markdown(GLOSSARY)

@@ -35,7 +35,6 @@ PNG_JS = """() => {
 class AttentionTab:
     model: gr.Dropdown
     source: gr.Textbox
-    shown: object  # the Show attention event
 
 
 def axis_tokens(att: dict, kind: str) -> tuple[list[str], list[str]]:
@@ -212,7 +211,7 @@ def build(session: gr.State, library: Library) -> AttentionTab:
     view_inputs = [session, kind, view, layer, head]
     compute = dict(**answers(show_attention, [plot, target, note, layer, head], note),
                    inputs=[session, model, source, target_mode, target, kind, view, layer, head])
-    shown = show.click(**compute, api_name="attention")
+    show.click(**compute, api_name="attention")
     source.submit(**compute, api_visibility="private")
     kind.change(switch, view_inputs, [plot, layer, head], api_visibility="private", show_progress="hidden")
     view.change(redraw, view_inputs, [plot], api_name="attention_view", show_progress="hidden")
@@ -229,5 +228,5 @@ def build(session: gr.State, library: Library) -> AttentionTab:
     model.change(**probe_outputs)
     probe_step.change(show_probe, [session, model, probe_step], [probe_plot], api_name="attention_probe",
                       show_progress="hidden", trigger_mode="always_last")
-    return AttentionTab(model, source, shown)
+    return AttentionTab(model, source)
 

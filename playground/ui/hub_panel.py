@@ -6,20 +6,13 @@ variable of the person running the app is used, never on a shared app (any visit
 gr.OAuthToken annotation of the push handler to inject the token."""
 
 import importlib.util
-import os
 import shutil
 from pathlib import Path
 
 import gradio as gr
 
 from playground.sharing import Library
-from playground.ui.state import Session, answers, friendly, package_folder, visitor_of
-
-
-def oauth_available() -> bool:
-    """A LoginButton works only on a Space with OAuth configured; without it Gradio fails to start the app."""
-    return bool(os.environ.get("SPACE_ID") and os.environ.get("OAUTH_CLIENT_ID")) and \
-        importlib.util.find_spec("authlib") is not None
+from playground.ui.state import Session, answers, friendly, oauth_available, package_folder, visitor_of
 
 
 def export_zip(folder: Path, fmt: str, quantization: str, visitor: str) -> str:
@@ -68,7 +61,9 @@ def build(session: gr.State, library: Library, model: gr.Dropdown) -> None:
     exported = gr.File(label="Export zip", interactive=False, height=90)
     export_note = gr.Markdown()
     with gr.Accordion("Share on the 🤗 Hub", open=False):
-        if oauth_available():
+        if oauth_available() and library.shared:
+            gr.Markdown("Sign in with the button at the top of the page: the push goes to your own account.")
+        elif oauth_available():
             gr.LoginButton()
         elif library.shared:
             gr.Markdown("Pushing needs Hugging Face sign-in, which this app has not enabled.")

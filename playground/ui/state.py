@@ -9,6 +9,7 @@ the packages' JSON files (`package_info`), read again only when a file of the pa
 from __future__ import annotations
 
 import functools
+import importlib.util
 import inspect
 import logging
 import os
@@ -50,6 +51,13 @@ def gpu(fn=None, *, duration: float = QUICK_GPU_S):
     def wrap(f):
         return _spaces.GPU(duration=duration)(f) if _spaces is not None else f
     return wrap(fn) if fn is not None else wrap
+
+
+def oauth_available() -> bool:
+    """Hugging Face sign-in works only on a Space with OAuth configured (`hf_oauth: true`) and Gradio's OAuth extra
+    installed; a gr.LoginButton without them stops Gradio from starting the app."""
+    return bool(os.environ.get("SPACE_ID") and os.environ.get("OAUTH_CLIENT_ID")) and \
+        importlib.util.find_spec("authlib") is not None
 
 
 def gpu_chunk_seconds() -> float | None:

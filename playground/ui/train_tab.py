@@ -32,10 +32,7 @@ EXTRA_LABELS = {"accumulate": "Gradient accumulation (batches per optimizer step
 
 @dataclass
 class TrainTab:
-    controls: dict
-    model_name: gr.Textbox
     resume_from: gr.Dropdown
-    status: gr.Markdown
     start_event: object
     resume_event: object
 
@@ -660,4 +657,4 @@ def build(session: gr.State, library: Library, page: gr.Tab) -> TrainTab:
         **answers(resume, outputs, status), inputs=[session, resume_from], api_name="resume", **train_kwargs)
     stop_btn.click(stop_training, [session], [status], api_name="stop", concurrency_limit=None, queue=False,
                    show_progress="hidden")
-    return TrainTab(controls, model_name, resume_from, status, start_event, resume_event)
+    return TrainTab(resume_from, start_event, resume_event)
