@@ -191,11 +191,17 @@ class Library:
             check_name(name)
         except PackageError:
             raise no_such_model(name) from None
-        for folder in self.packages(visitor):
-            if folder.name == name:
-                self.touch(folder)
-                return folder
-        raise no_such_model(name)
+        # the one folder the name can be (as all_packages picks it), not a listing of them all: this runs on every
+        # translate, attention and probe-slider move
+        own = self.models_dir / name
+        if is_package(own) and not (name in SHIPPED_MODELS and not is_shipped(own)):
+            folder = own
+        else:
+            folder = next((p for p in self.shipped if p.name == name), None)
+        if folder is None or not self.may_see(folder, visitor, self.read_registry() if self.shared else {}):
+            raise no_such_model(name)
+        self.touch(folder)
+        return folder
 
     def writable(self, name: str | None, visitor: Visitor) -> Path:
         """As folder(), for changing a package (delete, resume into): the shipped ones are refused."""
