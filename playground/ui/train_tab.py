@@ -125,6 +125,9 @@ def data_shape(session: Session, tokenizer: str, batch_tokens: int) -> tuple[int
     return mean, steps_per_epoch(src, tgt, stats.num_pairs, batch_tokens)
 
 
+FITS_IN_MINUTES = "what fits in the minutes"  # the estimate's steps: the run fits its warmup to them too
+
+
 def preview_steps(cfg, epoch_steps: int | None, estimated: int | None = None) -> tuple[int, str]:
     """Steps for the LR preview and where the number comes from: the steps budget, epochs x batches per epoch,
     the steps the estimate expects to fit in the minutes budget, or else a few warmups' worth."""
@@ -134,7 +137,7 @@ def preview_steps(cfg, epoch_steps: int | None, estimated: int | None = None) ->
     if planned:
         return planned, f"{limited_by} budget"
     if cfg.max_minutes and estimated:
-        return estimated, "what fits in the minutes budget, estimated"
+        return estimated, FITS_IN_MINUTES
     return max(10 * cfg.warmup_steps, 1000), "no step budget: the first steps"
 
 
@@ -145,11 +148,11 @@ def lr_preview_figure(session: Session, cfg, estimated_steps: int | None = None)
     total, source = preview_steps(cfg, epoch_steps, estimated_steps)
     total = max(int(total), 2)
     # the minutes budget binds: the run fits its warmup to the steps it gets (Trainer.replan), so does the preview
-    warmup = fit_warmup(cfg, total) if source.startswith("what fits") else cfg.warmup_steps
+    warmup = fit_warmup(cfg, total) if source == FITS_IN_MINUTES else cfg.warmup_steps
     stride = max(1, total // 400)
     steps = list(range(1, total + 1, stride)) + ([total] if (total - 1) % stride else [])
     return plots.lr_figure(steps, [learning_rate(cfg, s, total, warmup) for s in steps],
-                           f"Learning-rate schedule: {cfg.schedule} over {total:,} steps ({source})",
+                           f"Learning rate: {cfg.schedule} over {total:,} steps ({source})",
                            mark_step=warmup if 0 < warmup < total else None)
 
 
@@ -159,7 +162,7 @@ def previews(session: Session, values: dict, note: str) -> tuple[str, object]:
     try:
         cfg = build_config(values)
     except TrainingError as err:
-        return f"⚠️ {err}{note}", plots.empty_figure(str(err), "Learning-rate schedule")
+        return f"⚠️ {err}{note}", plots.empty_figure(str(err), "Learning rate")
     return parameter_line(cfg) + note, lr_preview_figure(session, cfg)
 
 
