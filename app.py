@@ -2,7 +2,12 @@
 point too). GRADIO_SERVER_PORT picks another port. Models are read from and saved to models/; a shared app (on a
 Space, or PLAYGROUND_SHARED=1) uses /data/models when /data is writable; PLAYGROUND_MODELS_DIR overrides both."""
 
-from playground.ui.app import build_app, launch
+from playground.allocator import restart_with_fast_allocator
+
+if __name__ == "__main__":
+    restart_with_fast_allocator()  # before PyTorch loads: its CPU tensors' memory stays flat (playground/allocator.py)
+
+from playground.ui.app import build_app, launch  # noqa: E402
 
 demo = build_app()  # Spaces and `gradio app.py` (reload mode) look for a module-level `demo`
 

@@ -25,10 +25,15 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from playground.allocator import loaded_allocator, restart_with_fast_allocator  # noqa: E402
+
+restart_with_fast_allocator()  # measure what the app and the CLI run on (PLAYGROUND_ALLOCATOR=system: glibc's)
+
 import torch  # noqa: E402
 
 from playground import events  # noqa: E402
 from playground.builtin_data import DATASETS_DIR  # noqa: E402
+from playground.config import setting_types  # noqa: E402
 from playground.batching import collate, make_batches, pad_multiple  # noqa: E402
 from playground.data import load_parallel  # noqa: E402
 from playground.device import sync  # noqa: E402
@@ -60,6 +65,15 @@ def base_parser(description: str, data_required: bool) -> argparse.ArgumentParse
     return parser
 
 
+def setting(text: str) -> tuple[str, object]:
+    """--set KEY=VALUE: one TrainConfig field over the preset's, parsed to the field's type."""
+    key, _, value = text.partition("=")
+    types = setting_types()
+    if key not in types or types[key] is tuple:
+        raise argparse.ArgumentTypeError(f"{key!r} is not a settable training setting")
+    return key, (value.lower() in ("1", "true", "yes")) if types[key] is bool else types[key](value)
+
+
 def machine_info() -> dict:
     """What the numbers were measured on, including the load average (other work on the machine skews them)."""
     cpu = platform.processor() or "unknown"
@@ -71,7 +85,8 @@ def machine_info() -> dict:
     load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
     return {"cpu": cpu, "logical_cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
             "torch": torch.__version__, "python": platform.python_version(),
-            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "load_average_1m": round(load[0], 2)}
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "allocator": loaded_allocator(),
+            "load_average_1m": round(load[0], 2)}
 
 
 def start(args: argparse.Namespace) -> dict:
@@ -80,7 +95,7 @@ def start(args: argparse.Namespace) -> dict:
         torch.set_num_threads(args.threads)
     info = machine_info()
     print(f"machine: {info['cpu']} ({info['logical_cpus']} logical CPUs, {info['torch_threads']} torch threads, "
-          f"{info['cpu_capability']}), torch {info['torch']}, python {info['python']}, "
+          f"{info['cpu_capability']}), torch {info['torch']}, python {info['python']}, {info['allocator']}, "
           f"load average {info['load_average_1m']}")
     return info
 

@@ -25,7 +25,7 @@ PROGRESS_EVERY_S = 60.0
 def train(args) -> dict:
     """Run the Trainer to the time budget (it saves the package to args.out) and return its summary."""
     cfg = preset_config(args.preset, device=args.device, precision=args.precision, seed=args.seed,
-                        eval_sentences=args.eval_sentences, bpe_dropout=args.bpe_dropout)
+                        eval_sentences=args.eval_sentences, bpe_dropout=args.bpe_dropout, **dict(args.set))
     cfg = dataclasses.replace(cfg, max_minutes=args.minutes, max_steps=None, max_epochs=None)
     data = TrainData(common.load_split(args.data, "train", cfg.max_len), common.load_split(args.data, "val"),
                      common.SRC_LANG, common.TGT_LANG, "Multi30k")
@@ -50,15 +50,16 @@ def train(args) -> dict:
     raise SystemExit("training ended without a summary")
 
 
-def evaluate(package: Package, pairs: list[tuple[str, str]], method: str, beam_size: int, batch_size: int) -> dict:
+def evaluate(package: Package, pairs: list[tuple[str, str]], method: str, beam_size: int, batch_size: int,
+             length_penalty: float = 1.0) -> dict:
     sources, references = [s for s, _ in pairs], [r for _, r in pairs]
     start = time.perf_counter()
-    opts = DecodeOptions(method, beam_size=beam_size, batch_size=batch_size)
+    opts = DecodeOptions(method, beam_size=beam_size, batch_size=batch_size, length_penalty=length_penalty)
     found = translate(package.model, package.tokenizer, sources, opts)
     seconds = time.perf_counter() - start
     scores = score([t.text for t in found], references)
-    label = f"beam {beam_size}" if method == "beam" else method
-    return {"search": label, "seconds": seconds, **scores.as_dict()}
+    label = f"beam {beam_size}, α {length_penalty:g}" if method == "beam" else method
+    return {"search": label, "length_penalty": length_penalty, "seconds": seconds, **scores.as_dict()}
 
 
 def main() -> None:
@@ -73,22 +74,37 @@ def main() -> None:
                         help="validation sentences decoded at each validation (default: the preset's)")
     parser.add_argument("--bpe-dropout", type=float, default=None,
                         help="BPE-dropout on the training data (default: the preset's, off)")
+    parser.add_argument("--set", action="append", type=common.setting, default=[], metavar="KEY=VALUE",
+                        help="a training setting over the preset's, e.g. --set schedule=cosine (repeatable)")
+    parser.add_argument("--length-penalties", type=lambda text: [float(a) for a in text.split(",")],
+                        default=[0.6, 1.0, 1.4], help="beam length penalties to choose from on val (comma-separated)")
     parser.add_argument("--test-sentences", type=int, default=None, help="score only the first N test pairs (smoke)")
     args = parser.parse_args()
 
     machine = common.start(args)
     summary = train(args)
-    package = load_package(args.out, resolve_device(args.device))
+    val = common.load_split(args.data, "val")
     test = common.load_split(args.data, common.TEST_SPLIT)[: args.test_sentences]
-    results = [evaluate(package, test, method, args.beam_size, args.batch_size) for method in ("greedy", "beam")]
+    folders = {"last": args.out, **({"averaged": summary["averaged"]} if summary.get("averaged") else {})}
+    results = []
+    for weights, folder in folders.items():
+        package = load_package(folder, resolve_device(args.device))
+        # the length penalty is chosen on the validation set (never on a test set), then used on the test set
+        on_val = [evaluate(package, val, "beam", args.beam_size, args.batch_size, alpha) for alpha in args.length_penalties]
+        alpha = max(on_val, key=lambda r: r["bleu"])["length_penalty"]
+        print(f"{weights} weights, val BLEU by length penalty: "
+              + ", ".join(f"α {r['length_penalty']:g}: {r['bleu']:.2f}" for r in on_val) + f" → α {alpha:g}")
+        for method in ("greedy", "beam"):
+            results.append({"weights": weights, **evaluate(package, test, method, args.beam_size, args.batch_size, alpha),
+                            "val_bleu_by_length_penalty": {r["length_penalty"]: r["bleu"] for r in on_val}})
 
     columns = ["wall_s", "steps", "epochs", "tokens_per_s", "peak_rss_mb", "device", "precision", "params"]
     common.print_table(f"Training ({summary['reason']})", columns, [[summary[c] for c in columns]])
     print("tokens_per_s: real source + target tokens over the whole run, validation pauses included; peak_rss_mb: "
           "the process's peak resident memory up to the end of training")
     common.print_table(f"{common.TEST_SPLIT} ({len(test)} sentences, {common.SRC_LANG}→{common.TGT_LANG}, fp32)",
-                       ["search", "BLEU", "chrF", "decode s"],
-                       [[r["search"], r["bleu"], r["chrf"], r["seconds"]] for r in results])
+                       ["weights", "search", "BLEU", "chrF", "decode s"],
+                       [[r["weights"], r["search"], r["bleu"], r["chrf"], r["seconds"]] for r in results])
     print(f"BLEU signature: {results[0]['bleu_signature']}\nchrF signature: {results[0]['chrf_signature']}")
     print(f"peak resident memory including the test decoding: {common.peak_rss_mb():,.0f} MB (target <= 1,500)")
     print(f"package: {args.out}; target: BLEU >= 37 with beam {args.beam_size} after <= 30 min of CPU training")

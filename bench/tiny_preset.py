@@ -24,11 +24,13 @@ BAR = 0.90  # the demo model's exact-match bar (tests/test_demo_model.py)
 def main() -> None:
     parser = common.base_parser(__doc__.split("\n")[0], data_required=False)
     parser.add_argument("--minutes", type=float, default=None, help="time budget (default: the preset's)")
+    parser.add_argument("--set", action="append", type=common.setting, default=[], metavar="KEY=VALUE",
+                        help="a training setting over the preset's, e.g. --set schedule=cosine (repeatable)")
     parser.add_argument("--out", default=str(common.RESULTS_DIR / "tiny-mini-translation"), help="package folder")
     args = parser.parse_args()
 
     machine = common.start(args)
-    cfg = preset_config("tiny", device=args.device, seed=args.seed, max_minutes=args.minutes)
+    cfg = preset_config("tiny", device=args.device, seed=args.seed, max_minutes=args.minutes, **dict(args.set))
     folder = DATASETS_DIR / "mini-translation"
     train, val = split_pairs(load_parallel(folder / "train.tsv").pairs, seed=args.seed)  # the CLI's default split
     held_out = load_parallel(folder / "test.tsv").pairs

@@ -1,5 +1,9 @@
 import sys
 
-from playground.cli import main
+from playground.allocator import restart_with_fast_allocator
+
+restart_with_fast_allocator()  # before PyTorch loads (playground/allocator.py)
+
+from playground.cli import main  # noqa: E402
 
 sys.exit(main())

@@ -227,14 +227,21 @@ def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
             trace.append({"sentences": sentence.tolist(), "parents": beam.tolist(), "tokens": token.tolist(),
                           "scores": scores.tolist(), "finished": ended})
 
-        done = torch.tensor([len(finished[b]) >= K for b in sentence.tolist()], device=device) | at_limit[:, 0]
-        if done.all():
-            break
-        keep = (~done).nonzero().squeeze(1)  # sentences still searching
-        rows = ((keep * K)[:, None] + beam[keep]).view(-1)  # their beams' rows in the decoder state
-        state.select(rows, memory=len(keep) < n)  # the encoder side changes only when sentences leave
-        sentence, scores, history, history_lp = sentence[keep], scores[keep], history[keep], history_lp[keep]
-        tokens = token[keep].view(-1)
+        done = at_limit[:, 0]
+        if ended:  # a sentence is also done once it has K finished hypotheses
+            done = done | torch.tensor([len(finished[b]) >= K for b in sentence.tolist()], device=device)
+        leaving = bool(done.any())
+        if leaving:  # sentences leave: the rest keep searching
+            if done.all():
+                break
+            keep = (~done).nonzero().squeeze(1)
+            sentence, scores, history, history_lp = sentence[keep], scores[keep], history[keep], history_lp[keep]
+            beam, token = beam[keep], token[keep]
+        else:
+            keep = torch.arange(n, device=device)
+        rows = (keep[:, None] * K + beam).view(-1)  # the new beams' parents' rows in the decoder state
+        state.select(rows, memory=leaving)  # among one source's beams the encoder side is the same
+        tokens = token.view(-1)
 
     results = []
     for hyps in finished:

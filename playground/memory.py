@@ -93,10 +93,8 @@ def keep_allocator_compact() -> bool:
     so this is called before the first matmul) and glibc's number of heaps. True when glibc took its setting (False
     off glibc: macOS, musl).
 
-    What is not bounded here: glibc carves activations out of its heap once its mmap threshold has risen (to the
-    largest block freed, up to 32 MB), and batches of ever-different shapes leave holes that later steps do not
-    quite fit (docs/BENCHMARKS.md, Memory). Holding the threshold at 128 KB stopped that growth but made every
-    large tensor a fresh mapping: the page faults made the tiny preset's steps 2.3x slower, so it is not done."""
+    What glibc's malloc still does (its heap's holes grow with every new batch shape) only another allocator
+    fixes: the entry points preload tcmalloc where it is installed (playground/allocator.py)."""
     os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", ONEDNN_KERNELS_KEPT)
     try:
         mallopt = ctypes.CDLL("libc.so.6").mallopt

@@ -302,7 +302,6 @@ class LayerCache:
 
     def __init__(self, batch: int, n_heads: int, head_dim: int, max_len: int, like: torch.Tensor):
         self.k, self.v = (like.new_empty(max_len, batch, n_heads, head_dim) for _ in range(2))
-        self.spare_k, self.spare_v = torch.empty_like(self.k), torch.empty_like(self.v)
         self.length = 0
 
     def append(self, k, v):
@@ -314,10 +313,12 @@ class LayerCache:
         return self.k[: self.length].permute(1, 2, 0, 3), self.v[: self.length].permute(1, 2, 0, 3)
 
     @torch.inference_mode()  # like the whole cache (see Transformer.start_decoding); out= refuses autograd anyway
-    def select(self, index: torch.Tensor) -> None:
-        """Keep the rows in `index`, copying only the positions filled so far."""
-        self.k, self.spare_k = gather_rows(self.k, index, self.spare_k, self.length), self.k
-        self.v, self.spare_v = gather_rows(self.v, index, self.spare_v, self.length), self.v
+    def select(self, index: torch.Tensor, spare: torch.Tensor) -> torch.Tensor:
+        """Keep the rows in `index`, copying only the positions filled so far into `spare`; returns the buffer freed,
+        the spare for the next one (one spare goes round all layers' buffers: every buffer has the same shape)."""
+        self.k, spare = gather_rows(self.k, index, spare, self.length), self.k
+        self.v, spare = gather_rows(self.v, index, spare, self.length), self.v
+        return spare
 
 
 def gather_rows(buffer: torch.Tensor, index: torch.Tensor, spare: torch.Tensor, length: int) -> torch.Tensor:
@@ -339,6 +340,7 @@ class DecoderState:
     src_mask: torch.Tensor  # [B,1,1,S]
     caches: list[LayerCache]
     length: int = 0  # target positions decoded so far
+    spare: torch.Tensor | None = None  # the one buffer a reorder of the caches copies into (LayerCache.select)
 
     def select(self, index: torch.Tensor, memory: bool = True) -> None:
         """Keep (and reorder/duplicate) the batch rows in `index`. memory=False leaves the encoder side alone, for a
@@ -347,7 +349,7 @@ class DecoderState:
             self.memory_kv = [(k.index_select(0, index), v.index_select(0, index)) for k, v in self.memory_kv]
             self.src_mask = self.src_mask.index_select(0, index)
         for cache in self.caches:
-            cache.select(index)
+            self.spare = cache.select(index, self.spare if self.spare is not None else torch.empty_like(cache.k))
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -359,6 +359,7 @@ class Trainer:
         elapsed = self.elapsed_before
         steps_here, tokens_window, window_start, planned_at = 0, 0, start_time, 0.0
         last_good_loss, saved_step, reason = None, None, "finished"
+        last_eval = self.history.evals[-1]["step"] if self.history.evals else 0  # every rank has the history
         yield events.Start(self.model.num_parameters(), describe(self.device), self.precision, self.plan,
                            steps_per_epoch, len(self.train_set), len(self.val_set), self.step,
                            self.tokenizer.tgt_vocab_size, self.ranks.world_size, cfg.accumulate)
@@ -416,11 +417,12 @@ class Trainer:
                     planned_at = now - start_time
                 yield events.Step(self.step, self.epochs_done, loss, lr, grad_norm, tokens_per_s, elapsed,
                                   self.eta(self.plan, elapsed, steps_here, now - start_time), self.plan)
+                # counted from the last validation, not as multiples: a re-planned interval would skip the next one
                 every = eval_interval(cfg, self.plan)
-                if every and self.step % every == 0:
+                if every and self.step - last_eval >= every:
                     if self.ranks.is_main:  # the other ranks wait for it in the next collective
                         yield from self.validate_and_save(elapsed, final=False)
-                    saved_step = self.step
+                    saved_step = last_eval = self.step
                     if agree(cfg.patience is not None and self.bad_evals >= cfg.patience, self.ranks):
                         reason = f"early stopping: no {cfg.early_stop_metric} improvement in {cfg.patience} validations"
                         break
