@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from playground.model import Transformer, TransformerConfig
+from playground.model import Dropout, Transformer, TransformerConfig, keep_mask
 
 
 def tiny_config(**changes) -> TransformerConfig:
@@ -113,3 +113,29 @@ def test_invalid_config_says_what_is_wrong():
         tiny_config(d_model=30, n_heads=4)
     with pytest.raises(ValueError, match="norm_placement"):
         tiny_config(norm_placement="middle")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("p", [0.1, 0.3])
+def test_dropout_from_a_generator_drops_p_and_keeps_the_expected_value(dtype, p):
+    x = torch.ones(200, 1000, dtype=dtype)
+    mask = keep_mask(x, p, torch.Generator().manual_seed(0))
+    assert mask.shape == x.shape and mask.dtype == dtype
+    kept = mask != 0
+    assert abs(1 - kept.float().mean().item() - p) < 0.005  # 200k draws: 5 standard deviations
+    torch.testing.assert_close(mask[kept].float(), torch.full((int(kept.sum()),), 1 / (1 - p)), rtol=1e-2, atol=0)
+    rows_kept = kept.float().mean(1)  # every row draws its own bits (no repeats from reusing a draw)
+    assert rows_kept.std() > 0 and not torch.equal(kept[0], kept[1])
+
+
+def test_dropout_from_a_generator_is_reproducible_and_differentiable():
+    drop = Dropout(0.3).train()
+    x = torch.randn(4, 7, 33, requires_grad=True)  # a size that is not a multiple of four 16-bit draws
+    drop.generator = torch.Generator().manual_seed(5)
+    first = drop(x)
+    drop.generator = torch.Generator().manual_seed(5)
+    assert torch.equal(drop(x), first)
+    first.sum().backward()
+    torch.testing.assert_close(x.grad, (first != 0).float() / 0.7, rtol=1e-4, atol=0)
+    assert torch.equal(keep_mask(x, 1.0, torch.Generator()), torch.zeros_like(x))
+    assert torch.equal(drop.eval()(x), x)
