@@ -135,24 +135,6 @@ def keep_mask(x: torch.Tensor, p: float, generator: torch.Generator) -> torch.Te
     return (bits >= dropped - 2**15).to(x.dtype).mul_(2**16 / (2**16 - dropped))
 
 
-FEW_ROWS = 8  # a linear layer applied to at most this many rows (and more than one) takes Linear's W·xᵀ path
-
-
-class Linear(nn.Linear):
-    """nn.Linear, except on the CPU for a few rows (beam search over one sentence: 5 rows a step), where it computes
-    (W·xᵀ)ᵀ: for x·Wᵀ on a few rows MKL repacks the whole weight matrix every call, and in a decoding step, whose
-    weights come from memory, that costs more than the product (beam 5 at batch 1: 10% less time,
-    bench/decode_speed.py). One row keeps F.linear: its matrix-vector path is the fastest there."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        rows = x.numel() // x.size(-1)
-        if not (1 < rows <= FEW_ROWS and x.device.type == "cpu"):
-            return F.linear(x, self.weight, self.bias)
-        flat = x.reshape(rows, x.size(-1)).T  # [in, rows]
-        y = torch.mm(self.weight, flat) if self.bias is None else torch.addmm(self.bias[:, None], self.weight, flat)
-        return y.T.reshape(*x.shape[:-1], self.out_features)
-
-
 def causal_mask(tq: int, tk: int, device: torch.device | str = "cpu") -> torch.Tensor:
     """[tq, tk] bool, True where a query may look at a key: the keys up to its own position (the last tq of tk)."""
     return torch.ones(tq, tk, dtype=torch.bool, device=device).tril(tk - tq)
@@ -200,8 +182,8 @@ class SelfAttention(nn.Module):
         super().__init__()
         self.n_heads, self.causal = cfg.n_heads, causal
         self.attn_drop = Dropout(cfg.attention_dropout)
-        self.qkv = Linear(cfg.d_model, 3 * cfg.d_model)
-        self.out = Linear(cfg.d_model, cfg.d_model)
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
+        self.out = nn.Linear(cfg.d_model, cfg.d_model)
 
     def forward(self, x, key_mask=None, need_weights=False, cache: "LayerCache | None" = None):
         q, k, v = (split_heads(t, self.n_heads) for t in self.qkv(x).chunk(3, dim=-1))  # 3 x [B,H,T,Dh]
@@ -220,9 +202,9 @@ class CrossAttention(nn.Module):
         super().__init__()
         self.n_heads = cfg.n_heads
         self.attn_drop = Dropout(cfg.attention_dropout)
-        self.q = Linear(cfg.d_model, cfg.d_model)
-        self.kv = Linear(cfg.d_model, 2 * cfg.d_model)
-        self.out = Linear(cfg.d_model, cfg.d_model)
+        self.q = nn.Linear(cfg.d_model, cfg.d_model)
+        self.kv = nn.Linear(cfg.d_model, 2 * cfg.d_model)
+        self.out = nn.Linear(cfg.d_model, cfg.d_model)
 
     def project_memory(self, memory: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         k, v = (split_heads(t, self.n_heads) for t in self.kv(memory).chunk(2, dim=-1))
@@ -237,8 +219,8 @@ class CrossAttention(nn.Module):
 class FeedForward(nn.Module):
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
-        self.up = Linear(cfg.d_model, cfg.d_ff)
-        self.down = Linear(cfg.d_ff, cfg.d_model)
+        self.up = nn.Linear(cfg.d_model, cfg.d_ff)
+        self.down = nn.Linear(cfg.d_ff, cfg.d_model)
         self.act = nn.ReLU() if cfg.activation == "relu" else nn.GELU()
 
     def forward(self, x):
@@ -402,7 +384,7 @@ class Transformer(nn.Module):
         pre = cfg.norm_placement == "pre"  # pre-LN leaves the residual stream un-normalised: add final norms
         self.encoder_norm = nn.LayerNorm(cfg.d_model) if pre else nn.Identity()
         self.decoder_norm = nn.LayerNorm(cfg.d_model) if pre else nn.Identity()
-        self.output = Linear(cfg.d_model, cfg.tgt_vocab_size, bias=False)
+        self.output = nn.Linear(cfg.d_model, cfg.tgt_vocab_size, bias=False)
         self.reset_parameters(generator)
         if cfg.tie_embeddings:
             self.output.weight = self.tgt_embed.tokens.weight
