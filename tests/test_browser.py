@@ -444,6 +444,24 @@ def test_a_person_clicks_through_every_tab(page, server):
     expect(side_by_side.get_by_role("columnheader", name="demo-en-de")).to_be_visible()
     no_error_badges(page)
     shot(page, "09-compare")
+    # text nobody can break (a pasted address; an untrained model's "Eineeeeeee…") stays inside its column: Gradio
+    # sizes a column to its unbroken text, which pushed the other models' columns out of the table
+    unbroken = "https://example.org/" + "x" * 150
+    page.get_by_label("Sentences to translate with each model (one per line)").fill(unbroken)
+    page.get_by_role("button", name="Translate with each").click()
+    expect(side_by_side).to_contain_text("x" * 20)
+
+    def cut_off() -> list[str]:
+        table = side_by_side.bounding_box()
+        return [name for name in ("source", MODEL, "demo-en-de")
+                if (column := side_by_side.get_by_role("columnheader", name=name).bounding_box())["x"]
+                + column["width"] > table["x"] + table["width"] + 1]
+
+    deadline = time.monotonic() + 10  # the widths follow the table in an event of their own
+    while cut_off() and time.monotonic() < deadline:
+        page.wait_for_timeout(100)
+    assert not cut_off(), f"columns cut off: {cut_off()}"
+    shot(page, "09b-compare-unbroken-text")
     timings["compare"] = time.monotonic() - t0
 
     # tabs added after this test was written (a person clicks them too): they open without errors

@@ -18,6 +18,13 @@ MAX_SENTENCES = 20  # each sentence is translated by every compared model
 EXAMPLE = "the cat sees the dog\nfour hundred twenty-one"
 
 
+def side_by_side_widths(n_models: int) -> list[str]:
+    """The side-by-side table's column widths: the source a fifth, the models the rest in equal shares. Gradio sizes
+    columns to their text unbroken, so without set widths one model's endless output pushes the others off the
+    page (an untrained model's "Eineeeeeeeee…")."""
+    return ["20%"] + [f"{80 / n_models:.2f}%"] * n_models
+
+
 @dataclass
 class CompareTab:
     models: gr.Dropdown
@@ -127,8 +134,15 @@ def build(session: gr.State, library: Library) -> CompareTab:
         folders = [str(package_folder(library, session, name)) for name in names]
         return "", pd.DataFrame(translate_columns(folders, lines)).replace("", "(empty output)")
 
+    def fit_columns(table: pd.DataFrame | None):
+        """Widths for the columns the table now has (a refused request left it as it was); set in a step of their
+        own, so that API clients get a plain table from compare_translate."""
+        n_models = 0 if table is None else len(table.columns) - 1
+        return gr.Dataframe(column_widths=side_by_side_widths(n_models)) if n_models > 0 else gr.skip()
+
     gr.on([compare_btn.click, x_axis.change], **answers(compare, [message, *view_outputs], message),
           inputs=[session, models, x_axis], api_name="compare")
     translate_btn.click(**answers(translate_each, [message, side_by_side], message),
-                        inputs=[session, models, sentences], api_name="compare_translate")
+                        inputs=[session, models, sentences], api_name="compare_translate").then(
+        fit_columns, side_by_side, side_by_side, api_visibility="private", show_progress="hidden", queue=False)
     return CompareTab(models)
