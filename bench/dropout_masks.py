@@ -1,6 +1,6 @@
 """Dropout's masks in the project's own training step: `model.keep_mask` (16 random bits an element, four from each
-64-bit draw of the run's generator) against `bernoulli_` masks (a number per element, what F.dropout draws), in
-one process and in alternating windows (A B, B A, ...) of Trainer.run()'s steps, small preset on Multi30k, so that
+64-bit draw of the run's generator) against `model.bernoulli_mask` (a number per element, what F.dropout draws),
+in one process and in alternating windows (A B, B A, ...) of Trainer.run()'s steps, small preset on Multi30k, so that
 the machine's load hits both alike: tokens/s.
 
     python bench/dropout_masks.py --data ../shared/data/multi30k
@@ -8,62 +8,55 @@ the machine's load hits both alike: tokens/s.
 
 from __future__ import annotations
 
-import contextlib
 import tempfile
-import time
+from collections.abc import Callable
 from pathlib import Path
+from unittest import mock
 
 import common  # first: puts the repository on sys.path
 import torch
 
 import playground.model as model_module
+from train_throughput import measure
 
 
-def bernoulli_mask(x: torch.Tensor, p: float, generator: torch.Generator) -> torch.Tensor:
-    """The mask as F.dropout draws it: one Bernoulli draw per element."""
-    return torch.empty_like(x).bernoulli_(1 - p, generator=generator).div_(1 - p)
+class MaskedRunner:
+    """The project's training loop, its dropout masks drawn by `masks` (what model.Dropout calls) for each step."""
 
+    def __init__(self, name: str, runner: common.ProjectRunner,
+                 masks: Callable[[torch.Tensor, float, torch.Generator], torch.Tensor]):
+        self.name, self.runner, self.masks = name, runner, masks
 
-@contextlib.contextmanager
-def bernoulli_masks():
-    mine = model_module.keep_mask
-    model_module.keep_mask = bernoulli_mask  # what model.Dropout calls
-    try:
-        yield
-    finally:
-        model_module.keep_mask = mine
+    def step(self) -> int:
+        with mock.patch.object(model_module, "keep_mask", self.masks):
+            return self.runner.step()
 
 
 def main() -> None:
     parser = common.base_parser(__doc__.split("\n")[0], data_required=True)
     parser.add_argument("--windows", type=int, default=8, help="timed windows of each")
     parser.add_argument("--steps-per-window", type=int, default=4)
-    parser.add_argument("--warmup-steps", type=int, default=3, help="untimed steps first")
+    parser.add_argument("--warmup-steps", type=int, default=3, help="untimed steps of each first")
     parser.add_argument("--max-pairs", type=int, default=None, help="only the first N training pairs (smoke runs)")
     args = parser.parse_args()
     machine = common.start(args)
 
-    variants = {"keep_mask (16-bit draws)": contextlib.nullcontext, "bernoulli_ (F.dropout's)": bernoulli_masks}
-    rates: dict[str, list[float]] = {name: [] for name in variants}
     with tempfile.TemporaryDirectory(prefix="bench-") as out_dir:
         trainer = common.project_trainer(args.data, args.max_pairs, "auto", args.device, args.seed, Path(out_dir))
-        runner = common.ProjectRunner(trainer)
-        for _ in range(args.warmup_steps):
-            runner.step()
-        for w in range(args.windows):
-            for name in list(variants) if w % 2 == 0 else list(variants)[::-1]:
-                with variants[name](), common.stopwatch(trainer.device) as elapsed:
-                    tokens = sum(runner.step() for _ in range(args.steps_per_window))
-                rates[name].append(tokens / elapsed.wall)
-        runner.close()
+        project = common.ProjectRunner(trainer)
+        mine, stock = (MaskedRunner("keep_mask (16-bit draws)", project, model_module.keep_mask),
+                       MaskedRunner("bernoulli_mask (F.dropout's)", project, model_module.bernoulli_mask))
+        windows = measure([mine, stock], trainer.device, args.warmup_steps, args.windows, args.steps_per_window)
+        project.close()
 
+    rates = {name: [w.tokens_per_s for w in ws] for name, ws in windows.items()}
     medians = {name: common.median(r) for name, r in rates.items()}
-    speedup = medians["keep_mask (16-bit draws)"] / medians["bernoulli_ (F.dropout's)"]
+    speedup = medians[mine.name] / medians[stock.name]
     common.print_table(f"Dropout masks in the training step (small preset, dropout {trainer.cfg.dropout}, "
                        f"{trainer.precision}; {args.windows} windows x {args.steps_per_window} steps each)",
                        ["masks", "tokens/s (median)", "min", "max"],
                        [[name, medians[name], min(r), max(r)] for name, r in rates.items()])
-    print(f"keep_mask / bernoulli_: {speedup:.2f}x the tokens/s")
+    print(f"keep_mask / bernoulli_mask: {speedup:.2f}x the tokens/s")
     common.emit_json(args, {"benchmark": "dropout_masks", "machine": machine, "settings": vars(args),
                             "tokens_per_s": rates, "speedup": speedup})
 

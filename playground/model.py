@@ -125,14 +125,19 @@ def keep_mask(x: torch.Tensor, p: float, generator: torch.Generator) -> torch.Te
     Each element gets 16 random bits, four from each 64-bit draw of the generator: bernoulli_, which F.dropout uses,
     draws a whole number per element and made dropout a sixth of a small-preset CPU step (bench/profile_step.py);
     this costs a fifth of that. The drop rate is p rounded to a multiple of 2^-16, and the scale matches it."""
-    if x.device.type not in ("cpu", "cuda"):  # MPS: no full-range 64-bit draws
-        return torch.empty_like(x).bernoulli_(1 - p, generator=generator).div_(1 - p)
+    if x.device.type not in ("cpu", "cuda"):  # full-range 64-bit draws are tested on these two only
+        return bernoulli_mask(x, p, generator)
     dropped = round(p * 2**16)  # of the 2^16 values of the bits, this many drop the element
     if dropped >= 2**16:
         return torch.zeros_like(x)
     words = torch.empty((x.numel() + 3) // 4, dtype=torch.int64, device=x.device)
     bits = words.random_(-(2**63), None, generator=generator).view(torch.int16)[: x.numel()].view(x.shape)
     return (bits >= dropped - 2**15).to(x.dtype).mul_(2**16 / (2**16 - dropped))
+
+
+def bernoulli_mask(x: torch.Tensor, p: float, generator: torch.Generator) -> torch.Tensor:
+    """The same mask drawn as F.dropout draws it, one Bernoulli draw per element: exactly p, at keep_mask's cost x5."""
+    return torch.empty_like(x).bernoulli_(1 - p, generator=generator).div_(1 - p)
 
 
 def causal_mask(tq: int, tk: int, device: torch.device | str = "cpu") -> torch.Tensor:
