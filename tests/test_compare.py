@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import urllib.request
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
@@ -95,6 +96,15 @@ def test_compare_tab_through_the_api(models_dir, tmp_path):
         # the translations take what the curves take: two to eight models, each once
         assert "compared once" in client.predict(["slow", "slow", "fast"], "a b c", api_name="/compare_translate")[0]
         assert "at most 8" in client.predict(["slow", "fast"] * 5, "a b c", api_name="/compare_translate")[0]
+        # the step that sets the table's column widths runs on its own after compare_translate and, like every step,
+        # answers a direct call: a caller's table of its choosing decides nothing (the widths follow the session)
+        config = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/config").read())
+        fit = next(d for d in config["dependencies"] if d.get("api_name") == "fit_columns")
+        body = json.dumps({"data": [{"headers": [str(n) for n in range(5000)], "data": [[1] * 5000]}],
+                           "fn_index": fit["id"], "session_hash": "stranger"}).encode()
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/gradio_api/run/predict", data=body,
+                                         headers={"Content-Type": "application/json"})
+        assert json.loads(urllib.request.urlopen(request).read())["data"] == [{"__type__": "update"}]
         # a package made after the page was built (not among the dropdown's first choices) can be compared
         shutil.copytree(tmp_path / "models" / "fast", tmp_path / "models" / "later")
         assert client.predict(["slow", "later"], "step", api_name="/compare")[0] == ""

@@ -132,17 +132,20 @@ def build(session: gr.State, library: Library) -> CompareTab:
         if not lines or len(lines) > MAX_SENTENCES:
             raise PlaygroundError(f"Type between 1 and {MAX_SENTENCES} sentences, one per line.")
         folders = [str(package_folder(library, session, name)) for name in names]
-        return "", pd.DataFrame(translate_columns(folders, lines)).replace("", "(empty output)")
+        table = pd.DataFrame(translate_columns(folders, lines)).replace("", "(empty output)")
+        session.compared_models = len(folders)
+        return "", table
 
-    def fit_columns(table: pd.DataFrame | None):
-        """Widths for the columns the table now has (a refused request left it as it was); set in a step of their
-        own, so that API clients get a plain table from compare_translate."""
-        n_models = 0 if table is None else len(table.columns) - 1
-        return gr.Dataframe(column_widths=side_by_side_widths(n_models)) if n_models > 0 else gr.skip()
+    def fit_columns(session: Session):
+        """Widths for the models the table shows (a refused request left both as they were); set in a step of their
+        own, so that API clients get a plain table from compare_translate. Its only input is the session's State,
+        which a caller cannot send: the step is reachable over HTTP like any other."""
+        n_models = session.compared_models
+        return gr.Dataframe(column_widths=side_by_side_widths(n_models)) if n_models else gr.skip()
 
     gr.on([compare_btn.click, x_axis.change], **answers(compare, [message, *view_outputs], message),
           inputs=[session, models, x_axis], api_name="compare")
     translate_btn.click(**answers(translate_each, [message, side_by_side], message),
                         inputs=[session, models, sentences], api_name="compare_translate").then(
-        fit_columns, side_by_side, side_by_side, api_visibility="private", show_progress="hidden", queue=False)
+        fit_columns, session, side_by_side, api_visibility="private", show_progress="hidden", queue=False)
     return CompareTab(models)

@@ -89,6 +89,7 @@ class Session:
     attention: dict | None = None  # the last attention maps and what they were computed from
     visitor: Visitor | None = None  # shared mode: who this is (set on page load; an API client gets its own)
     waiting_files: list = field(default_factory=list)  # an uploaded file that waits for its aligned partner
+    compared_models: int = 0  # models in the Compare tab's side-by-side table (its column widths follow)
 
     _stats: tuple | None = None  # (the pairs list, its PairStats): statistics are computed once per data
 
