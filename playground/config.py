@@ -81,6 +81,9 @@ class TrainConfig:
         if (self.eval_every is not None and self.eval_every < 1) or self.warmup_steps < 0 or \
                 not 0 <= self.label_smoothing < 1:
             problems.append("eval-every must be ≥ 1, warmup ≥ 0 and label smoothing in [0, 1)")
+        if not (0 <= self.dropout < 1 and 0 <= self.attention_dropout < 1):
+            problems.append(f"dropout and attention dropout must be in [0, 1), not {self.dropout} and "
+                            f"{self.attention_dropout}")
         if not 0 <= self.bpe_dropout < 1 or (self.bpe_dropout and self.tokenizer != "bpe"):
             problems.append("BPE-dropout must be in [0, 1) and needs the bpe tokenizer")
         if self.accumulate < 1 or not 0 <= self.average_last <= MAX_AVERAGE_LAST:

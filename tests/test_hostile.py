@@ -451,6 +451,21 @@ def test_7_wrong_typed_form_values_name_their_field(field, value, message):
         build_config({**preset_values("tiny"), field: value})
 
 
+@pytest.mark.parametrize("field, value", [("dropout", 1.5), ("dropout", -0.1), ("attention_dropout", 1.0)])
+def test_7_a_dropout_outside_0_1_is_refused_before_training(field, value, capsys):
+    """A probability outside [0, 1) would train on zeroed or rescaled activations (model.keep_mask does no check)."""
+    from playground.cli import main
+    from playground.ui.train_tab import build_config, preset_values
+
+    with pytest.raises(TrainingError, match=r"dropout and attention dropout must be in \[0, 1\)"):
+        build_config({**preset_values("tiny"), field: value})
+    flag = "--" + field.replace("_", "-")
+    assert main(["train", "--data", "builtin:reverse", "--out", "never-made", "--preset", "tiny", "--max-steps", "1",
+                 flag, str(value)]) == 2
+    err = capsys.readouterr().err
+    assert "must be in [0, 1)" in err and "Traceback" not in err
+
+
 def test_7_a_huge_decoding_seed_is_refused_with_a_message(package):
     from playground.ui.translate_tab import decode_options, run_translation
 
