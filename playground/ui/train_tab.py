@@ -579,8 +579,9 @@ def build(session: gr.State, library: Library, page: gr.Tab) -> TrainTab:
         est = time_steps(cfg, seq_len=seq_len, epoch_steps=epoch_steps)
         session.estimated, session.estimate = True, (cfg.to_dict(), est.steps)
         caveat = "" if session.data is not None else " Load data first for a better guess (sentence lengths, epochs)."
+        warning = est.too_short(cfg.max_minutes)
         return (f"{parameter_line(cfg)}  \n⏱ Estimated duration: **{est.describe()}**, validations included."
-                f"{caveat}", lr_preview_figure(session, cfg, est.steps))
+                f"{caveat}" + (f"  \n{warning}" if warning else ""), lr_preview_figure(session, cfg, est.steps))
 
     @friendly
     def train(session: Session, model_name: str, **values):
