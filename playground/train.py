@@ -354,10 +354,12 @@ class Trainer:
 
     def validate_and_save(self, elapsed: float, final: bool, sentences: int | None = None) -> Iterator[events.Event]:
         """Rank 0's part of a validation: the Eval event, then the package (and a snapshot to average later)."""
+        yield events.Phase("validating", self.step)
         evaluation = self.validate(sentences)
         better = self.improved(self.history.evals[-1])
         evaluation.best, evaluation.improved = self.best, better and not final
         yield evaluation
+        yield events.Phase("saving", self.step)
         training = self.summary(elapsed)
         path = self.save(elapsed, training)
         if self.snapshots:

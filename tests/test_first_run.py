@@ -56,3 +56,22 @@ def test_a_half_minute_run_on_a_busy_cpu_learns_with_a_smooth_rate(tmp_path, bus
     evals = [e for e in events if isinstance(e, ev.Eval)]
     assert len(evals) >= 3, [e.step for e in evals]
     assert evals[-1].val_loss < evals[0].val_loss, [e.val_loss for e in evals]
+
+
+def test_the_progress_line_only_moves_forward_and_says_what_the_run_does():
+    from playground.ui.train_tab import Progress
+
+    cfg = preset_config("tiny", max_minutes=1.0)
+    progress = Progress("first", cfg)  # a minutes budget: no steps budget
+    # a re-fitted plan going 47 -> 52 -> 49 -> 50 used to show as the total, and the share went 47% -> 46%
+    steps = [ev.Step(step, 0.1, 5.0, 1e-3, 1.0, 1000.0, elapsed, 10.0, planned)
+             for step, elapsed, planned in [(22, 28.0, 47), (24, 29.5, 52), (25, 29.0, 49), (26, 31.0, 50)]]
+    lines = [progress.line(e, None) for e in steps]
+    shares = [progress.share(e) for e in steps]
+    assert shares == sorted(shares) and shares[-1] == pytest.approx(31 / 60)
+    assert not any(f"/{e.planned_steps}" in line for e, line in zip(steps, lines)), lines
+    assert "of 1:00" in lines[0]
+    assert progress.line(steps[-1], None, doing="validating").startswith("🔎 Validating `first` at step 26")
+    assert progress.line(steps[-1], None, doing="saving").startswith("💾 Saving `first`")
+    resumed = Progress("more", preset_config("tiny", max_minutes=None, max_steps=100), budget_steps=100)
+    assert "step **40**/100" in resumed.line(steps[0].__class__(40, 1, 5.0, 1e-3, 1.0, 1.0, 60.0, 1.0, 100), None)

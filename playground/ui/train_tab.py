@@ -188,25 +188,45 @@ STOPPING = ("⏹ **Stopping…** the run ends after this step, validates once mo
             "the package.")
 
 
-def progress_line(name: str, e, cfg, last_eval: dict | None, stopping: bool = False) -> str:
-    """The status line for a Step event; `last_eval` is the latest validation record of the run's history."""
-    if stopping:
-        return f"{STOPPING}  \n(`{name}` at step {e.step:,}.)"
-    planned = e.planned_steps
-    if planned:
-        fraction, of = e.step / planned, f"/{planned:,}"
-    elif cfg.max_minutes:
-        fraction, of = e.elapsed / (cfg.max_minutes * 60), ""
-    else:
-        fraction, of = 0.0, ""
-    parts = [f"step **{e.step:,}**{of}", f"{bar(fraction)} {fraction:.0%}", f"epoch {e.epoch:.2f}",
-             f"loss {e.loss:.3f}", f"lr {e.lr:.2e}", f"{e.tokens_per_s:,.0f} tokens/s",
-             f"elapsed {clock(e.elapsed)}", f"ETA {clock(e.eta)}"]
-    line = f"⏳ Training `{name}`: " + " · ".join(parts)
-    if last_eval:
-        line += (f"  \nLast validation (step {last_eval['step']:,}): loss {last_eval['val_loss']:.3f}, "
-                 f"BLEU {last_eval['bleu']:.1f}, chrF {last_eval['chrf']:.1f}")
-    return line
+@dataclass
+class Progress:
+    """The status line of a run in progress: what it is doing, and a share done that only grows."""
+
+    name: str
+    cfg: object
+    budget_steps: int | None = None  # the steps or epochs budget in steps (planned_steps); not a minutes budget's plan
+    done: float = 0.0  # the largest share shown so far
+
+    def share(self, e) -> float:
+        """The share of the budget that ends the run first: steps (or epochs) done, or minutes spent. A minutes
+        budget's planned steps are re-fitted as the machine's speed changes, so they make no total here."""
+        shares = [e.step / self.budget_steps] if self.budget_steps else []
+        if self.cfg.max_minutes:
+            shares.append(e.elapsed / (self.cfg.max_minutes * 60))
+        self.done = max(self.done, min(max(shares, default=0.0), 1.0))
+        return self.done
+
+    def line(self, e, last_eval: dict | None, stopping: bool = False, doing: str = "training") -> str:
+        """The status for the last Step event `e`; `doing`: "training", "validating" or "saving"."""
+        if stopping:
+            return f"{STOPPING}  \n(`{self.name}` at step {e.step:,}.)"
+        share = self.share(e)
+        of = f"/{self.budget_steps:,}" if self.budget_steps else ""
+        budget = f" of {clock(self.cfg.max_minutes * 60)}" if self.cfg.max_minutes and not of else ""
+        done = f"step **{e.step:,}**{of} · {bar(share)} {share:.0%}{budget}"
+        if doing == "validating":
+            line = (f"🔎 Validating `{self.name}` at step {e.step:,}: the loss on the validation pairs, then greedy "
+                    f"translations for BLEU and chrF… · {done} · elapsed {clock(e.elapsed)}")
+        elif doing == "saving":
+            line = f"💾 Saving `{self.name}` at step {e.step:,}… · {done} · elapsed {clock(e.elapsed)}"
+        else:
+            line = "⏳ Training `{}`: ".format(self.name) + " · ".join(
+                [done, f"epoch {e.epoch:.2f}", f"loss {e.loss:.3f}", f"lr {e.lr:.2e}", f"{e.tokens_per_s:,.0f} tokens/s",
+                 f"elapsed {clock(e.elapsed)}", f"ETA {clock(e.eta)}"])
+        if last_eval:
+            line += (f"  \nLast validation (step {last_eval['step']:,}): loss {last_eval['val_loss']:.3f}, "
+                     f"BLEU {last_eval['bleu']:.1f}, chrF {last_eval['chrf']:.1f}")
+        return line
 
 
 def estimate_error(estimated: int | None, did: int, reason: str) -> str:
@@ -321,10 +341,14 @@ def drive(session: Session, build_trainer, name: str, folder: Path, cfg, cap_not
 
     last_eval = history.evals[-1] if history.evals else None
     last_yield, status, last_step, samples, averaged = 0.0, "", None, skip, ""
+    progress = Progress(name, cfg)
     try:
         for e in events:
             match e:
                 case ev.Start():
+                    from playground.schedule import planned_steps
+
+                    progress.budget_steps = planned_steps(cfg, e.steps_per_epoch)[0]
                     status = (f"⏳ Training `{name}`: {e.params:,} parameters on {e.device} ({e.precision}), "
                               f"{e.train_pairs:,} training / {e.val_pairs:,} validation pairs, "
                               f"{e.steps_per_epoch:,} steps per epoch, vocabulary {e.vocab_size:,}.")
@@ -332,14 +356,18 @@ def drive(session: Session, build_trainer, name: str, folder: Path, cfg, cap_not
                     last_yield = time.monotonic()
                 case ev.Step():
                     last_step = e
-                    status = progress_line(name, e, cfg, last_eval, trainer.stop_requested.is_set())
+                    status = progress.line(e, last_eval, trainer.stop_requested.is_set())
                     if time.monotonic() - last_yield >= UPDATE_EVERY:
                         yield (status, *step_charts(), skip)
                         last_yield = time.monotonic()
+                case ev.Phase() if last_step is not None and not trainer.stop_requested.is_set():
+                    status = progress.line(last_step, last_eval, doing=e.what)
+                    yield (status, skip, skip, skip, skip, skip)  # said at once: a validation can take seconds
+                    last_yield = time.monotonic()
                 case ev.Eval():
                     last_eval, samples = dataclasses.asdict(e), samples_frame(e)
                     if last_step is not None:
-                        status = progress_line(name, last_step, cfg, last_eval, trainer.stop_requested.is_set())
+                        status = progress.line(last_step, last_eval, trainer.stop_requested.is_set(), doing="saving")
                     yield (status, *charts(True), samples)
                     last_yield = time.monotonic()
                 case ev.Error():  # the run's own failure (NaN loss, out of memory): said in the status
