@@ -24,6 +24,11 @@ CACHE_CLEANUP = (600, 3600)  # every 10 min, delete uploads and downloads in Gra
 CSS = """
 #train-status { font-variant-numeric: tabular-nums; }
 #train-status progress { width: 10em; height: 0.8em; vertical-align: middle; }
+/* tables: a header or a number never breaks inside a word (the columns are sized for them); long text still wraps.
+   The column menu (⋮) floats over its header on hover instead of taking 20 px of every header's width */
+.table-wrap span.header { word-break: normal; overflow-wrap: normal; hyphens: none; }
+.table-wrap th .cell-menu-button { position: absolute; right: 0; opacity: 0; }
+.table-wrap th:hover .cell-menu-button, .table-wrap th:focus-within .cell-menu-button { opacity: 1; }
 """
 
 INTRO = """# Transformer Playground

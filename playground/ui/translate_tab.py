@@ -20,11 +20,12 @@ MAX_SENTENCES = 200
 TOP_K = 5  # candidates per step in the next-token view
 RESULT_COLUMNS = ["#", "rank", "source", "translation", "score", "mean log-prob", "tokens"]
 # the translation gets the most room: at 1024 px it must not be pushed out of sight by the source
-RESULT_WIDTHS = ["5%", "6%", "30%", "37%", "8%", "8%", "6%"]
+RESULT_WIDTHS = ["32px", "56px", "20%", "28%", "72px", "88px", "72px"]  # numbers and headers whole, at 1024 px too
 # sentences the shipped demo model (English → German) has never seen and translates right: a first visit tries them
 DEMO_EXAMPLES = ["Today a student swims.", "She follows a child.", "The friend closes the bag.",
                  "A cupboard is white."]
 NEXT_COLUMNS = ["step", "chosen token", "p(chosen)", "top candidates"]
+NEXT_WIDTHS = ["56px", "20%", "96px", "52%"]  # the candidates wrap inside the table at 1024 px
 
 
 @dataclass
@@ -224,7 +225,7 @@ def build(session: gr.State, library: Library) -> TranslateTab:
             row_note = gr.Markdown()
             next_plot = gr.Plot(plots.next_token_figure([]), show_label=False)
             next_table = gr.Dataframe(pd.DataFrame(columns=NEXT_COLUMNS), label="Next-token table", interactive=False,
-                                      wrap=True)
+                                      wrap=True, column_widths=NEXT_WIDTHS)
             with gr.Accordion("Step by step: greedy versus sampling, and beam search", open=False,
                               elem_id="translate-steps"):
                 gr.Markdown("Decodes the first sentence with the settings on the left and shows each step: with "
