@@ -135,7 +135,7 @@ def range_note(name: str, info: str | None):
     """The handler that shows a field's refusal (with its range) in place of its info line, and puts the info back."""
     def note(value):
         problem = field_problem(name, value)
-        return gr.update(info=f"⚠️ {label_of(name)} {problem}." if problem else info)
+        return gr.update(info=f"⚠️ {label_of(name)} {problem}." if problem else info or "")  # None would keep it
     return note
 
 
