@@ -75,3 +75,21 @@ def test_the_progress_line_only_moves_forward_and_says_what_the_run_does():
     assert progress.line(steps[-1], None, doing="saving").startswith("💾 Saving `first`")
     resumed = Progress("more", preset_config("tiny", max_minutes=None, max_steps=100), budget_steps=100)
     assert "step **40**/100" in resumed.line(steps[0].__class__(40, 1, 5.0, 1e-3, 1.0, 1.0, 60.0, 1.0, 100), None)
+
+
+def test_n_best_lists_distinct_sentences_and_counts_identical_samples():
+    from playground.decode import DecodeOptions, distinct_hypotheses, translate
+    from playground.package import load_package
+
+    demo = load_package(Path(__file__).resolve().parents[1] / "models" / "demo-en-de", "cpu")
+    beams = translate(demo.model, demo.tokenizer, ["Today a student swims."], DecodeOptions("beam", nbest=5))[0]
+    texts = [h.text for h in beams.hypotheses]
+    assert texts.count("Heute schwimmt ein Student.") == 2  # two tokenizations of the same words, as reported
+    distinct = distinct_hypotheses(beams.hypotheses)
+    assert [h.text for h, _ in distinct] == list(dict.fromkeys(texts))  # each sentence once, best first
+    best, count = distinct[0]
+    assert best.text == "Heute schwimmt ein Student." and count == 2 and best.score == max(h.score for h in beams.hypotheses)
+    draws = [h for seed in range(6) for h in translate(demo.model, demo.tokenizer, ["She follows a child."],
+                                                       DecodeOptions("sample", seed=seed, temperature=0.3))[0].hypotheses]
+    grouped = distinct_hypotheses(draws)
+    assert sum(count for _, count in grouped) == 6 and len(grouped) < 6  # a confident model draws repeats

@@ -139,11 +139,16 @@ def build(session: gr.State, library: Library) -> TranslateTab:
         start = time.perf_counter()
         results = decode(str(folder), sentences, opts, int(nbest) if method == "sample" else 1)
         seconds = time.perf_counter() - start
-        rows, session.translations = [], []
+        from playground.decode import distinct_hypotheses
+
+        rows, session.translations, merged = [], [], 0
         for i, t in enumerate(results):
-            for rank, h in enumerate(t.hypotheses):
+            distinct = distinct_hypotheses(t.hypotheses)
+            merged += len(t.hypotheses) - len(distinct)
+            for rank, (h, count) in enumerate(distinct):
                 n = max(len(h.token_logprobs), 1)
-                rows.append([i + 1, rank + 1, t.source if rank == 0 else "", h.text, round(h.score, 3),
+                rows.append([i + 1, f"{rank + 1} ×{count}" if count > 1 else str(rank + 1),
+                             t.source if rank == 0 else "", h.text, round(h.score, 3),
                              round(sum(h.token_logprobs) / n, 3), len(h.ids)])
                 session.translations.append({"model": folder.name, "src_ids": t.source_ids,
                                              "out_ids": h.ids, "text": h.text})
@@ -151,6 +156,11 @@ def build(session: gr.State, library: Library) -> TranslateTab:
         note = (f"{len(sentences)} sentence{'s' if len(sentences) > 1 else ''} with **{folder.name}** "
                 f"({config['src_lang']} → {config['tgt_lang']}), {method}, in {seconds:.2f} s. "
                 f"Score = {score}. Click a row to see the model's next-token choices for it.")
+        if merged:
+            note += (f" {merged} {'beam' if method == 'beam' else 'sample'}{'s' if merged > 1 else ''} that spelled "
+                     "a sentence already listed (the same words, in the same or other tokens) "
+                     f"{'were' if merged > 1 else 'was'} merged into it: its best score is kept, and ×n in the rank "
+                     "column counts them.")
         return (pd.DataFrame(rows, columns=RESULT_COLUMNS), note, 1, *next_view(session, 1))
 
     @friendly
