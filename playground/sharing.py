@@ -272,8 +272,8 @@ class Library:
 
     def add(self, base: str, visitor: Visitor, new_bytes: int, *, average: bool = False) -> Path:
         """Reserve a new package folder for this visitor: quotas checked, space made, the name recorded as theirs.
-        `base`, or `base-2`, `base-3`… so no package (shipped or reserved) is ever overwritten; in shared mode
-        `base-` and 6 random hex digits, so the suffix tells nothing of other visitors' names. `average`: a run that
+        `base`, or `base-2`, `base-3`… so no package (shipped or reserved) is ever overwritten: what the Train tab's
+        name field promises, in both modes (any suffix tells a visitor that the name is taken). `average`: a run that
         also writes `<name>-avg` at the end; both names are free and both are reserved."""
         check_name(average_name(base) if average else base)
         with self.lock:
@@ -285,7 +285,7 @@ class Library:
             name, n = base, 1
             while name in taken or (average and average_name(name) in taken):
                 n += 1
-                name = f"{stem}-{secrets.token_hex(3)}" if self.shared else f"{base}-{n}"
+                name = f"{stem}-{n}"
             self.register([name, average_name(name)] if average else [name], visitor, registry)
             return package_path(self.models_dir, name)
 

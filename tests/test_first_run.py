@@ -3,6 +3,7 @@ busy (a shared CPU Space). It used to plan a 150-step warmup, jump 15x at step 1
 last steps at lr 0 and validate three times with an untrained model's longest outputs, learning nothing."""
 
 import gzip
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -93,3 +94,26 @@ def test_n_best_lists_distinct_sentences_and_counts_identical_samples():
                                                        DecodeOptions("sample", seed=seed, temperature=0.3))[0].hypotheses]
     grouped = distinct_hypotheses(draws)
     assert sum(count for _, count in grouped) == 6 and len(grouped) < 6  # a confident model draws repeats
+
+
+def test_what_the_page_shows_is_marked_when_it_is_no_longer_what_was_asked(tmp_path):
+    from playground.package import load_package
+    from playground.ui.data_tab import forget_files, load_builtin, load_files
+    from playground.ui.inside_tab import language_warning
+    from playground.ui.state import Session
+
+    session = Session()
+    load_builtin(session, "mini-translation")
+    loaded = session.description
+    # a file that cannot be read on its own: the refusal says the stats below are still the earlier data's
+    (tmp_path / "one.en").write_text("hello world\n", encoding="utf-8")
+    with pytest.raises(Exception, match=re.escape(f"still the data loaded before ({loaded})")):
+        load_files(session, [str(tmp_path / "one.en")])
+    # the upload box cleared: the summary says its pairs stay loaded
+    summary = forget_files(session)
+    assert summary.startswith(f"### {loaded}") and "The upload box was cleared; these pairs stay loaded" in summary
+    # a model of another language pair than the data is said before any Inside view
+    demo = load_package(Path(__file__).resolve().parents[1] / "models" / "demo-en-de", "cpu")
+    assert language_warning(session, demo) == ""  # the demo's en -> de, the mini-translation data's too
+    session.tgt_lang = "fr"
+    assert "translates `en` → `de`, your data is `en` → `fr`" in language_warning(session, demo)

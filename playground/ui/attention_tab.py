@@ -221,6 +221,10 @@ def build(session: gr.State, library: Library) -> AttentionTab:
     html_btn.click(**answers(export_html, [export], export_note), inputs=[*view_inputs, offline],
                    api_name="export_attention_html")
     png_btn.click(None, js=PNG_JS)
+    # a file exported from another view than the one on screen would be taken for it
+    gr.on([show.click, source.submit, kind.change, view.change, layer.change, head.change, model.change],
+          lambda: (None, ""), None, [export, export_note], queue=False, show_progress="hidden",
+          api_visibility="private")
     probe_outputs = dict(fn=pick_model, inputs=[session, model], outputs=[probe_step, probe_plot], api_visibility="private",
                          show_progress="hidden")
     # ↻ also rereads the history: a model still training (the demo) gains validations under the same name

@@ -195,4 +195,9 @@ def build(session: gr.State, library: Library) -> ModelsTab:
                              api_name="import_model")
     deleted = delete_btn.click(**answers(delete_model, [status, table, model, confirm], status),
                                inputs=[session, model, confirm], api_name="delete_model")
+    # a tick is for one model and one press: a refused delete, or another model picked, asks again
+    unticked = dict(fn=lambda: False, inputs=None, outputs=[confirm], queue=False, show_progress="hidden",
+                    api_visibility="private")
+    deleted.then(**unticked)
+    model.change(**unticked)
     return ModelsTab(table, model, [imported, deleted], {**show_card, "api_visibility": "private"})
