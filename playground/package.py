@@ -409,12 +409,31 @@ def model_card(config: dict, training: dict | None) -> str:
                   f"{data.get('val_pairs', '?')} validation pairs",
                   f"- {training.get('steps', '?')} steps, {training.get('epochs', 0):.2f} epochs, "
                   f"{training.get('wall_s', 0):.0f} s on {training.get('device', '?')}"]
+        last = training.get("last") or {}
+        if last:
+            lines.append("- final validation (the one these weights are from): " + scores_text(last))
         if best:
-            lines.append("- best validation: " + ", ".join(f"{k} {v:.4g}" for k, v in best.items() if isinstance(v, (int, float))))
+            metric = (training.get("config") or {}).get("early_stop_metric", "bleu")
+            lines.append(f"- best validation (by {SCORE_WORDS.get(metric, metric)}): " + scores_text(best))
     lines += ["", "## Use it", "", "```python", "from playground.package import load_package",
               "from playground.decode import translate", f'pkg = load_package("models/{config["name"]}")',
               'print(translate(pkg.model, pkg.tokenizer, ["your sentence"])[0].text)', "```", ""]
     return "\n".join(lines)
+
+
+SCORE_WORDS = {"val_loss": "validation loss", "bleu": "BLEU", "chrf": "chrF", "exact_match": "exact match"}
+
+
+def scores_text(record: dict) -> str:
+    """A validation record in words: "step 40: validation loss 2.31 (NLL per token), BLEU 12.3, chrF 40.1, exact
+    match 2.0%"."""
+    parts = []
+    if isinstance(record.get("val_loss"), (int, float)):
+        parts.append(f"validation loss {record['val_loss']:.3f} (NLL per token)")
+    parts += [f"{SCORE_WORDS[k]} {record[k]:.1f}" for k in ("bleu", "chrf") if isinstance(record.get(k), (int, float))]
+    if isinstance(record.get("exact_match"), (int, float)):
+        parts.append(f"exact match {record['exact_match']:.1%}")
+    return f"step {record.get('step', '?')}: " + ", ".join(parts)
 
 
 # ----------------------------------------------------------------------------------------------------------

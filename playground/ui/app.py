@@ -57,7 +57,25 @@ explaining Vaswani et al., *Attention Is All You Need* (2017).
 - **BLEU / chrF**: how close the translations of validation sentences are to their references, 0–100: BLEU counts
   matching word n-grams (1 to 4 words), chrF matching character n-grams, which is kinder to small models.
 - **bf16 / fp16 / fp32**: number formats; 16-bit ones halve memory and are fast on recent GPUs, but on a CPU bf16 is
-  often slower than fp32 (precision "auto" measures it).
+  often slower than fp32 (precision "auto" measures it). **"(bf16)" after a CPU** means "auto" measured bf16 matrix
+  products faster than fp32 on this CPU (it has bf16 units) and trains in it; the weights are still kept in fp32.
+- **Validation loss (val_loss)**, **NLL per token**: how surprised the model is by the reference translations of the
+  held-out validation pairs: the negative log-likelihood of each reference token, averaged (without label smoothing,
+  so runs with different smoothing compare). Lower is better; 0 would be certain and right. **Perplexity (val_ppl)**
+  is e^loss: the number of equally likely tokens the model is choosing between, on average.
+- **Training loss (label-smoothed)**: the same on the training batches, with label smoothing, so it stays above the
+  validation loss of an equally good model.
+- **Exact match (exact_match)**: the share of validation sentences whose greedy translation equals the reference.
+- **Final / best validation**: the final one is the last validation of a run, the one its saved weights are from
+  (the Models table and the Compare scores show it); the best one is the validation with the best early-stopping
+  metric (the model card shows both).
+- **▁** (in token views): the tokenizer's mark for a token that starts a word: "▁Heute" is "Heute" after a space,
+  "udent." continues the word before it ("▁St" + "udent." = "Student.").
+- **Settings in Compare**: each is named in words with its config key in brackets (the CLI flag spells it with
+  dashes: lr → `--lr`). A resumed run's budgets count the whole run: "max minutes" is the minutes done before the
+  resume plus the minutes added.
+- **Phase line while training**: ⏳ training, 🔎 validating (the loss, then greedy translations for BLEU and chrF),
+  💾 saving the package; the percentage is of the budget that ends the run first.
 """
 
 
@@ -217,8 +235,10 @@ def start_sweeper(models_dir: Path) -> None:
 def launch_options() -> dict:
     """Theme, CSS (Gradio 6 takes them in launch(), not in Blocks()), the upload limit Gradio enforces (the data
     reader's own, playground.limits.max_data_bytes) and how many sessions Gradio keeps (PLAYGROUND_MAX_SESSIONS)."""
+    # no "Runs" link in the footer: Gradio's history of a browser's calls, easily taken for training runs
     return {"theme": gr.themes.Soft(), "css": CSS, "max_file_size": max_data_bytes(),
-            "state_session_capacity": env_int("PLAYGROUND_MAX_SESSIONS", 1000)}
+            "state_session_capacity": env_int("PLAYGROUND_MAX_SESSIONS", 1000),
+            "footer_links": ["api", "gradio", "settings"], "run_history": False}
 
 
 def launch(demo: gr.Blocks, **kwargs):

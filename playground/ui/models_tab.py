@@ -16,7 +16,9 @@ from playground.ui import hub_panel
 from playground.ui.state import (Session, answers, default_model, friendly, model_dropdown, model_names, package_folder,
                                  package_info, visitor_of)
 
-COLUMNS = ["name", "direction", "architecture", "parameters", "steps", "BLEU", "chrF", "val loss", "size (MB)", "saved"]
+# the scores are the final validation's (the weights saved); the model card gives the best one too
+COLUMNS = ["name", "direction", "architecture", "parameters", "steps", "final BLEU", "final chrF", "final val loss",
+           "size (MB)", "saved"]
 COLUMN_WIDTHS = ["15%", "8%", "21%", "9%", "6%", "6%", "6%", "7%", "7%", "15%"]  # all in sight at 1024 px, wrapped
 
 
