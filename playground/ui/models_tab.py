@@ -19,7 +19,8 @@ from playground.ui.state import (Session, answers, default_model, friendly, mode
 # the scores are the final validation's (the weights saved); the model card gives the best one too
 COLUMNS = ["name", "direction", "architecture", "parameters", "steps", "final BLEU", "final chrF", "final val loss",
            "size (MB)", "saved"]
-COLUMN_WIDTHS = ["15%", "8%", "21%", "9%", "6%", "6%", "6%", "7%", "7%", "15%"]  # all in sight at 1024 px, wrapped
+# all in sight at 1024 px: the numbers and dates get the pixels they need unbroken, names and architectures wrap
+COLUMN_WIDTHS = ["10%", "92px", "16%", "100px", "60px", "64px", "64px", "64px", "64px", "104px"]
 
 
 @dataclass
@@ -44,6 +45,7 @@ def models_frame(library: Library, session: Session | None) -> pd.DataFrame:
                             f"d_model {m.get('d_model', '?')}, {m.get('n_heads', '?')} heads, "
                             f"{tok['kind']} {m['src_vocab_size']}")
             saved = config.get("saved_at") or time.strftime("%Y-%m-%d %H:%M", time.localtime(folder.stat().st_mtime))
+            saved = f"{saved[:10]} {saved[11:16]}" if saved[10:11] == "T" else saved  # ISO: the date and the minute
         except (PackageError, OSError) as err:  # broken, or deleted while listing
             rows.append([folder.name, "⚠️ broken", str(err)[:160], None, None, None, None, None, None, None])
             continue
