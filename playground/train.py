@@ -168,6 +168,7 @@ class Trainer:
         self.warmup = cfg.warmup_steps
         self.schedule_steps: int | None = None  # a fitted schedule's length; None: the schedule counts steps
         self.position = 0.0  # where a fitted schedule stands after the last step (schedule.advance)
+        self.keep_plain = False  # a resumed call of a run whose steps or epochs budget ends it first: no timing
         self.first_plan: int | None = None  # the first steps-for-the-minutes guess of this call, for the summary
         self.eval_seconds: list[float] = []  # the validations of this call, timed for the plan
         self.one_thread = False  # train on one CPU thread: faster here when measured (time_step)
@@ -214,11 +215,14 @@ class Trainer:
         self.tokens_seen, self.elapsed_before = state.tokens_seen, state.elapsed_s
         self.history = History(**package.training["history"])  # training.json: save() writes it with the state
         self.best, self.bad_evals = state.best, state.bad_evals
-        if self.cfg.max_minutes and state.schedule_steps and not self.used_up(package.training or {}, state):
-            # a fitted schedule goes on where it was (the next call of a chunked run, or after a Stop); one whose
-            # minutes were used up starts a new one over the added minutes, from warmup
-            self.plan, self.warmup, self.schedule_steps, self.position = (
-                state.planned_steps, state.warmup_steps, state.schedule_steps, state.schedule_position)
+        if self.cfg.max_minutes and state.planned_steps and not self.used_up(package.training or {}, state):
+            # the schedule goes on as it was (the next call of a chunked run, or after a Stop): a fitted one where it
+            # stood, a plain one without timing again; one whose minutes were used up starts a new one over the added
+            # minutes, from warmup
+            self.keep_plain = state.schedule_steps is None
+            if state.schedule_steps:
+                self.plan, self.warmup, self.schedule_steps, self.position = (
+                    state.planned_steps, state.warmup_steps, state.schedule_steps, state.schedule_position)
         try:
             self.dropout_rng.set_state(torch.tensor(state.rng_state, dtype=torch.uint8))
         except RuntimeError:  # saved on another kind of device, whose stream has another state: start a seeded one
@@ -330,7 +334,7 @@ class Trainer:
     def run_facts(self, elapsed: float) -> dict:
         """What both the package's training record (summary) and the Done event (result) report."""
         return {"steps": self.step, "epochs": self.epochs_done, "params": self.model.num_parameters(),
-                "wall_s": elapsed, "device": describe(self.device), "precision": self.precision,
+                "wall_s": elapsed, "device": self.device_text(), "precision": self.precision,
                 "world_size": self.ranks.world_size, "best": self.best}
 
     def summary(self, elapsed: float) -> dict:
@@ -411,6 +415,9 @@ class Trainer:
         self.dropout_rng.set_state(rng)
         return seconds
 
+    def device_text(self) -> str:
+        return "cpu (1 thread: the machine is busy)" if self.one_thread else describe(self.device)
+
     def step_threads(self):
         return one_thread_on_cpu(self.device) if self.one_thread else contextlib.nullcontext()
 
@@ -448,13 +455,13 @@ class Trainer:
         start_time = time.perf_counter()
         if self.plan is None:  # not a fitted schedule saved by the call before
             self.plan = budget_steps
-            if cfg.max_minutes:
+            if cfg.max_minutes and not self.keep_plain:
                 self.fit_schedule(budget_steps, self.elapsed_before + time.perf_counter() - start_time)
         elapsed = self.elapsed_before
         steps_here, tokens_window, window_start, planned_at, train_time = 0, 0, start_time, 0.0, 0.0
         last_good_loss, saved_step, reason = None, None, "finished"
         last_eval = self.history.evals[-1]["step"] if self.history.evals else 0  # every rank has the history
-        yield events.Start(self.model.num_parameters(), describe(self.device), self.precision, self.plan,
+        yield events.Start(self.model.num_parameters(), self.device_text(), self.precision, self.plan,
                            steps_per_epoch, len(self.train_set), len(self.val_set), self.step,
                            self.tokenizer.tgt_vocab_size, self.ranks.world_size, cfg.accumulate)
         try:

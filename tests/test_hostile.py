@@ -457,7 +457,8 @@ def test_7_a_dropout_outside_0_1_is_refused_before_training(field, value, capsys
     from playground.cli import main
     from playground.ui.train_tab import build_config, preset_values
 
-    with pytest.raises(TrainingError, match=r"dropout and attention dropout must be in \[0, 1\)"):
+    label = field.replace("_", " ").capitalize()  # the form names the field and its range
+    with pytest.raises(TrainingError, match=rf"{label} must be from 0 to below 1, not {value:g}"):
         build_config({**preset_values("tiny"), field: value})
     flag = "--" + field.replace("_", "-")
     assert main(["train", "--data", "builtin:reverse", "--out", "never-made", "--preset", "tiny", "--max-steps", "1",

@@ -68,7 +68,7 @@ def build_config(values: dict):
         raise TrainingError(f"Fill in every setting: {', '.join(missing)} {verb} empty.")
     problems = [f"{label_of(k)} {problem}" for k, x in v.items() if (problem := field_problem(k, x))]
     if problems:
-        raise TrainingError("Out of range: " + "; ".join(problems) + ". Change it above, then start again.")
+        raise TrainingError("; ".join(problems) + ". Change it above, then start again.")
     v["betas"] = (as_number("beta1", v.pop("beta1"), float), as_number("beta2", v.pop("beta2"), float))
     for name, kind in setting_types().items():
         if name not in v or kind is tuple:
@@ -99,7 +99,7 @@ FIELD_RANGES = {
 }
 
 
-LABELS = {"n_encoder_layers": "Encoder layers", "n_decoder_layers": "Decoder layers", "d_ff": "Feed-forward size",
+LABELS = {"d_model": "d_model", "n_encoder_layers": "Encoder layers", "n_decoder_layers": "Decoder layers", "d_ff": "Feed-forward size",
           "max_len": "Max tokens per sentence", "eval_every": "Validate every", "bpe_dropout": "BPE-dropout",
           "eval_sentences": "Sentences decoded per validation", "average_last": "Average last"}
 

@@ -18,9 +18,9 @@ from playground.ui.state import (DEMO_MODEL, MODELS, Session, answers, friendly,
 
 MAX_SENTENCES = 200
 TOP_K = 5  # candidates per step in the next-token view
-RESULT_COLUMNS = ["#", "rank", "source", "translation", "score", "mean log-prob", "tokens"]
+RESULT_COLUMNS = ["#", "rank", "source", "translation", "score", "mean log-prob", "tokens", "count"]
 # the translation gets the most room: at 1024 px it must not be pushed out of sight by the source
-RESULT_WIDTHS = ["32px", "56px", "20%", "28%", "72px", "88px", "72px"]  # numbers and headers whole, at 1024 px too
+RESULT_WIDTHS = ["32px", "52px", "17%", "23%", "68px", "88px", "68px", "60px"]  # numbers, headers whole at 1024 px
 # sentences the shipped demo model (English → German) has never seen and translates right: a first visit tries them
 DEMO_EXAMPLES = ["Today a student swims.", "She follows a child.", "The friend closes the bag.",
                  "A cupboard is white."]
@@ -147,9 +147,8 @@ def build(session: gr.State, library: Library) -> TranslateTab:
             merged += len(t.hypotheses) - len(distinct)
             for rank, (h, count) in enumerate(distinct):
                 n = max(len(h.token_logprobs), 1)
-                rows.append([i + 1, f"{rank + 1} ×{count}" if count > 1 else str(rank + 1),
-                             t.source if rank == 0 else "", h.text, round(h.score, 3),
-                             round(sum(h.token_logprobs) / n, 3), len(h.ids)])
+                rows.append([i + 1, rank + 1, t.source if rank == 0 else "", h.text, round(h.score, 3),
+                             round(sum(h.token_logprobs) / n, 3), len(h.ids), count])
                 session.translations.append({"model": folder.name, "src_ids": t.source_ids,
                                              "out_ids": h.ids, "text": h.text})
         score = "log p / length^α" if method == "beam" else "sum of log p"
@@ -159,8 +158,8 @@ def build(session: gr.State, library: Library) -> TranslateTab:
         if merged:
             note += (f" {merged} {'beam' if method == 'beam' else 'sample'}{'s' if merged > 1 else ''} that spelled "
                      "a sentence already listed (the same words, in the same or other tokens) "
-                     f"{'were' if merged > 1 else 'was'} merged into it: its best score is kept, and ×n in the rank "
-                     "column counts them.")
+                     f"{'were' if merged > 1 else 'was'} merged into it: its best score is kept, and the count column "
+                     "says how many there were.")
         return (pd.DataFrame(rows, columns=RESULT_COLUMNS), note, 1, *next_view(session, 1))
 
     @friendly
