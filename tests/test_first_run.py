@@ -52,7 +52,9 @@ def test_a_half_minute_run_on_a_busy_cpu_learns_with_a_smooth_rate(tmp_path, bus
     assert all(a <= b for a, b in zip(lrs[:peak], lrs[1:peak + 1])), lrs  # ... only rose ...
     assert all(a >= b for a, b in zip(lrs[peak:], lrs[peak + 1:])), lrs  # ... then only fell
     assert lrs[-1] < 0.8 * max(lrs), lrs
-    assert max(abs(b - a) for a, b in zip(lrs, lrs[1:])) <= 0.4 * max(lrs), lrs  # no jump (it was 0.93 x the peak)
+    # no jump: the old re-plan moved 0.93 x the peak in one step; a ten-step run on a machine at load 10 (3x the
+    # CI case) still decays by up to 0.4 x the peak a step, its own cosine over a few steps
+    assert max(abs(b - a) for a, b in zip(lrs, lrs[1:])) <= 0.5 * max(lrs), lrs
     assert all(lr > 0 for lr in lrs[:-1]), lrs
     evals = [e for e in events if isinstance(e, ev.Eval)]
     assert len(evals) >= 3, [e.step for e in evals]

@@ -20,7 +20,7 @@ MAX_SENTENCES = 200
 TOP_K = 5  # candidates per step in the next-token view
 RESULT_COLUMNS = ["#", "rank", "source", "translation", "score", "mean log-prob", "tokens", "count"]
 # the translation gets the most room: at 1024 px it must not be pushed out of sight by the source
-RESULT_WIDTHS = ["32px", "52px", "17%", "23%", "68px", "88px", "68px", "60px"]  # numbers, headers whole at 1024 px
+RESULT_WIDTHS = ["32px", "52px", "15%", "25%", "68px", "88px", "68px", "60px"]  # numbers, headers whole at 1024 px
 # sentences the shipped demo model (English → German) has never seen and translates right: a first visit tries them
 DEMO_EXAMPLES = ["Today a student swims.", "She follows a child.", "The friend closes the bag.",
                  "A cupboard is white."]
