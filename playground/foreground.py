@@ -39,13 +39,13 @@ class QuickCalls:
                 self.running -= 1
                 self.changed.notify_all()
 
-    def wait_until_idle(self, max_wait: float = MAX_WAIT_S) -> float:
-        """Block while quick calls run, at most `max_wait` seconds; the seconds waited."""
+    def wait_until_idle(self, max_wait: float | None = None) -> float:
+        """Block while quick calls run, at most `max_wait` seconds (MAX_WAIT_S); the seconds waited."""
         with self.changed:
             if not self.running:
                 return 0.0
             began = time.perf_counter()
-            self.changed.wait_for(lambda: not self.running, max_wait)
+            self.changed.wait_for(lambda: not self.running, MAX_WAIT_S if max_wait is None else max_wait)
             return time.perf_counter() - began
 
 
