@@ -21,14 +21,12 @@ import time
 from pathlib import Path
 
 import pytest
+from test_sharing import ALICE, BOB, tiny  # noqa: F401 (tiny: a fixture)
 
 from playground.errors import PackageError
-from playground.model import Transformer, TransformerConfig
 from playground.package import load_package, reserve_name, save_package
-from playground.sharing import REGISTRY, Library, Quotas, Visitor, lagging_mount
-from playground.tokenizer import train_tokenizer
+from playground.sharing import REGISTRY, Library, Quotas, lagging_mount
 
-ALICE, BOB = Visitor.browser("a" * 32), Visitor.browser("b" * 32)
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -86,14 +84,6 @@ class Bucket:
 @pytest.fixture
 def bucket(monkeypatch) -> Bucket:
     return Bucket(monkeypatch)
-
-
-@pytest.fixture(scope="module")
-def tiny():
-    tokenizer = train_tokenizer([("a b c", "c b a"), ("b c d", "d c b")] * 3, kind="word", vocab_size=20)
-    cfg = TransformerConfig(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, d_model=8, n_heads=2,
-                            n_encoder_layers=1, n_decoder_layers=1, d_ff=16, max_len=12)
-    return Transformer(cfg), tokenizer
 
 
 def shared(models: Path) -> Library:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import zipfile
@@ -20,17 +21,26 @@ from playground.ui.state import Session  # noqa: E402
 from test_hub import DEMO, RecordingApi  # noqa: E402
 
 
+@contextlib.contextmanager
+def panel(library: Library):
+    """The Hub panel alone, over `library`, served on loopback: a client for it."""
+    with gr.Blocks() as demo:
+        model = gr.Dropdown([DEMO.name], value=DEMO.name)
+        hub_panel.build(gr.State(Session()), library, model)
+    port = free_port()
+    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True)
+    try:
+        yield Client(f"http://127.0.0.1:{port}/", verbose=False)
+    finally:
+        demo.close()
+
+
 @pytest.fixture(scope="module")
 def client(tmp_path_factory):
     models_dir = tmp_path_factory.mktemp("models")
     shutil.copytree(DEMO, models_dir / DEMO.name)
-    with gr.Blocks() as demo:
-        model = gr.Dropdown([DEMO.name], value=DEMO.name)
-        hub_panel.build(gr.State(Session()), Library(models_dir), model)
-    port = free_port()
-    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True)
-    yield Client(f"http://127.0.0.1:{port}/", verbose=False)
-    demo.close()
+    with panel(Library(models_dir)) as client:
+        yield client
 
 
 def test_export_zips(client):
@@ -72,17 +82,9 @@ def test_push_needs_a_token_then_uploads(client, monkeypatch):
 def test_shared_app_refuses_an_anonymous_push_with_the_operators_token(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", "hf_operator")
     monkeypatch.setattr("huggingface_hub.HfApi", lambda token: pytest.fail("an upload was attempted"))
-    with gr.Blocks() as demo:
-        model = gr.Dropdown([DEMO.name], value=DEMO.name)
-        hub_panel.build(gr.State(Session()), Library(tmp_path, shared=True), model)
-    port = free_port()
-    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True)
-    try:
-        refused = Client(f"http://127.0.0.1:{port}/", verbose=False).predict(
-            DEMO.name, "operator-user/operator-model", False, False, "", api_name="/push_to_hub")
+    with panel(Library(tmp_path, shared=True)) as client:
+        refused = client.predict(DEMO.name, "operator-user/operator-model", False, False, "", api_name="/push_to_hub")
         assert "Sign in" in refusal_of(refused)
-    finally:
-        demo.close()
 
 
 def front_matter_scopes() -> list[str]:
@@ -143,15 +145,8 @@ def signed_in_space(tmp_path, monkeypatch):
     hub = FakeHub({"hf_alice": ("alice", session["scope"])})
     monkeypatch.setattr("huggingface_hub.HfApi", lambda token: hub.api(token))
     monkeypatch.setenv("HF_TOKEN", "hf_operator")  # never used by a shared app
-    with gr.Blocks() as demo:
-        model = gr.Dropdown([DEMO.name], value=DEMO.name)
-        hub_panel.build(gr.State(Session()), Library(tmp_path, shared=True), model)
-    port = free_port()
-    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True)
-    try:
-        yield Client(f"http://127.0.0.1:{port}/", verbose=False), hub, session
-    finally:
-        demo.close()
+    with panel(Library(tmp_path, shared=True)) as client:
+        yield client, hub, session
 
 
 def test_the_front_matter_asks_for_the_narrowest_scope_that_creates_a_repo():
