@@ -475,9 +475,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from playground.threads import configure_threads
-
-    configure_threads()  # the container's CPU quota, not the host's core count (playground/threads.py)
     try:
         return args.func(args)
     except PlaygroundError as err:

@@ -185,7 +185,7 @@ class Library:
                 continue
             if isinstance(data, dict):
                 registry = {k: v for k, v in data.items() if isinstance(v, dict) and isinstance(v.get("owner"), str)}
-                if path.name != REGISTRY and self.shared:
+                if path.name != REGISTRY:
                     self.write_registry(registry)
                 for copy in copies:  # leftovers of earlier writes: the registry above is the newest whole one
                     copy.unlink(missing_ok=True)
@@ -193,7 +193,8 @@ class Library:
         return {}
 
     def read_registry(self) -> dict[str, dict]:
-        """A copy of the registry, to read or to change and hand to write_registry."""
+        """A copy of the registry, to change and hand to write_registry (`self.registry` itself is only ever
+        replaced, never changed in place: reading it needs no copy)."""
         with self.lock:
             return {name: dict(entry) for name, entry in self.registry.items()}
 
@@ -224,7 +225,7 @@ class Library:
 
     def packages(self, visitor: Visitor) -> list[Path]:
         """The packages this visitor may see and use, newest first."""
-        registry = self.read_registry() if self.shared else {}
+        registry = self.registry if self.shared else {}
         return [p for p in self.all_packages() if self.may_see(p, visitor, registry)]
 
     def names(self, visitor: Visitor) -> list[str]:
@@ -246,7 +247,7 @@ class Library:
             folder = own
         else:
             folder = next((p for p in self.shipped if p.name == name), None)
-        if folder is None or not self.may_see(folder, visitor, self.read_registry() if self.shared else {}):
+        if folder is None or not self.may_see(folder, visitor, self.registry if self.shared else {}):
             raise no_such_model(name)
         self.touch(folder)
         return folder

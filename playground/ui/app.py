@@ -82,9 +82,7 @@ def build_app(models_dir: str | os.PathLike | None = None, *, shared: bool | Non
     """The whole app; `models_dir` holds the packages (created when missing; None: models_location decides).
     `shared` None: shared_mode() decides (on a Space, or PLAYGROUND_SHARED=1). Nothing heavy runs here."""
     from playground.device import describe, resolve_device
-    from playground.threads import configure_threads
 
-    configure_threads()  # the container's CPU quota, not the host's core count (playground/threads.py)
     shared = shared_mode() if shared is None else shared
     persistent = True
     if models_dir is None:
