@@ -13,6 +13,7 @@ import numpy as np
 
 from playground import plots
 from playground.errors import PlaygroundError
+from playground.foreground import quick
 from playground.sharing import Library
 from playground.ui.state import (MODELS, Session, answers, default_model, friendly, gpu, model_names, model_picker,
                                  package_folder, package_info)
@@ -123,7 +124,7 @@ def probe_figure(probe: list, index: int):
 
 def build(session: gr.State, library: Library) -> AttentionTab:
     first_probe = read_probe(library, None, default_model(model_names(library, None)))
-    maps_of = gpu(compute_maps)  # a ZeroGPU call: never the session, which stays in this process
+    maps_of = quick(gpu(compute_maps))  # a ZeroGPU call: never the session, which stays in this process
 
     @friendly
     def show_attention(session: Session, model: str, source: str, target_mode: str = TARGET_MODES[0],

@@ -11,6 +11,7 @@ import pandas as pd
 
 from playground import plots
 from playground.errors import PlaygroundError
+from playground.foreground import quick
 from playground.sharing import Library
 from playground.ui.state import MODELS, Session, answers, gpu, model_names, package_folder
 
@@ -120,7 +121,7 @@ def build(session: gr.State, library: Library) -> CompareTab:
         session.compared_runs = len(runs)
         return note, *tables(runs), *run_figures(runs, x_axis)
 
-    translate_columns = gpu(greedy_columns)
+    translate_columns = quick(gpu(greedy_columns))
 
     def translate_each(session: Session, names: list[str] | None, text: str):
         """The sentences translated greedily by each chosen model: one column per model."""

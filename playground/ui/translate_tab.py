@@ -11,6 +11,7 @@ import pandas as pd
 
 from playground import plots
 from playground.errors import PlaygroundError
+from playground.foreground import quick
 from playground.ui import steps_view
 from playground.sharing import Library
 from playground.ui.state import (DEMO_MODEL, MODELS, Session, answers, friendly, gpu, model_picker, package_folder,
@@ -117,7 +118,7 @@ def next_token_view(library: Library, session: Session, row: int, k: int = TOP_K
 
 def build(session: gr.State, library: Library) -> TranslateTab:
     # what runs on the GPU (a ZeroGPU call each): plain values in and out, never the session
-    decode, next_rows, steps = gpu(run_translation), gpu(next_token_rows), gpu(decode_steps)
+    decode, next_rows, steps = quick(gpu(run_translation)), quick(gpu(next_token_rows)), quick(gpu(decode_steps))
 
     def next_view(session: Session, row: int, k: int = TOP_K):
         return next_token_view(library, session, row, k, next_rows)
