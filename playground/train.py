@@ -41,6 +41,7 @@ from playground.validation import (is_better, perplexity, probe_attention, trans
 PAUSED = "paused"  # the reason of a run that ended its call (pause_after_s) to go on in the next one
 FIRST_TIMING_STEPS = 10  # a minutes budget is turned into steps once this many have been timed ...
 STOP_EVAL_SENTENCES = 50  # sentences decoded by the last validation of a stopped run
+FINAL_GRACE, FINAL_GRACE_S = 0.05, 10.0  # a time-capped run's last validation may run this share of the cap past it
 REPLAN_SHARE = 0.05  # ... and again each time this share of the budget has passed (the machine's speed changes)
 
 
@@ -128,7 +129,9 @@ class Trainer:
 
     def __init__(self, cfg: TrainConfig, data: TrainData, out_dir: str | Path, resume_from: str | Path | None = None,
                  ranks: Ranks = SINGLE):
+        self.setup_started = time.perf_counter()  # the time cap counts the tokenizer, the encoding and the loading
         self.cfg, self.data, self.out_dir, self.ranks = cfg, data, Path(out_dir), ranks
+        self.cut = ""  # what the time cap cut from a validation, for the summary
         self.stop_requested = threading.Event()
         self.pause_after_s: float | None = None  # end this call after so long, saved to resume (ZeroGPU chunks)
         keep_allocator_compact()  # before the first matmul (playground.memory)
@@ -260,16 +263,22 @@ class Trainer:
 
     # -- validation and saving ----------------------------------------------------------------------------
 
-    def validate(self, sentences: int | None = None) -> events.Eval:
-        """Validation loss, and BLEU/chrF of the first eval_sentences (or `sentences`) validation pairs decoded."""
-        val_loss = validation_loss(self.model, self.val_set, self.cfg.batch_tokens, self.device, self.precision)
-        sentences = min(self.cfg.eval_sentences, sentences or self.cfg.eval_sentences)
+    def validate(self, sentences: int | None = None, until: float | None = None) -> events.Eval:
+        """Validation loss, and BLEU/chrF of the first eval_sentences (or `sentences`) validation pairs decoded; with
+        `until` (the run's time cap, a time.perf_counter() deadline) what is left at that time is cut, and said."""
+        val_loss = validation_loss(self.model, self.val_set, self.cfg.batch_tokens, self.device, self.precision, until)
+        sentences = min(self.cfg.eval_sentences, sentences or self.cfg.eval_sentences, len(self.data.val))
         scores, samples = translation_scores(self.model, self.tokenizer, self.data.val[:sentences],
-                                             self.device, self.precision)
+                                             self.device, self.precision, until)
         record = {"step": self.step, "val_loss": val_loss, "val_ppl": perplexity(val_loss), **scores}
         self.history.evals.append(record)
         self.history.probe.append({"step": self.step, **probe_attention(self.model, self.tokenizer, self.val_set[0])})
-        return events.Eval(**record, samples=samples)
+        cut = ""
+        if scores["sentences"] < sentences:
+            cut = (f"The run's time budget ended during the validation at step {self.step:,}: its BLEU and chrF are "
+                   f"of the first {scores['sentences']:,} of {sentences:,} sentences.")
+            self.cut = cut
+        return events.Eval(**record, samples=samples, cut=cut)
 
     def improved(self, record: dict) -> bool:
         better = is_better(record, self.best, self.cfg.early_stop_metric)
@@ -304,9 +313,10 @@ class Trainer:
                         src_lang=self.data.src_lang, tgt_lang=self.data.tgt_lang,
                         training=training or self.summary(elapsed))
 
-    def validate_and_save(self, elapsed: float, final: bool, sentences: int | None = None) -> Iterator[events.Event]:
+    def validate_and_save(self, elapsed: float, final: bool, sentences: int | None = None,
+                          until: float | None = None) -> Iterator[events.Event]:
         """Rank 0's part of a validation: the Eval event, then the package (and a snapshot to average later)."""
-        evaluation = self.validate(sentences)
+        evaluation = self.validate(sentences, until)
         better = self.improved(self.history.evals[-1])
         evaluation.best, evaluation.improved = self.best, better and not final
         yield evaluation
@@ -356,7 +366,10 @@ class Trainer:
         if self.plan is None:  # not a re-planned schedule saved by the call before
             self.plan = budget_steps
         start_time = time.perf_counter()
+        self.elapsed_before += start_time - self.setup_started
         elapsed = self.elapsed_before
+        # the time cap as a clock time: validations stop there too (their decoding can outlast many steps)
+        cap_end = start_time + cfg.max_minutes * 60 - self.elapsed_before if cfg.max_minutes else None
         steps_here, tokens_window, window_start, planned_at = 0, 0, start_time, 0.0
         last_good_loss, saved_step, reason = None, None, "finished"
         last_eval = self.history.evals[-1]["step"] if self.history.evals else 0  # every rank has the history
@@ -421,7 +434,7 @@ class Trainer:
                 every = eval_interval(cfg, self.plan)
                 if every and self.step - last_eval >= every:
                     if self.ranks.is_main:  # the other ranks wait for it in the next collective
-                        yield from self.validate_and_save(elapsed, final=False)
+                        yield from self.validate_and_save(elapsed, final=False, until=cap_end)
                     saved_step = last_eval = self.step
                     if agree(cfg.patience is not None and self.bad_evals >= cfg.patience, self.ranks):
                         reason = f"early stopping: no {cfg.early_stop_metric} improvement in {cfg.patience} validations"
@@ -431,7 +444,10 @@ class Trainer:
                     # a person pressed Stop: a quick last validation (an untrained model decodes every sentence to
                     # its maximum length, and 200 of them take seconds on a CPU)
                     quick = STOP_EVAL_SENTENCES if reason == "stopped by the user" else None
-                    yield from self.validate_and_save(elapsed, final=True, sentences=quick)
+                    until = None
+                    if cap_end is not None:  # the package's scores need a last validation: a short grace for it
+                        until = max(cap_end, time.perf_counter()) + max(FINAL_GRACE_S, FINAL_GRACE * cfg.max_minutes * 60)
+                    yield from self.validate_and_save(elapsed, final=True, sentences=quick, until=until)
                 saved_step = self.step
             averaged = self.average_snapshots()
             if averaged:
@@ -448,7 +464,7 @@ class Trainer:
         return {**self.run_facts(elapsed), "tokens_per_s": self.tokens_seen / max(elapsed, 1e-9),
                 "batches_per_step": self.batches_per_step, "train_loss": last_loss,
                 "final": self.history.evals[-1] if self.history.evals else {}, "package": str(self.out_dir),
-                "averaged": averaged, "first_plan": self.first_plan}
+                "averaged": averaged, "first_plan": self.first_plan, "cut": self.cut}
 
 
 def run_training(cfg: TrainConfig, data: TrainData, out_dir: str | Path, resume_from: str | Path | None = None,

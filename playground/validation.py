@@ -4,12 +4,14 @@ one pair to watch alignment form, and early stopping's rule for what counts as b
 from __future__ import annotations
 
 import math
+import time
 
 import torch
 
 from playground.batching import EncodedPair, collate, make_batches, pad_multiple
 from playground.decode import DecodeOptions, attention_maps, translate
 from playground.device import autocast
+from playground.limits import TimeLimit, time_limit
 from playground.loss import smoothed_loss_sum
 from playground.metrics import score
 from playground.model import Transformer
@@ -18,13 +20,19 @@ from playground.tokenizer import BOS_ID, PAD_ID, PairTokenizer
 SHOWN_SAMPLES = 5  # sample translations an "eval" event carries
 
 
+SLICE_SENTENCES = 64  # sentences decoded between two looks at the clock (translate's batch)
+
+
 @torch.inference_mode()
 def validation_loss(model: Transformer, val_set: list[EncodedPair], batch_tokens: int, device: torch.device,
-                    precision: str) -> float:
-    """Plain NLL per target token (no label smoothing): comparable across runs with different smoothing."""
+                    precision: str, until: float | None = None) -> float:
+    """Plain NLL per target token (no label smoothing): comparable across runs with different smoothing. With
+    `until` (a time.perf_counter() deadline), the batches after it are left out (the first one always counts)."""
     model.eval()
     total, count = torch.zeros((), device=device), 0
     for indices in make_batches(val_set, batch_tokens, 0, pad_multiple(device)):
+        if count and until is not None and time.perf_counter() > until:
+            break
         batch = collate(val_set, indices, device)
         with autocast(device, precision):
             logits = model(batch.src, batch.tgt_in)
@@ -34,13 +42,32 @@ def validation_loss(model: Transformer, val_set: list[EncodedPair], batch_tokens
 
 
 def translation_scores(model: Transformer, tokenizer: PairTokenizer, pairs: list[tuple[str, str]],
-                       device: torch.device, precision: str) -> tuple[dict, list[dict]]:
-    """BLEU, chrF and exact match of greedy translations of `pairs`, and the first few as samples."""
+                       device: torch.device, precision: str, until: float | None = None) -> tuple[dict, list[dict]]:
+    """BLEU, chrF and exact match of greedy translations of `pairs`, and the first few as samples. With `until` (a
+    time.perf_counter() deadline), decoding stops there, between two steps: the scores are then those of the
+    sentences decoded by then ("sentences" says how many; at least one slice is decoded)."""
+    hyps: list[str] = []
     with autocast(device, precision):
-        hyps = [t.text for t in translate(model, tokenizer, [s for s, _ in pairs], DecodeOptions("greedy"))]
-    scores = score(hyps, [r for _, r in pairs])
-    samples = [{"source": s, "reference": r, "hypothesis": h} for (s, r), h in list(zip(pairs, hyps))[:SHOWN_SAMPLES]]
-    return {"bleu": scores.bleu, "chrf": scores.chrf, "exact_match": scores.exact_match}, samples
+        for start in range(0, len(pairs), SLICE_SENTENCES):
+            sources = [s for s, _ in pairs[start : start + SLICE_SENTENCES]]
+            if until is None:
+                hyps += [t.text for t in translate(model, tokenizer, sources, DecodeOptions("greedy"))]
+                continue
+            left = until - time.perf_counter()
+            if hyps and left <= 0:
+                break
+            try:
+                with time_limit(max(left, 1.0), ""):  # the first slice gets a second even when the time is up
+                    hyps += [t.text for t in translate(model, tokenizer, sources, DecodeOptions("greedy"))]
+            except TimeLimit:
+                break
+    if not hyps:  # not even one slice in its time: the first sentence, whatever it takes (max_len steps at most)
+        hyps = [translate(model, tokenizer, [pairs[0][0]], DecodeOptions("greedy"))[0].text]
+    done = pairs[: len(hyps)]
+    scores = score(hyps, [r for _, r in done])
+    samples = [{"source": s, "reference": r, "hypothesis": h} for (s, r), h in list(zip(done, hyps))[:SHOWN_SAMPLES]]
+    return {"bleu": scores.bleu, "chrf": scores.chrf, "exact_match": scores.exact_match,
+            "sentences": len(hyps)}, samples
 
 
 def probe_attention(model: Transformer, tokenizer: PairTokenizer, pair: EncodedPair) -> dict:
