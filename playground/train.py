@@ -276,7 +276,8 @@ class Trainer:
         cut = ""
         if scores["sentences"] < sentences:
             cut = (f"The run's time budget ended during the validation at step {self.step:,}: its BLEU and chrF are "
-                   f"of the first {scores['sentences']:,} of {sentences:,} sentences.")
+                   f"of the first {scores['sentences']:,} of {sentences:,} sentences"
+                   f"{' (none: they read 0)' if not scores['sentences'] else ''}.")
             self.cut = cut
         return events.Eval(**record, samples=samples, cut=cut)
 

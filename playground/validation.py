@@ -3,6 +3,7 @@ one pair to watch alignment form, and early stopping's rule for what counts as b
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 
@@ -45,29 +46,24 @@ def translation_scores(model: Transformer, tokenizer: PairTokenizer, pairs: list
                        device: torch.device, precision: str, until: float | None = None) -> tuple[dict, list[dict]]:
     """BLEU, chrF and exact match of greedy translations of `pairs`, and the first few as samples. With `until` (a
     time.perf_counter() deadline), decoding stops there, between two steps: the scores are then those of the
-    sentences decoded by then ("sentences" says how many; at least one slice is decoded)."""
+    sentences decoded by then ("sentences" says how many, maybe none)."""
     hyps: list[str] = []
     with autocast(device, precision):
         for start in range(0, len(pairs), SLICE_SENTENCES):
             sources = [s for s, _ in pairs[start : start + SLICE_SENTENCES]]
-            if until is None:
-                hyps += [t.text for t in translate(model, tokenizer, sources, DecodeOptions("greedy"))]
-                continue
-            left = until - time.perf_counter()
-            if hyps and left <= 0:
+            left = None if until is None else until - time.perf_counter()
+            if left is not None and left <= 0:
                 break
             try:
-                with time_limit(max(left, 1.0), ""):  # the first slice gets a second even when the time is up
+                with time_limit(left, "") if left is not None else contextlib.nullcontext():
                     hyps += [t.text for t in translate(model, tokenizer, sources, DecodeOptions("greedy"))]
             except TimeLimit:
                 break
-    if not hyps:  # not even one slice in its time: the first sentence, whatever it takes (max_len steps at most)
-        hyps = [translate(model, tokenizer, [pairs[0][0]], DecodeOptions("greedy"))[0].text]
     done = pairs[: len(hyps)]
-    scores = score(hyps, [r for _, r in done])
+    scores = score(hyps, [r for _, r in done]) if hyps else None
     samples = [{"source": s, "reference": r, "hypothesis": h} for (s, r), h in list(zip(done, hyps))[:SHOWN_SAMPLES]]
-    return {"bleu": scores.bleu, "chrf": scores.chrf, "exact_match": scores.exact_match,
-            "sentences": len(hyps)}, samples
+    return {"bleu": scores.bleu if scores else 0.0, "chrf": scores.chrf if scores else 0.0,
+            "exact_match": scores.exact_match if scores else 0.0, "sentences": len(hyps)}, samples
 
 
 def probe_attention(model: Transformer, tokenizer: PairTokenizer, pair: EncodedPair) -> dict:
