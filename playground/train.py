@@ -246,10 +246,11 @@ class Trainer:
         mine = [collate(self.train_set, indices, self.device) for indices in global_batch[self.ranks.rank :: world_size]]
         return GlobalBatch(mine, n_tokens=sum(tgt for tgt, _ in counts), n_all_tokens=sum(tgt + src for tgt, src in counts))
 
-    def budget_reached(self, planned: int | None, elapsed: float) -> str | None:
+    def budget_reached(self, planned: int | None, elapsed: float, steps_here: int) -> str | None:
         if planned is not None and self.step >= planned:
             return "step budget reached" if self.cfg.max_steps == planned else "epoch budget reached"
-        if self.cfg.max_minutes and elapsed >= self.cfg.max_minutes * 60:
+        # the time counts the setup too; a setup that took it all still gets one step, so a package comes out
+        if self.cfg.max_minutes and elapsed >= self.cfg.max_minutes * 60 and steps_here:
             return "time budget reached"
         return None
 
@@ -383,7 +384,7 @@ class Trainer:
                 # rank 0's clock, stop button and call length (ZeroGPU) decide for every rank
                 call_over = (self.pause_after_s is not None and steps_here
                              and time.perf_counter() - start_time >= self.pause_after_s)
-                reason = agree(self.budget_reached(budget_steps, elapsed)
+                reason = agree(self.budget_reached(budget_steps, elapsed, steps_here)
                                or ("stopped by the user" if self.stop_requested.is_set() else None)
                                or (PAUSED if call_over else None), self.ranks)
                 if reason == PAUSED:

@@ -55,8 +55,8 @@ def run_figures(runs, x_axis: str) -> list:
 def greedy_columns(folders: list[str], lines: list[str]) -> dict[str, list[str]]:
     """Each package's greedy translations of `lines`, by package name (what runs on a ZeroGPU GPU: plain values in
     and out, never the session)."""
-    from playground.decode import DecodeOptions, decode_tokens, source_ids, translate
     from playground import limits
+    from playground.decode import DecodeOptions, decode_tokens, source_ids, translate
 
     packages, opts = [MODELS.get(folder) for folder in folders], DecodeOptions("greedy")
     tokens = sum(decode_tokens(p.model.cfg, source_ids(p.tokenizer, lines, p.model.cfg), opts) for p in packages)

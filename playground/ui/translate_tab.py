@@ -18,6 +18,7 @@ from playground.ui.state import (DEMO_MODEL, MODELS, Session, answers, friendly,
 
 MAX_SENTENCES = 200
 TOP_K = 5  # candidates per step in the next-token view
+ECHO_CHARS = 300  # of a source in the results table: a 2,000-character line would make its row a page tall
 MAX_TOP_K = 20  # a table of steps x k cells: an API client's k = 10**9 would list the whole vocabulary at every step
 TOO_SLOW = ("Translate fewer sentences, or lower the max output length, the beam size or the samples per sentence; "
             "files go through `python -m playground translate --input FILE`.")
@@ -158,7 +159,8 @@ def build(session: gr.State, library: Library) -> TranslateTab:
         for i, t in enumerate(results):
             for rank, h in enumerate(t.hypotheses):
                 n = max(len(h.token_logprobs), 1)
-                rows.append([i + 1, rank + 1, t.source if rank == 0 else "", h.text, round(h.score, 3),
+                source = t.source if len(t.source) <= ECHO_CHARS else t.source[:ECHO_CHARS] + "…"
+                rows.append([i + 1, rank + 1, source if rank == 0 else "", h.text, round(h.score, 3),
                              round(sum(h.token_logprobs) / n, 3), len(h.ids)])
                 session.translations.append({"model": folder.name, "src_ids": t.source_ids,
                                              "out_ids": h.ids, "text": h.text})
