@@ -11,6 +11,7 @@ import pandas as pd
 
 from playground import plots
 from playground.errors import PlaygroundError
+from playground.foreground import quick
 from playground.sharing import Library
 from playground.ui.state import MODELS, Session, answers, gpu, model_names, package_folder, quick_call, request_lines
 
@@ -126,7 +127,8 @@ def build(session: gr.State, library: Library) -> CompareTab:
         note = time_note(runs) if x_axis == "wall time" else ""
         return note, *tables(runs), *run_figures(runs, x_axis)
 
-    translate_columns = gpu(quick_call(greedy_columns, "Send fewer or shorter sentences, or compare fewer models."))
+    translate_columns = quick(gpu(quick_call(greedy_columns, "Send fewer or shorter sentences, or compare fewer "
+                                                             "models.")))
 
     def translate_each(session: Session, names: list[str] | None, text: str):
         """The sentences translated greedily by each chosen model: one column per model."""

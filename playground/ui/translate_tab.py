@@ -11,6 +11,7 @@ import pandas as pd
 
 from playground import plots
 from playground.errors import PlaygroundError
+from playground.foreground import quick
 from playground.ui import steps_view
 from playground.sharing import Library
 from playground.ui.state import (DEMO_MODEL, MODELS, Session, answers, friendly, gpu, model_picker, package_folder,
@@ -132,8 +133,9 @@ def next_token_view(library: Library, session: Session, row: int, k: int = TOP_K
 
 def build(session: gr.State, library: Library) -> TranslateTab:
     # what runs on the GPU (a ZeroGPU call each): plain values in and out, never the session
-    decode, next_rows = gpu(quick_call(run_translation, TOO_SLOW)), gpu(quick_call(next_token_rows, TOO_SLOW))
-    steps = gpu(quick_call(decode_steps, "Lower the max output length or the beam size."))
+    decode = quick(gpu(quick_call(run_translation, TOO_SLOW)))
+    next_rows = quick(gpu(quick_call(next_token_rows, TOO_SLOW)))
+    steps = quick(gpu(quick_call(decode_steps, "Lower the max output length or the beam size.")))
 
     def next_view(session: Session, row: int, k: int = TOP_K):
         return next_token_view(library, session, row, k, next_rows)
