@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from playground.errors import PlaygroundError, TrainingError
+from playground.errors import PlaygroundError, TrainingError, is_rust_panic
 from playground.export import add_export_command
 
 if TYPE_CHECKING:  # the commands import what they need when they run, to keep `--help` fast
@@ -214,6 +214,8 @@ def report(args: argparse.Namespace, event: events.Event, out: Path, progress: P
                       f"chrF {event.chrf:.1f}, exact {event.exact_match:.1%}")
             for s in event.samples[:2]:
                 say(args, f"  {s['source']}\n  → {s['hypothesis'] or '(empty)'}\n  (ref {s['reference']})")
+            if event.cut:
+                say(args, f"  note: {event.cut}")
         case events.Averaged():
             say(args, f"averaged the weights of steps {', '.join(map(str, event.steps))} into {event.path}")
         case events.Error():
@@ -279,11 +281,17 @@ def say(args: argparse.Namespace, text: str, err: bool = False) -> None:
 
 def cmd_translate(args: argparse.Namespace) -> int:
     from playground.decode import translate
+    from playground.limits import max_line_chars
 
     sentences = list(args.text) + (read_lines(args.input) if args.input else [])
     if not sentences:
         raise PlaygroundError("Nothing to translate: give sentences as arguments or --input FILE (- for stdin).")
     package = load_model(args)
+    per_line = max_line_chars()
+    cut = sum(len(sentence) > per_line for sentence in sentences)
+    if cut:
+        print(f"note: {cut:,} line{'s' if cut > 1 else ''} longer than {per_line:,} characters {'were' if cut > 1 else 'was'}"
+              " cut there before translating (PLAYGROUND_MAX_LINE_CHARS sets the limit)", file=sys.stderr)
     results = translate(package.model, package.tokenizer, sentences, decode_options(args))
     if args.json:
         print(json.dumps([{"source": t.source, "hypotheses": [{"text": h.text, "score": h.score,
@@ -483,3 +491,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return 130
+    except BaseException as err:
+        if not is_rust_panic(err):
+            raise
+        print(f"error: a library failed on this input ({err}); change the input or the model package", file=sys.stderr)
+        return 2

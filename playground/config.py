@@ -92,6 +92,9 @@ class TrainConfig:
         if not 1 <= self.max_len <= sentence_tokens(MAX_POSITIONS):
             problems.append(f"the maximum length must be from 1 to {sentence_tokens(MAX_POSITIONS)} tokens, not "
                             f"{self.max_len}")
+        if len(self.betas) != 2 or not all(isinstance(b, (int, float)) and 0 <= b < 1 for b in self.betas):
+            problems.append(f"Adam's betas must be two numbers in [0, 1) (the paper: 0.9, 0.98), not "
+                            f"{', '.join(map(str, self.betas))}")
         if not 0 <= self.seed < 2**63:  # torch's generators take a signed 64-bit seed
             problems.append(f"seed must be a whole number from 0 to {2**63 - 1}, not {self.seed}")
         if problems:

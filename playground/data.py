@@ -779,6 +779,10 @@ def _read_parquet(path: Path, rows: _PairFilter, src_lang: str | None, tgt_lang:
     try:
         parquet = pq.ParquetFile(path)
         meta = parquet.metadata
+        if meta.num_row_groups > limits.max_parquet_row_groups():  # each is read on its own: 50,000 took 16 s of CPU
+            raise DataError(f"{path.name} is cut into {meta.num_row_groups:,} row groups; this server reads at most "
+                            f"{limits.max_parquet_row_groups():,} (the operator sets PLAYGROUND_MAX_PARQUET_ROW_GROUPS). "
+                            "Write it again with larger row groups (pandas' to_parquet and datasets do by default).")
         size = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
         if size > max_bytes:
             raise DataError(f"{path.name} holds {_format_bytes(size)} of data uncompressed, more than the limit of "

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from playground.limits import (MB, check_time, max_attention_cells, max_decode_bytes, max_decode_tokens,
+                               max_line_chars)
 from playground.batching import pad_batch, sentence_tokens
 from playground.errors import PlaygroundError
 from playground.model import Transformer, TransformerConfig
@@ -83,10 +85,65 @@ class SearchResult:
 # Token-level helpers
 
 
+def cut_line(text: str) -> str:
+    """A line cut to the characters one line may have (playground.limits), before it is encoded: encoding a
+    megabyte only to keep its first max_len tokens costs time and memory for nothing."""
+    return text[: max_line_chars()]
+
+
 def source_ids(tokenizer, texts: list[str], cfg: TransformerConfig) -> list[list[int]]:
     """Source tokens + <eos>, cut as the trainer cuts them (batching.encode_pairs), so inference never reaches a
-    position that training left unfilled."""
+    position that training left unfilled; each text is cut by characters first (cut_line)."""
+    texts = [cut_line(text) for text in texts]
     return [ids[: sentence_tokens(cfg.max_len)] + [cfg.eos_id] for ids in tokenizer.encode_src_batch(texts)]
+
+
+def output_limit(cfg: TransformerConfig, source_length: int, max_len: int | None) -> int:
+    """The most target tokens a sentence of `source_length` tokens (with <eos>) may decode (see length_limits)."""
+    return max(1, min(max_len if max_len else 2 * source_length + 10, cfg.max_len - 1))
+
+
+def decode_tokens(cfg: TransformerConfig, ids: list[list[int]], opts: DecodeOptions, draws: int = 1) -> int:
+    """The most tokens decoding these sources can take: each sentence's output limit x beams (x draws)."""
+    beams = opts.beam_size if opts.method == "beam" else 1
+    return sum(output_limit(cfg, len(i), opts.max_len) for i in ids) * beams * draws
+
+
+def check_decode_work(cfg: TransformerConfig, ids: list[list[int]], opts: DecodeOptions, draws: int = 1) -> None:
+    """Refuse a quick call whose decoding could take more than max_decode_tokens(), before it starts: the
+    sentences, the output length (the request's, else the package's positions) and the beams together."""
+    tokens, allowed = decode_tokens(cfg, ids, opts, draws), max_decode_tokens()
+    if tokens > allowed:
+        longest = max(output_limit(cfg, len(i), opts.max_len) for i in ids)
+        beams = f" x {opts.beam_size} beams" if opts.method == "beam" else ""
+        raise PlaygroundError(
+            f"This could decode up to {tokens:,} tokens ({len(ids)} sentence{'s' if len(ids) > 1 else ''} of up to "
+            f"{longest:,} output tokens{beams}{f' x {draws} draws' if draws > 1 else ''}); one request may decode "
+            f"at most {allowed:,} here (the operator sets PLAYGROUND_MAX_DECODE_TOKENS). Translate fewer sentences, "
+            "set a lower max output length or beam size, or use `python -m playground translate` for files.")
+
+
+def cache_bytes(cfg: TransformerConfig, source_length: int, output_length: int, beams: int) -> int:
+    """Memory decoding one sentence takes: the decoder's self-attention keys, values and their spare buffer for
+    output_length steps, the cross-attention keys and values of the source, and three rows of logits, per beam."""
+    per_beam = ((2 * cfg.n_decoder_layers + 1) * output_length * cfg.d_model
+                + 2 * cfg.n_decoder_layers * source_length * cfg.d_model + 3 * cfg.tgt_vocab_size)
+    return 4 * beams * per_beam
+
+
+def fitting_batch(cfg: TransformerConfig, ids: list[list[int]], opts: DecodeOptions) -> int:
+    """The batch size that keeps one batch's caches within max_decode_bytes() (at most opts.batch_size);
+    PlaygroundError when even one sentence does not fit."""
+    beams = opts.beam_size if opts.method == "beam" else 1
+    longest = max(len(i) for i in ids)
+    one = cache_bytes(cfg, longest, output_limit(cfg, longest, opts.max_len), beams)
+    allowed = max_decode_bytes()
+    if one > allowed:
+        raise PlaygroundError(
+            f"Decoding one sentence of {longest:,} tokens with {beams} beam{'s' if beams > 1 else ''} needs "
+            f"{one / MB:,.0f} MB of decoder memory; this server allows {allowed / MB:,.0f} MB (the "
+            "operator sets PLAYGROUND_MAX_DECODE_MB). Lower the beam size or the max output length.")
+    return max(1, min(opts.batch_size, allowed // one))
 
 
 def filter_logits(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
@@ -144,6 +201,7 @@ def greedy_or_sample(model: Transformer, src: torch.Tensor, opts: DecodeOptions)
     out_lp = torch.zeros(B, max_len, device=src.device)
     lengths = torch.zeros(B, dtype=torch.long, device=src.device)
     for step in range(max_len):
+        check_time()
         logp = F.log_softmax(model.decode_step(tokens, state).float(), dim=-1)  # [live, V]
         if generator is None:
             tokens = logp.argmax(-1)
@@ -195,6 +253,7 @@ def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
         return finished[b][-1]
 
     for step in range(max_len):
+        check_time()
         n = sentence.numel()
         logp = F.log_softmax(model.decode_step(tokens, state).float(), dim=-1)  # [n*K, V]
         V = logp.size(-1)
@@ -278,26 +337,56 @@ def translate(model: Transformer, tokenizer, sentences: list[str], opts: DecodeO
     model.eval()
     device = model_device(model)
     ids = source_ids(tokenizer, sentences, model.cfg)
+    if not ids:
+        return []
     order = sorted(range(len(sentences)), key=lambda i: len(ids[i]))
     search = beam_search if opts.method == "beam" else greedy_or_sample
     results: list[Translation | None] = [None] * len(sentences)
-    for start in range(0, len(order), opts.batch_size):
-        chunk = order[start : start + opts.batch_size]
+    batch_size = fitting_batch(model.cfg, ids, opts)
+    for start in range(0, len(order), batch_size):
+        chunk = order[start : start + batch_size]
         found = search(model, pad_batch([ids[i] for i in chunk], pad_id=model.cfg.pad_id).to(device), opts)
         for i, hyps in zip(chunk, found.hypotheses):
             for h in hyps:
                 h.text = tokenizer.decode_tgt(h.ids)
-            results[i] = Translation(sentences[i], ids[i], hyps)
+            results[i] = Translation(cut_line(sentences[i]), ids[i], hyps)
     if opts.return_attention:
         for t in results:
             t.attention = attention_maps(model, tokenizer, t.source_ids, [model.cfg.bos_id] + t.best.ids)
     return results
 
 
+def attention_cells(cfg: TransformerConfig, source: int, target: int) -> int:
+    """Attention weights of one pair over the three kinds: heads x (encoder layers x S^2 + decoder layers x
+    (T^2 + T x S))."""
+    return cfg.n_heads * (cfg.n_encoder_layers * source**2 + cfg.n_decoder_layers * (target**2 + target * source))
+
+
+def fit_attention(cfg: TransformerConfig, src_ids: list[int], tgt_in_ids: list[int]) -> tuple[list[int], list[int]]:
+    """The pair cut to the longest prefixes whose attention maps stay within max_attention_cells(), so the
+    maps are bounded before they are computed (the caller says what was cut); PlaygroundError when the model has so
+    many layers x heads that not even a few tokens fit."""
+    allowed = max_attention_cells()
+    if attention_cells(cfg, len(src_ids), len(tgt_in_ids)) <= allowed:
+        return src_ids, tgt_in_ids
+    keep = 1
+    while attention_cells(cfg, min(len(src_ids), keep + 1), min(len(tgt_in_ids), keep + 1)) <= allowed:
+        keep += 1
+    if keep < 4:
+        raise PlaygroundError(
+            f"This model's {cfg.n_encoder_layers}+{cfg.n_decoder_layers} layers x {cfg.n_heads} heads leave room for "
+            f"fewer than 4 tokens in the {allowed:,} attention weights one request may draw here (the operator sets "
+            "PLAYGROUND_MAX_ATTENTION_CELLS).")
+    return src_ids[:keep], tgt_in_ids[:keep]
+
+
 @torch.inference_mode()
 def attention_maps(model: Transformer, tokenizer, src_ids: list[int], tgt_in_ids: list[int]) -> dict:
     """Teacher-forced attention of one pair: {"encoder"|"decoder"|"cross": float32 array [L,H,queries,keys],
-    "src_tokens": labels for source positions, "tgt_tokens": labels for target-input positions}."""
+    "src_tokens": labels for source positions, "tgt_tokens": labels for target-input positions}. A pair whose maps
+    would pass max_attention_cells() is cut first (fit_attention): "cut" then holds the lengths it had."""
+    lengths = len(src_ids), len(tgt_in_ids)
+    src_ids, tgt_in_ids = fit_attention(model.cfg, src_ids, tgt_in_ids)
     model.eval()
     device = model_device(model)
     src = torch.tensor([src_ids], device=device)
@@ -306,6 +395,7 @@ def attention_maps(model: Transformer, tokenizer, src_ids: list[int], tgt_in_ids
     maps = {kind: torch.stack([w[0] for w in ws]).float().cpu().numpy() for kind, ws in att.items()}
     maps["src_tokens"] = tokenizer.src_tokens(src_ids)
     maps["tgt_tokens"] = tokenizer.tgt_tokens(tgt_in_ids)
+    maps["cut"] = lengths if lengths != (len(src_ids), len(tgt_in_ids)) else None
     return maps
 
 

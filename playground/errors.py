@@ -15,3 +15,9 @@ class PackageError(PlaygroundError):
 
 class TrainingError(PlaygroundError):
     """A training run cannot start or had to stop (bad settings, NaN loss, out of memory)."""
+
+
+def is_rust_panic(err: BaseException) -> bool:
+    """A panic inside a Rust extension (tokenizers, safetensors): pyo3 raises it as PanicException, a BaseException
+    (not an Exception), so `except Exception` lets it through and the request would never answer."""
+    return type(err).__name__ == "PanicException"

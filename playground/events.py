@@ -45,6 +45,8 @@ class Eval:
     samples: list[dict] = field(default_factory=list)  # source, reference, hypothesis of a few sentences
     best: dict | None = None  # the best validation so far, by the early-stopping metric
     improved: bool = False  # this validation is the new best (never said of the last one)
+    sentences: int | None = None  # validation sentences decoded for BLEU/chrF
+    cut: str = ""  # what the run's time budget left out of this validation, said to the person
 
 
 @dataclass

@@ -9,13 +9,33 @@ form is refused with a number instead of taking the server down.
                                   TOKENIZER); weights follow from the parameter limit
     PLAYGROUND_MAX_DATA_MB / _ROWS  largest data file read (default 200 MB, 2M rows)
     PLAYGROUND_MAX_SESSION_DATA_MB  sentence pairs one web session may hold in memory (default 512)
+
+What one quick call (translate, attention, step-through, compare, next tokens) may cost, checked from the request and
+the package's config before any work starts (sized on a 2-core CPU: see "Sizing the quick-call limits" in
+docs/ARCHITECTURE.md):
+
+    PLAYGROUND_MAX_REQUEST_CHARS  characters of one request's text (default 50,000: 200 lines of 250)
+    PLAYGROUND_MAX_LINE_CHARS     characters of one line; longer lines are cut before they are encoded (default 2,000)
+    PLAYGROUND_MAX_DECODE_TOKENS  output tokens one call may decode: sentences x max length x beams (default 60,000)
+    PLAYGROUND_MAX_DECODE_MB      the decoder's key/value caches of one batch (default 256); batches shrink to fit
+    PLAYGROUND_MAX_ATTENTION_CELLS  attention weights one call computes and draws, layers x heads x positions^2 over
+                                  the three kinds (default 1,000,000: 4 MB of floats); longer pairs are cut
+    PLAYGROUND_QUICK_CALL_S       seconds one quick call may run; it is stopped there and its worker freed (default 20)
+    PLAYGROUND_MAX_HEADS / _LAYERS / _POSITIONS  the largest model shape served or trained (default 64 heads,
+                                  32 layers per side, 4,096 positions)
+    PLAYGROUND_MAX_PARQUET_ROW_GROUPS  row groups of one Parquet upload (default 2,000)
 """
 
 from __future__ import annotations
 
 import os
 import resource
+import threading
+import time
+from contextlib import contextmanager
 from pathlib import Path
+
+from playground.errors import PlaygroundError
 
 KB, MB = 1024, 1024**2
 MAX_POSITIONS = 4096  # positions a model may have (sentence tokens + BOS/EOS); its tables and caches grow with them
@@ -78,6 +98,85 @@ def max_data_rows() -> int:
 
 def max_session_data_bytes() -> int:
     return env_int("PLAYGROUND_MAX_SESSION_DATA_MB", 512) * MB
+
+
+# ----------------------------------------------------------------------------------------------------------
+# What one quick call may cost
+
+
+def max_request_chars() -> int:
+    return env_int("PLAYGROUND_MAX_REQUEST_CHARS", 50_000)
+
+
+def max_line_chars() -> int:
+    return env_int("PLAYGROUND_MAX_LINE_CHARS", 2_000)
+
+
+def max_decode_tokens() -> int:
+    return env_int("PLAYGROUND_MAX_DECODE_TOKENS", 60_000)
+
+
+def max_decode_bytes() -> int:
+    return env_int("PLAYGROUND_MAX_DECODE_MB", 256) * MB
+
+
+def max_attention_cells() -> int:
+    return env_int("PLAYGROUND_MAX_ATTENTION_CELLS", 1_000_000)
+
+
+def quick_call_seconds() -> int:
+    return env_int("PLAYGROUND_QUICK_CALL_S", 20)
+
+
+def max_heads() -> int:
+    return env_int("PLAYGROUND_MAX_HEADS", 64)
+
+
+def max_layers() -> int:
+    return env_int("PLAYGROUND_MAX_LAYERS", 32)
+
+
+def max_positions() -> int:
+    return min(env_int("PLAYGROUND_MAX_POSITIONS", MAX_POSITIONS), MAX_POSITIONS)
+
+
+def max_parquet_row_groups() -> int:
+    return env_int("PLAYGROUND_MAX_PARQUET_ROW_GROUPS", 2_000)
+
+
+# objects + arrays in one package JSON file, counted in its bytes before it is parsed: 14 MB of Python objects at most.
+# A training record's history has a few per validation (its attention probe: layers x target positions lists), and
+# its byte limit stops it near 200 validations of a 6-layer model; 5.5 M empty {} (16 MB) would take 390 MB parsed.
+MAX_JSON_CONTAINERS = 200_000
+
+
+class TimeLimit(PlaygroundError):
+    """A quick call ran past its time limit and was stopped."""
+
+
+_call = threading.local()  # the deadline of the quick call running on this thread (Gradio runs each in a thread)
+
+
+@contextmanager
+def time_limit(seconds: float, advice: str):
+    """Run a quick call under a deadline: `check_time()` (called between decoding steps) raises TimeLimit past it,
+    saying `advice` (what to make smaller). Within another limit, the earlier deadline holds."""
+    outer = getattr(_call, "deadline", None)
+    mine = (time.monotonic() + seconds, seconds, advice)
+    _call.deadline = outer if outer is not None and outer[0] <= mine[0] else mine
+    try:
+        yield
+    finally:
+        _call.deadline = outer
+
+
+def check_time() -> None:
+    """Raise TimeLimit when the quick call on this thread is past its deadline (a no-op outside one)."""
+    deadline = getattr(_call, "deadline", None)
+    if deadline is not None and time.monotonic() > deadline[0]:
+        _call.deadline = None  # said once: the handler's own clean-up may call this again
+        raise TimeLimit(f"This took longer than the {deadline[1]:g} s one request may run on this server, so it was "
+                        f"stopped (the operator sets PLAYGROUND_QUICK_CALL_S). {deadline[2]}")
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -63,11 +63,25 @@ def check_parameter_limit(params: int, error: type[Exception] = TrainingError) -
                     "the vocabulary.")
 
 
+def check_shape_limits(cfg: TransformerConfig, error: type[Exception] = TrainingError) -> None:
+    """Refuse heads, layers or positions beyond what this server serves: each request's attention maps, decoding
+    caches and tables grow with them (playground.limits), so a model past them could only be refused call by call."""
+    shape = {"heads": (cfg.n_heads, limits.max_heads(), "PLAYGROUND_MAX_HEADS"),
+             "encoder layers": (cfg.n_encoder_layers, limits.max_layers(), "PLAYGROUND_MAX_LAYERS"),
+             "decoder layers": (cfg.n_decoder_layers, limits.max_layers(), "PLAYGROUND_MAX_LAYERS"),
+             "positions (max_len)": (cfg.max_len, limits.max_positions(), "PLAYGROUND_MAX_POSITIONS")}
+    over = [f"{value:,} {name} (at most {allowed:,}; the operator sets {env})"
+            for name, (value, allowed, env) in shape.items() if value > allowed]
+    if over:
+        raise error(f"This model has {'; '.join(over)}: more than this server serves.")
+
+
 def check_model_loads(cfg: TransformerConfig) -> None:
     """A package's model (fp32 weights and position tables, plus the file's bytes while they are copied in) must fit
-    in memory."""
+    in memory, and its shape within what the server serves."""
     params = cfg.num_parameters()
     check_parameter_limit(params, PackageError)
+    check_shape_limits(cfg, PackageError)
     free = limits.available_memory_bytes()
     need = (2 * params + position_table(cfg)) * BYTES
     if free is not None and need > HEADROOM * free:
@@ -76,8 +90,10 @@ def check_model_loads(cfg: TransformerConfig) -> None:
 
 
 def check_training_fits(cfg: TransformerConfig, batch_tokens: int, device: torch.device, precision: str) -> None:
-    """Refuse a run beyond the parameter limit or the memory free to this process, before anything is allocated."""
+    """Refuse a run beyond the parameter limit, the served shapes or the memory free to this process, before anything
+    is allocated."""
     check_parameter_limit(cfg.num_parameters())
+    check_shape_limits(cfg)
     free = free_memory_bytes(device)
     need = training_memory_bytes(cfg, batch_tokens, precision)
     if free is not None and need > HEADROOM * free:

@@ -59,6 +59,12 @@ class TransformerConfig:
             problems.append("a joint vocabulary needs src_vocab_size == tgt_vocab_size")
         if min(self.n_encoder_layers, self.n_decoder_layers) < 1 or min(self.d_model, self.d_ff, self.max_len) < 1:
             problems.append("layers, d_model, d_ff and max_len must be positive")
+        specials = {"pad_id": self.pad_id, "unk_id": self.unk_id, "bos_id": self.bos_id, "eos_id": self.eos_id}
+        vocab = min(self.src_vocab_size, self.tgt_vocab_size)
+        outside = [f"{name} {value}" for name, value in specials.items() if not 0 <= value < vocab]
+        if outside:  # an embedding lookup past the table would fail deep inside the first translation
+            problems.append(f"the special token ids must be inside the vocabulary of {vocab:,} tokens, not "
+                            f"{', '.join(outside)}")
         if problems:
             raise ValueError("; ".join(problems))
 

@@ -30,7 +30,7 @@ from playground import limits, schema
 from playground.errors import PackageError
 from playground.memory import check_model_loads
 from playground.model import Transformer, TransformerConfig
-from playground.tokenizer import PairTokenizer
+from playground.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, PairTokenizer
 
 FORMAT_VERSION = 1
 CONFIG, WEIGHTS, TOKENIZER, TGT_TOKENIZER = "config.json", "model.safetensors", "tokenizer.json", "tokenizer.tgt.json"
@@ -448,9 +448,20 @@ def read_limited(path: Path) -> bytes:
     return data
 
 
+def check_containers(data: bytes, what: str) -> None:
+    """Refuse JSON with more objects and lists than a package file has, before it is parsed: parsed, each costs
+    ~70 bytes of memory whatever its 2 bytes in the file (counted from the brackets: an upper bound, since brackets
+    inside strings count too)."""
+    containers = data.count(b"{") + data.count(b"[")
+    if containers > limits.MAX_JSON_CONTAINERS:
+        raise PackageError(f"{what} holds {containers:,} objects and lists; a package file has at most "
+                           f"{limits.MAX_JSON_CONTAINERS:,}. It is not a file this playground wrote.")
+
+
 def read_json(path: Path, check: bool = True) -> dict:
     """A package's JSON file, size-limited, parsed and (check=True) checked against its schema (playground.schema)."""
     data = read_limited(path)
+    check_containers(data, f"{path.name} in {path.parent.name}")
     try:
         value = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
@@ -499,8 +510,10 @@ def safetensors_shapes(path: Path) -> dict[str, tuple[int, ...]]:
         if not 0 < length <= min(limits.HEADER_BYTES, size - 8):
             raise PackageError(f"{path.name} in {path.parent.name} is corrupt or truncated (its header claims "
                                f"{length:,} bytes).")
+        raw = f.read(length)
+        check_containers(raw, f"The header of {path.name} in {path.parent.name}")
         try:
-            header = json.loads(f.read(length))
+            header = json.loads(raw)
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
             raise PackageError(f"{path.name} in {path.parent.name} has a corrupt header ({err}).") from None
     if not isinstance(header, dict):
@@ -568,6 +581,13 @@ def check_package(folder: str | os.PathLike) -> CheckedPackage:
             raise PackageError(f"{name} in {folder.name} is larger than the {limits.max_file_bytes(name):,} bytes "
                                f"allowed for it (the operator sets {limits.env_name(name)}).")
     tokenizer = PairTokenizer.load(folder)
+    specials = {"pad_id": (cfg.pad_id, PAD_ID), "unk_id": (cfg.unk_id, UNK_ID), "bos_id": (cfg.bos_id, BOS_ID),
+                "eos_id": (cfg.eos_id, EOS_ID)}
+    wrong = [f"{name} {said} (the tokenizer's is {theirs})" for name, (said, theirs) in specials.items()
+             if said != theirs]
+    if wrong:
+        raise PackageError(f"config.json of {folder.name} gives special token ids its tokenizer does not have: "
+                           f"{', '.join(wrong)}. Export the model package again.")
     if (tokenizer.src_vocab_size, tokenizer.tgt_vocab_size) != (cfg.src_vocab_size, cfg.tgt_vocab_size):
         raise PackageError(
             f"The tokenizer of {folder.name} has {tokenizer.src_vocab_size}/{tokenizer.tgt_vocab_size} tokens but "

@@ -91,11 +91,31 @@ class List:
             self.item.check(item, _join(where, i))
 
 
+FREE_NODES = 10_000  # values in a free-form part of a file (a field of unknown shape, the keys a schema does not name)
+
+
+def nodes(value, limit: int) -> int:
+    """The number of JSON values in `value` (itself included), counted up to just past `limit`, without recursion."""
+    count, stack = 0, [value]
+    while stack and count <= limit:
+        item = stack.pop()
+        count += 1
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return count
+
+
+@dataclass(frozen=True)
 class Anything:
-    """Any JSON value (the depth is checked for the whole document)."""
+    """Any JSON value of at most max_nodes values (the depth is checked for the whole document)."""
+
+    max_nodes: int = FREE_NODES
 
     def check(self, value, where: str) -> None:
-        pass
+        if nodes(value, self.max_nodes) > self.max_nodes:
+            raise Invalid(where, f"holds more than {self.max_nodes:,} values")
 
 
 @dataclass(frozen=True)
@@ -110,11 +130,17 @@ class Obj:
         missing = sorted(self.required - value.keys())
         if missing:
             raise Invalid(where, f"lacks {', '.join(missing)}")
+        free = 0  # values under the keys this schema does not name: free-form, so bounded in size
         for key, item in value.items():
             if key in self.fields:
                 self.fields[key].check(item, _join(where, key))
             elif not self.extra:
                 raise Invalid(where, f"has an unknown field {key!r}")
+            else:
+                free += nodes(item, FREE_NODES) + 1
+                if free > FREE_NODES:
+                    raise Invalid(where, f"holds more than {FREE_NODES:,} values in fields of unknown purpose "
+                                         f"({key!r} among them)")
 
 
 class TrainSettings:
@@ -135,7 +161,7 @@ class TrainSettings:
             for f in dataclasses.fields(TrainConfig):
                 kind = str(f.type)
                 optional = kind.endswith(" | None")
-                inner = kinds.get(kind.removesuffix(" | None"), Anything())  # a type added later: unchecked
+                inner = kinds.get(kind.removesuffix(" | None"), Anything())  # a type added later: bounded in size
                 fields[f.name] = Opt(inner) if optional else inner
             TrainSettings._schema = Obj(fields)
         TrainSettings._schema.check(value, where)
@@ -183,7 +209,7 @@ CONFIG = Obj({
 }, required=frozenset({"format_version", "src_lang", "tgt_lang", "model", "tokenizer", "num_parameters"}))
 
 SCORES = {"step": Int(), "val_loss": Num(), "val_ppl": Num(), "bleu": Num(0, 100), "chrf": Num(0, 100),
-          "exact_match": Num(0, 1)}
+          "exact_match": Num(0, 1), "sentences": Int()}
 EVAL = Obj(SCORES)
 TRAINING = Obj({
     "config": TrainSettings(), "steps": Int(), "epochs": Num(0), "params": Int(), "wall_s": Num(0), "device": Str(200),
@@ -191,12 +217,16 @@ TRAINING = Obj({
     "data": Obj({"description": Str(1000), "train_pairs": Int(), "val_pairs": Int(), "src_lang": Str(64),
                  "tgt_lang": Str(64)}),
     "last": Opt(EVAL), "best": Opt(EVAL), "averaged_from": List(Str(200), 1000),
-    "history": Obj({"steps": List(Int()), "loss": List(Num()), "lr": List(Num()), "evals": List(EVAL, 100_000),
-                    "probe": List(Obj({"step": Int(), "cross": Anything(), "src_tokens": List(Str(), 100_000),
+    "history": Obj({"steps": List(Int()), "loss": List(Num()), "lr": List(Num()), "elapsed": List(Num()),
+                    "evals": List(EVAL, 100_000),
+                    # the cross-attention of the probe pair: [layers, target positions, source positions]
+                    "probe": List(Obj({"step": Int(), "cross": Anything(MAX_POSITIONS**2),
+                                       "src_tokens": List(Str(), 100_000),
                                        "tgt_tokens": List(Str(), 100_000)}), 100_000)}),
 })
 RESUME = Obj({"step": Int(), "epoch": Int(), "batch_in_epoch": Int(), "tokens_seen": Int(), "elapsed_s": Num(0),
-              "best": Opt(EVAL), "bad_evals": Int(), "optimizer": Obj({}), "rng_state": List(Int(0, 255), 100_000),
-              "planned_steps": Opt(Int(1)), "warmup_steps": Opt(Int()),
+              "best": Opt(EVAL), "bad_evals": Int(),
+              "optimizer": Obj({"param_groups": Anything(100_000), "scalars": Anything(100_000)}),
+              "rng_state": List(Int(0, 255), 100_000), "planned_steps": Opt(Int(1)), "warmup_steps": Opt(Int()),
               "schedule_steps": Opt(Int(1)), "schedule_position": Num(0)},
              required=frozenset({"step", "optimizer"}))

@@ -334,9 +334,40 @@ def _pre_tokenizer_config(kind: str) -> dict:
 
 def _tokenizer_from_json(text: str, side: str) -> Tokenizer:
     try:
-        return Tokenizer.from_str(text)
+        tokenizer = Tokenizer.from_str(text)
     except Exception as error:  # tokenizers raises a bare Exception for any malformed JSON
         raise PackageError(f"The {side} tokenizer file is corrupt ({error}). Export the model package again.") from error
+    _check_pipeline(tokenizer, side)
+    return tokenizer
+
+
+@functools.cache
+def _written_pipeline() -> dict[str, list]:
+    """The normalizers, pre-tokenizers and decoders the playground writes (train_tokenizer), as the library
+    serialises them, each with what it may take per character: nothing else is read from a package."""
+    def state(part) -> dict:
+        return json.loads(part.__getstate__())
+
+    return {"normalizer": [None, state(normalizers.NFC())],
+            "pre_tokenizer": [state(_pre_tokenizer(kind)) for kind in TOKENIZER_KINDS],
+            "decoder": [state(decoders.Metaspace(replacement=SPACE_MARKER))],
+            "post_processor": [None], "truncation": [None], "padding": [None]}
+
+
+def _check_pipeline(tokenizer: Tokenizer, side: str) -> None:
+    """Refuse a tokenizer whose text pipeline the playground does not write: any other normalizer (a Replace of "x"
+    by a million "y"), pre-tokenizer (a Split on a catastrophic regex, which makes the Rust code panic), decoder,
+    post-processor, padding or truncation could cost without bound per character. Those it writes are linear."""
+    found = {"truncation": tokenizer.truncation, "padding": tokenizer.padding}
+    for part in ("normalizer", "pre_tokenizer", "decoder", "post_processor"):
+        component = getattr(tokenizer, part)
+        found[part] = None if component is None else json.loads(component.__getstate__())
+    for part, allowed in _written_pipeline().items():
+        if found[part] not in allowed:
+            kind = (found[part] or {}).get("type", "set") if isinstance(found[part], dict) else "set"
+            raise PackageError(f"The {side} tokenizer's {part.replace('_', '-')} ({kind}) is not one the playground "
+                               "writes, so what it costs per character is unknown; it was not loaded. Train a new "
+                               "tokenizer with the playground.")
 
 
 def _int_list(ids: Iterable[int]) -> list[int]:

@@ -43,6 +43,7 @@ from playground.validation import (is_better, perplexity, probe_attention, trans
 PAUSED = "paused"  # the reason of a run that ended its call (pause_after_s) to go on in the next one
 FIRST_TIMING_STEPS = 2  # a fitted plan is first re-planned once this many steps have been timed ...
 STOP_EVAL_SENTENCES = 50  # sentences decoded by the last validation of a stopped run
+FINAL_GRACE, FINAL_GRACE_S = 0.05, 10.0  # a time-capped run's last validation may run this share of the cap past it
 REPLAN_SHARE = 0.05  # ... and again each time this share of the budget has passed (the machine's speed changes)
 QUIET_CPU_SHARE = 0.8  # a timed pass that got this share of a core: the machine has room for more threads
 MAX_PACE_CHANGE = 1.5  # a re-plan changes the steps left by at most this factor: the rate's slope changes gently
@@ -149,7 +150,11 @@ class Trainer:
 
     def __init__(self, cfg: TrainConfig, data: TrainData, out_dir: str | Path, resume_from: str | Path | None = None,
                  ranks: Ranks = SINGLE):
+        import torch._dynamo  # noqa: F401 - the first optimizer imports it (~3 s once per process): the process's
+        # start-up, not this run's work, so before the clock starts
+        self.setup_started = time.perf_counter()  # the time cap counts the tokenizer, the encoding and the loading
         self.cfg, self.data, self.out_dir, self.ranks = cfg, data, Path(out_dir), ranks
+        self.cut = ""  # what the time cap cut from a validation, for the summary
         self.stop_requested = threading.Event()
         self.pause_after_s: float | None = None  # end this call after so long, saved to resume (ZeroGPU chunks)
         keep_allocator_compact()  # before the first matmul (playground.memory)
@@ -285,10 +290,11 @@ class Trainer:
         mine = [collate(self.train_set, indices, self.device) for indices in global_batch[self.ranks.rank :: world_size]]
         return GlobalBatch(mine, n_tokens=sum(tgt for tgt, _ in counts), n_all_tokens=sum(tgt + src for tgt, src in counts))
 
-    def budget_reached(self, planned: int | None, elapsed: float) -> str | None:
+    def budget_reached(self, planned: int | None, elapsed: float, steps_here: int) -> str | None:
         if planned is not None and self.step >= planned:
             return "step budget reached" if self.cfg.max_steps == planned else "epoch budget reached"
-        if self.cfg.max_minutes and elapsed >= self.cfg.max_minutes * 60:
+        # the time counts the setup too; a setup that took it all still gets one step, so a package comes out
+        if self.cfg.max_minutes and elapsed >= self.cfg.max_minutes * 60 and steps_here:
             return "time budget reached"
         return None
 
@@ -302,26 +308,35 @@ class Trainer:
 
     # -- validation and saving ----------------------------------------------------------------------------
 
-    def validate(self, sentences: int | None = None) -> events.Eval:
-        """Validation loss, and BLEU/chrF of the first eval_sentences (or `sentences`) validation pairs decoded."""
+    def validate(self, sentences: int | None = None, until: float | None = None) -> events.Eval:
+        """Validation loss, and BLEU/chrF of the first eval_sentences (or `sentences`) validation pairs decoded; with
+        `until` (the run's time cap, a time.perf_counter() deadline) what is left at that time is cut, and said."""
         began = time.perf_counter()
         with one_thread_on_cpu(self.device):
-            val_loss = validation_loss(self.model, self.val_set, self.cfg.batch_tokens, self.device, self.precision)
-            sentences = min(self.cfg.eval_sentences, sentences or self.cfg.eval_sentences, self.eval_limit or math.inf)
+            val_loss = validation_loss(self.model, self.val_set, self.cfg.batch_tokens, self.device, self.precision,
+                                       until)
+            sentences = min(self.cfg.eval_sentences, sentences or self.cfg.eval_sentences, self.eval_limit or math.inf,
+                            len(self.data.val))
             # a fitted run's validation decodes what fits in its share of the minutes, at most as many sentences as
             # the one before: an untrained model's outputs run to their length limit and must not eat the budget
             allowance = None
             if self.schedule_steps:
                 allowance = VALIDATION_SHARE * self.cfg.max_minutes * 60 / VALIDATIONS_PER_RUN
-            scores, samples, decoded = translation_scores(self.model, self.tokenizer, self.data.val[:sentences],
-                                                          self.device, self.precision, allowance)
-            if allowance is not None:
-                self.eval_limit = decoded
+            scores, samples = translation_scores(self.model, self.tokenizer, self.data.val[:sentences],
+                                                 self.device, self.precision, allowance, until)
+            if allowance is not None and scores["sentences"]:
+                self.eval_limit = scores["sentences"]
         self.eval_seconds.append(time.perf_counter() - began)
         record = {"step": self.step, "val_loss": val_loss, "val_ppl": perplexity(val_loss), **scores}
         self.history.evals.append(record)
         self.history.probe.append({"step": self.step, **probe_attention(self.model, self.tokenizer, self.val_set[0])})
-        return events.Eval(**record, samples=samples)
+        cut = ""
+        if until is not None and scores["sentences"] < sentences and time.perf_counter() >= until:
+            cut = (f"The run's time budget ended during the validation at step {self.step:,}: its BLEU and chrF are "
+                   f"of the first {scores['sentences']:,} of {sentences:,} sentences"
+                   f"{' (none: they read 0)' if not scores['sentences'] else ''}.")
+            self.cut = cut
+        return events.Eval(**record, samples=samples, cut=cut)
 
     def improved(self, record: dict) -> bool:
         better = is_better(record, self.best, self.cfg.early_stop_metric)
@@ -357,10 +372,11 @@ class Trainer:
                         src_lang=self.data.src_lang, tgt_lang=self.data.tgt_lang,
                         training=training or self.summary(elapsed))
 
-    def validate_and_save(self, elapsed: float, final: bool, sentences: int | None = None) -> Iterator[events.Event]:
+    def validate_and_save(self, elapsed: float, final: bool, sentences: int | None = None,
+                          until: float | None = None) -> Iterator[events.Event]:
         """Rank 0's part of a validation: the Eval event, then the package (and a snapshot to average later)."""
         yield events.Phase("validating", self.step)
-        evaluation = self.validate(sentences)
+        evaluation = self.validate(sentences, until)
         better = self.improved(self.history.evals[-1])
         evaluation.best, evaluation.improved = self.best, better and not final
         yield evaluation
@@ -454,11 +470,14 @@ class Trainer:
         steps_per_epoch = len(self.batches) // self.batches_per_step
         budget_steps, _ = planned_steps(self.cfg, steps_per_epoch)
         start_time = time.perf_counter()
+        self.elapsed_before += start_time - self.setup_started
         if self.plan is None:  # not a fitted schedule saved by the call before
             self.plan = budget_steps
             if cfg.max_minutes and not self.keep_plain:
                 self.fit_schedule(budget_steps, self.elapsed_before + time.perf_counter() - start_time)
         elapsed = self.elapsed_before
+        # the time cap as a clock time: validations stop there too (their decoding can outlast many steps)
+        cap_end = start_time + cfg.max_minutes * 60 - self.elapsed_before if cfg.max_minutes else None
         steps_here, tokens_window, window_start, planned_at, train_time = 0, 0, start_time, 0.0, 0.0
         last_good_loss, saved_step, reason = None, None, "finished"
         last_eval = self.history.evals[-1]["step"] if self.history.evals else 0  # every rank has the history
@@ -471,7 +490,7 @@ class Trainer:
                 # rank 0's clock, stop button and call length (ZeroGPU) decide for every rank
                 call_over = (self.pause_after_s is not None and steps_here
                              and time.perf_counter() - start_time >= self.pause_after_s)
-                reason = agree(self.budget_reached(budget_steps, elapsed)
+                reason = agree(self.budget_reached(budget_steps, elapsed, steps_here)
                                or ("stopped by the user" if self.stop_requested.is_set() else None)
                                or (PAUSED if call_over else None), self.ranks)
                 if reason == PAUSED:
@@ -529,7 +548,7 @@ class Trainer:
                 every = eval_interval(cfg, self.plan)
                 if every and self.step - last_eval >= every:
                     if self.ranks.is_main:  # the other ranks wait for it in the next collective
-                        yield from self.validate_and_save(elapsed, final=False)
+                        yield from self.validate_and_save(elapsed, final=False, until=cap_end)
                     saved_step = last_eval = self.step
                     if agree(cfg.patience is not None and self.bad_evals >= cfg.patience, self.ranks):
                         reason = f"early stopping: no {cfg.early_stop_metric} improvement in {cfg.patience} validations"
@@ -539,7 +558,10 @@ class Trainer:
                     # a person pressed Stop: a quick last validation (an untrained model decodes every sentence to
                     # its maximum length, and 200 of them take seconds on a CPU)
                     quick = STOP_EVAL_SENTENCES if reason == "stopped by the user" else None
-                    yield from self.validate_and_save(elapsed, final=True, sentences=quick)
+                    until = None
+                    if cap_end is not None:  # the package's scores need a last validation: a short grace for it
+                        until = max(cap_end, time.perf_counter()) + max(FINAL_GRACE_S, FINAL_GRACE * cfg.max_minutes * 60)
+                    yield from self.validate_and_save(elapsed, final=True, sentences=quick, until=until)
                 saved_step = self.step
             averaged = self.average_snapshots()
             if averaged:
@@ -556,7 +578,7 @@ class Trainer:
         return {**self.run_facts(elapsed), "tokens_per_s": self.tokens_seen / max(elapsed, 1e-9),
                 "batches_per_step": self.batches_per_step, "train_loss": last_loss,
                 "final": self.history.evals[-1] if self.history.evals else {}, "package": str(self.out_dir),
-                "averaged": averaged, "first_plan": self.first_plan}
+                "averaged": averaged, "first_plan": self.first_plan, "cut": self.cut}
 
 
 def run_training(cfg: TrainConfig, data: TrainData, out_dir: str | Path, resume_from: str | Path | None = None,

@@ -3,6 +3,7 @@ one pair to watch alignment form, and early stopping's rule for what counts as b
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 
@@ -11,6 +12,7 @@ import torch
 from playground.batching import EncodedPair, collate, make_batches, pad_multiple
 from playground.decode import DecodeOptions, attention_maps, translate
 from playground.device import autocast
+from playground.limits import TimeLimit, time_limit
 from playground.loss import smoothed_loss_sum
 from playground.metrics import score
 from playground.model import Transformer
@@ -22,11 +24,14 @@ DECODE_CHUNK = 16  # sentences a time-limited validation decodes between looks a
 
 @torch.inference_mode()
 def validation_loss(model: Transformer, val_set: list[EncodedPair], batch_tokens: int, device: torch.device,
-                    precision: str) -> float:
-    """Plain NLL per target token (no label smoothing): comparable across runs with different smoothing."""
+                    precision: str, until: float | None = None) -> float:
+    """Plain NLL per target token (no label smoothing): comparable across runs with different smoothing. With
+    `until` (a time.perf_counter() deadline), the batches after it are left out (the first one always counts)."""
     model.eval()
     total, count = torch.zeros((), device=device), 0
     for indices in make_batches(val_set, batch_tokens, 0, pad_multiple(device)):
+        if count and until is not None and time.perf_counter() > until:
+            break
         batch = collate(val_set, indices, device)
         with autocast(device, precision):
             logits = model(batch.src, batch.tgt_in)
@@ -36,22 +41,32 @@ def validation_loss(model: Transformer, val_set: list[EncodedPair], batch_tokens
 
 
 def translation_scores(model: Transformer, tokenizer: PairTokenizer, pairs: list[tuple[str, str]],
-                       device: torch.device, precision: str,
-                       seconds: float | None = None) -> tuple[dict, list[dict], int]:
-    """BLEU, chrF and exact match of greedy translations of `pairs`, the first few as samples, and how many pairs
-    were decoded: all of them, or with `seconds` the chunks of DECODE_CHUNK that were started within that time (at
-    least one; an untrained model decodes every sentence to its length limit)."""
+                       device: torch.device, precision: str, seconds: float | None = None,
+                       until: float | None = None) -> tuple[dict, list[dict]]:
+    """BLEU, chrF and exact match of greedy translations of `pairs`, and the first few as samples; "sentences" says
+    how many were decoded. With `seconds`, only the chunks of DECODE_CHUNK started within that time (at least one: an
+    untrained model decodes every sentence to its length limit); with `until` (a time.perf_counter() deadline),
+    decoding stops there, between two steps, maybe before the first sentence (the scores then read 0)."""
     began, hyps = time.perf_counter(), []
+    chunk = DECODE_CHUNK if seconds is not None or until is not None else max(len(pairs), 1)
     with autocast(device, precision):
-        for start in range(0, len(pairs), DECODE_CHUNK if seconds is not None else max(len(pairs), 1)):
+        for start in range(0, len(pairs), chunk):
             if hyps and seconds is not None and time.perf_counter() - began >= seconds:
                 break
-            chunk = [s for s, _ in pairs[start : start + (DECODE_CHUNK if seconds is not None else len(pairs))]]
-            hyps += [t.text for t in translate(model, tokenizer, chunk, DecodeOptions("greedy"))]
-    decoded = pairs[: len(hyps)]
-    scores = score(hyps, [r for _, r in decoded])
-    samples = [{"source": s, "reference": r, "hypothesis": h} for (s, r), h in list(zip(decoded, hyps))[:SHOWN_SAMPLES]]
-    return {"bleu": scores.bleu, "chrf": scores.chrf, "exact_match": scores.exact_match}, samples, len(hyps)
+            left = None if until is None else until - time.perf_counter()
+            if left is not None and left <= 0:
+                break
+            sources = [s for s, _ in pairs[start : start + chunk]]
+            try:
+                with time_limit(left, "") if left is not None else contextlib.nullcontext():
+                    hyps += [t.text for t in translate(model, tokenizer, sources, DecodeOptions("greedy"))]
+            except TimeLimit:
+                break
+    done = pairs[: len(hyps)]
+    scores = score(hyps, [r for _, r in done]) if hyps else None
+    samples = [{"source": s, "reference": r, "hypothesis": h} for (s, r), h in list(zip(done, hyps))[:SHOWN_SAMPLES]]
+    return {"bleu": scores.bleu if scores else 0.0, "chrf": scores.chrf if scores else 0.0,
+            "exact_match": scores.exact_match if scores else 0.0, "sentences": len(hyps)}, samples
 
 
 def probe_attention(model: Transformer, tokenizer: PairTokenizer, pair: EncodedPair) -> dict:

@@ -1,7 +1,14 @@
 """What several test files share: tiny settings and data that train in a second, a free port for a test server,
 and the tiny model fixtures."""
 
+import contextlib
+import os
+import resource
 import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -45,6 +52,36 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def app_in_subprocess(models, memory_limit: int, **env: str):
+    """The whole app in a subprocess on a free port under an address-space limit, as a stranger's requests meet it:
+    yields (the server process, a gradio_client Client of it, its URL); the server ends with the block."""
+    from gradio_client import Client
+
+    port = free_port()
+    code = ("import torch; torch.set_num_threads(1)\n"
+            "from playground.ui.app import build_app\n"
+            f"build_app({str(models)!r}).launch(server_name='127.0.0.1', server_port={port}, quiet=True)\n")
+    server = subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent,
+                              env={**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", **env},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit)))
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        client, deadline = None, time.monotonic() + 180
+        while client is None:
+            assert server.poll() is None, server.stderr.read().decode()[-3000:]
+            assert time.monotonic() < deadline, "the app did not start"
+            try:
+                client = Client(url, verbose=False)
+            except Exception:  # noqa: BLE001 - not listening yet
+                time.sleep(0.5)
+        yield server, client, url
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")

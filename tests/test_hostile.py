@@ -21,7 +21,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from conftest import refusal_of  # noqa: E402
+from conftest import app_in_subprocess, refusal_of  # noqa: E402
 
 from playground import limits, memory  # noqa: E402
 from playground.cli import main  # noqa: E402
@@ -512,33 +512,14 @@ MEMORY_LIMIT = 6 * 1024**3  # a Space's reality, as the issue's attack ran
 
 
 def test_the_app_under_a_memory_limit_refuses_hostile_input_and_keeps_serving(package, tmp_path):
-    from gradio_client import Client, handle_file
+    from gradio_client import handle_file
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     card_bomb = zip_claiming(package, tmp_path / "card-bomb.zip", CARD, 1_500_000_000)
     edit_json(package / TRAINING, lambda t: t.update(last={"bleu": "high"}))
     mistyped = zip_folder(package, tmp_path / "mistyped.zip")
     hostile = zip_folder(make_huge(package), tmp_path / "huge.zip")
     models = tmp_path / "models"
-    code = ("import torch; torch.set_num_threads(1)\n"
-            "from playground.ui.app import build_app\n"
-            f"build_app({str(models)!r}).launch(server_name='127.0.0.1', server_port={port}, quiet=True)\n")
-    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False"}
-    server = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE,
-                              preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT)))
-    try:
-        client = None
-        deadline = time.monotonic() + 120
-        while client is None:
-            assert server.poll() is None, server.stderr.read().decode()[-3000:]
-            assert time.monotonic() < deadline, "the app did not start"
-            try:
-                client = Client(f"http://127.0.0.1:{port}/", verbose=False)
-            except Exception:  # noqa: BLE001 - not listening yet
-                time.sleep(0.5)
+    with app_in_subprocess(models, MEMORY_LIMIT) as (server, client, _):
         oversized = dict(d_model=2048, n_heads=8, n_encoder_layers=6, n_decoder_layers=6, d_ff=8192,
                          max_steps=10, device="cpu")
         too_much_memory = dict(d_model=1024, n_heads=8, n_encoder_layers=6, n_decoder_layers=6, d_ff=4096,
@@ -568,6 +549,3 @@ def test_the_app_under_a_memory_limit_refuses_hostile_input_and_keeps_serving(pa
         print(f"\npeak RSS of the app through the hostile suite: {peak / 1e6:.0f} MB (limit {MEMORY_LIMIT / 1e9:.1f} GB)")
         assert peak < 1.5 * GB
         assert not [p for p in models.iterdir()]  # no package, no leftover, no reservation
-    finally:
-        server.terminate()
-        server.wait(timeout=30)

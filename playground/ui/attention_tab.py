@@ -16,13 +16,14 @@ from playground.errors import PlaygroundError
 from playground.foreground import quick
 from playground.sharing import Library
 from playground.ui.state import (MODELS, Session, answers, default_model, friendly, gpu, model_names, model_picker,
-                                 package_folder, package_info)
+                                 package_folder, package_info, quick_call, request_lines)
 
 KINDS = [("Cross-attention (decoder → encoder)", "cross"), ("Encoder self-attention", "encoder"),
          ("Decoder self-attention (masked)", "decoder")]
 KIND_NAMES = {value: label for label, value in KINDS}
 VIEWS = ["one head", "mean over heads", "all heads (layers × heads)"]
 TARGET_MODES = ["the model's translation", "my target (teacher-forced)"]
+MAX_GRID_MAPS = 96  # heatmaps in the all-heads grid: drawing 96 takes ~0.7 s on a 2-core CPU, 192 ~1.8 s
 # PNG export is drawn by the browser from the chart it shows (plotly.js's own toImage, via the chart's camera
 # button), so the server needs no image engine (kaleido + Chrome)
 PNG_JS = """() => {
@@ -54,6 +55,9 @@ def render(att: dict | None, kind: str, view: str, layer: int, head: int):
     keys, queries = axis_tokens(att, kind)
     name = KIND_NAMES[kind]
     if view == VIEWS[2]:
+        if n_layers * n_heads > MAX_GRID_MAPS:
+            return plots.empty_figure(f"{n_layers} layers × {n_heads} heads are more maps than the grid draws at once "
+                                      f"({MAX_GRID_MAPS}): pick one head, or the mean over heads.", height=400)
         return plots.attention_grid(weights, keys, queries, f"{name}: all {n_layers} layers × {n_heads} heads")
     if view == VIEWS[1]:
         return plots.attention_heatmap(weights[layer].mean(axis=0), keys, queries,
@@ -71,8 +75,9 @@ def sliders(att: dict | None, kind: str, layer: int, head: int):
 
 def compute_maps(folder: str, source: str, target_mode: str, target: str) -> dict:
     """Every attention map of one pair with the package in `folder`: plain values in, numpy arrays out (what a
-    ZeroGPU call may take and return)."""
-    from playground.decode import DecodeOptions, attention_maps, source_ids, translate
+    ZeroGPU call may take and return). The texts come cut to a line's characters (request_lines); the maps are
+    bounded by decode.fit_attention, which cuts the pair if needed ("cut": the token counts it had)."""
+    from playground.decode import DecodeOptions, attention_maps, check_decode_work, cut_line, source_ids, translate
     from playground.inspection import check_source
 
     package = MODELS.get(folder)
@@ -83,9 +88,11 @@ def compute_maps(folder: str, source: str, target_mode: str, target: str) -> dic
         target = (target or "").strip()
         if not target:
             raise PlaygroundError("Type the target sentence to teacher-force, or choose “the model's translation”.")
-        out_ids = tokenizer.encode_tgt(target)
+        out_ids = tokenizer.encode_tgt(cut_line(target))
     else:
-        hyp = translate(model, tokenizer, [source], DecodeOptions("greedy"))[0].best
+        opts = DecodeOptions("greedy")
+        check_decode_work(model.cfg, [src_ids], opts)
+        hyp = translate(model, tokenizer, [source], opts)[0].best
         out_ids, target = list(hyp.ids), hyp.text
         if out_ids and out_ids[-1] == model.cfg.eos_id:
             out_ids = out_ids[:-1]
@@ -93,7 +100,20 @@ def compute_maps(folder: str, source: str, target_mode: str, target: str) -> dic
     maps = attention_maps(model, tokenizer, src_ids, tgt_in)
     return {"maps": {k: np.asarray(maps[k]) for k in ("encoder", "decoder", "cross")},
             "src_tokens": list(maps["src_tokens"]), "tgt_tokens": list(maps["tgt_tokens"]),
-            "model": package.name, "target": target}
+            "model": package.name, "target": target, "cut": maps["cut"]}
+
+
+def cut_note(att: dict) -> str:
+    """What fit_attention cut, said beside the button ("" when nothing was)."""
+    if not att.get("cut"):
+        return ""
+    from playground import limits
+
+    sources, targets = att["cut"]
+    return (f"\n\n✂️ The maps of all {sources} source tokens and {targets} target inputs would pass the "
+            f"{limits.max_attention_cells():,} attention weights one request may draw here (the operator sets "
+            f"PLAYGROUND_MAX_ATTENTION_CELLS): they were computed for the first {len(att['src_tokens'])} and "
+            f"{len(att['tgt_tokens'])}. Shorten the sentence to see all of it.")
 
 
 def read_probe(library: Library, session: Session | None, name: str | None) -> list:
@@ -124,17 +144,23 @@ def probe_figure(probe: list, index: int):
 
 def build(session: gr.State, library: Library) -> AttentionTab:
     first_probe = read_probe(library, None, default_model(model_names(library, None)))
-    maps_of = quick(gpu(compute_maps))  # a ZeroGPU call: never the session, which stays in this process
+    # a ZeroGPU call: never the session, which stays in this process
+    maps_of = quick(gpu(quick_call(compute_maps, "Shorten the sentence (the model's own translation of it is "
+                                                 "decoded first), or teacher-force a shorter target.")))
 
     @friendly
     def show_attention(session: Session, model: str, source: str, target_mode: str = TARGET_MODES[0],
                        target: str = "", kind: str = "cross", view: str = VIEWS[0], layer: int = 0, head: int = 0):
         """Compute the attention of one pair and draw it; returns the figure, the target used and a note."""
-        session.attention = maps_of(str(package_folder(library, session, model)), source, target_mode, target)
+        folder = str(package_folder(library, session, model))
+        source_lines, source_cut = request_lines(source, "source")
+        target_lines, target_cut = request_lines(target, "target")
+        session.attention = maps_of(folder, " ".join(source_lines), target_mode, " ".join(target_lines))
         att = session.attention
         note = (f"**{att['model']}** · {len(att['src_tokens'])} source tokens (with `<eos>`), "
                 f"{len(att['tgt_tokens'])} target inputs (from `<bos>`); rows are queries, columns keys. "
-                "Hover for the weights.")
+                "Hover for the weights." + cut_note(att) + "".join("\n\n" + cut for cut in (source_cut, target_cut)
+                                                                  if cut))
         return (render(att, kind, view, layer, head), att["target"], note, *sliders(att, kind, layer, head))
 
     @friendly

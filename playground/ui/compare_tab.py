@@ -13,7 +13,7 @@ from playground import plots
 from playground.errors import PlaygroundError
 from playground.foreground import quick
 from playground.sharing import Library
-from playground.ui.state import MODELS, Session, answers, gpu, model_names, package_folder
+from playground.ui.state import MODELS, Session, answers, gpu, model_names, package_folder, quick_call, request_lines
 
 MAX_SENTENCES = 20  # each sentence is translated by every compared model
 EXAMPLE = "the cat sees the dog\nfour hundred twenty-one"
@@ -56,13 +56,19 @@ def run_figures(runs, x_axis: str) -> list:
 def greedy_columns(folders: list[str], lines: list[str]) -> dict[str, list[str]]:
     """Each package's greedy translations of `lines`, by package name (what runs on a ZeroGPU GPU: plain values in
     and out, never the session)."""
-    from playground.decode import DecodeOptions, translate
+    from playground import limits
+    from playground.decode import DecodeOptions, decode_tokens, source_ids, translate
 
+    packages, opts = [MODELS.get(folder) for folder in folders], DecodeOptions("greedy")
+    tokens = sum(decode_tokens(p.model.cfg, source_ids(p.tokenizer, lines, p.model.cfg), opts) for p in packages)
+    if tokens > limits.max_decode_tokens():
+        raise PlaygroundError(f"Translating these {len(lines)} sentences with {len(folders)} models could decode up "
+                              f"to {tokens:,} tokens; one request may decode at most {limits.max_decode_tokens():,} "
+                              "here (the operator sets PLAYGROUND_MAX_DECODE_TOKENS). Send fewer or shorter "
+                              "sentences, or compare fewer models.")
     columns = {"source": lines}
-    for folder in folders:
-        package = MODELS.get(folder)
-        columns[Path(folder).name] = [t.text for t in translate(package.model, package.tokenizer, lines,
-                                                                DecodeOptions("greedy"))]
+    for folder, package in zip(folders, packages):
+        columns[Path(folder).name] = [t.text for t in translate(package.model, package.tokenizer, lines, opts)]
     return columns
 
 
@@ -114,29 +120,31 @@ def build(session: gr.State, library: Library) -> CompareTab:
 
     def compare(session: Session, names: list[str] | None, x_axis: str = "step"):
         """The comparison of the chosen packages; a wrong choice is said next to the button, the views stay."""
-        from playground.compare import load_runs
+        from playground.compare import check_choice, load_runs
 
+        check_choice(list(names or []))  # before any name is resolved: a list of 100,000 names costs nothing
         runs = load_runs([package_folder(library, session, name) for name in names or []])
         note = time_note(runs) if x_axis == "wall time" else ""
         session.compared_runs = len(runs)
         return note, *tables(runs), *run_figures(runs, x_axis)
 
-    translate_columns = quick(gpu(greedy_columns))
+    translate_columns = quick(gpu(quick_call(greedy_columns, "Send fewer or shorter sentences, or compare fewer "
+                                                             "models.")))
 
     def translate_each(session: Session, names: list[str] | None, text: str):
         """The sentences translated greedily by each chosen model: one column per model."""
         from playground.compare import check_choice
 
-        lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
         if not names:
             raise PlaygroundError("Pick the models to compare first.")
         check_choice(list(names))
+        lines, cut = request_lines(text, "sentences")
         if not lines or len(lines) > MAX_SENTENCES:
             raise PlaygroundError(f"Type between 1 and {MAX_SENTENCES} sentences, one per line.")
         folders = [str(package_folder(library, session, name)) for name in names]
         table = pd.DataFrame(translate_columns(folders, lines)).replace("", "(empty output)")
         session.compared_models = len(folders)
-        return "", table
+        return cut, table
 
     def fit_columns(session: Session):
         """Widths for the models the table shows (a refused request left both as they were); set in a step of their

@@ -22,7 +22,7 @@ from typing import Any
 
 import gradio as gr
 
-from playground.errors import PackageError, PlaygroundError
+from playground.errors import PackageError, PlaygroundError, is_rust_panic
 from playground.sharing import PERSONAL, Library, Visitor
 
 log = logging.getLogger("playground.ui")
@@ -51,6 +51,42 @@ def gpu(fn=None, *, duration: float = QUICK_GPU_S):
     def wrap(f):
         return _spaces.GPU(duration=duration)(f) if _spaces is not None else f
     return wrap(fn) if fn is not None else wrap
+
+
+def quick_call(fn, advice: str):
+    """A quick call (translate, attention, steps) under the time limit one may take (limits.time_limit): past it,
+    the decoding loop raises a PlaygroundError saying `advice`, and the worker is free again, whether the client
+    still waits or has gone. Set inside the call, so it also holds in a ZeroGPU worker process."""
+    @functools.wraps(fn)
+    def limited(*args, **kwargs):
+        from playground import limits
+
+        with limits.time_limit(limits.quick_call_seconds(), advice):
+            return fn(*args, **kwargs)
+    return limited
+
+
+def request_lines(text: str | None, what: str = "text") -> tuple[list[str], str]:
+    """The non-empty lines of a request's text, each cut to limits.max_line_chars(), and a note saying which were
+    cut ("" when none). A text longer than limits.max_request_chars() is refused before it is split."""
+    from playground import limits
+
+    text = text or ""
+    allowed = limits.max_request_chars()
+    if len(text) > allowed:
+        raise PlaygroundError(f"The {what} has {len(text):,} characters; one request may send at most {allowed:,} "
+                              "here (the operator sets PLAYGROUND_MAX_REQUEST_CHARS). Send less, or use "
+                              "`python -m playground translate --input FILE` for files.")
+    per_line = limits.max_line_chars()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    cut = [i + 1 for i, line in enumerate(lines) if len(line) > per_line]
+    note = ""
+    if cut:
+        named = ", ".join(map(str, cut[:5])) + (" …" if len(cut) > 5 else "")
+        note = (f"✂️ Line{'s' if len(cut) > 1 else ''} {named} of the {what} {'were' if len(cut) > 1 else 'was'} cut "
+                f"to {per_line:,} characters (the most one line may have here; the operator sets "
+                "PLAYGROUND_MAX_LINE_CHARS).")
+    return [line[:per_line] for line in lines], note
 
 
 def oauth_available() -> bool:
@@ -128,7 +164,7 @@ def release_session(demo: gr.Blocks, state: gr.State, request: gr.Request) -> No
 # Errors: people see a sentence, never a traceback
 
 
-def _as_gradio_error(err: Exception) -> gr.Error:
+def _as_gradio_error(err: BaseException) -> gr.Error:
     if isinstance(err, gr.Error):
         return err
     if isinstance(err, PlaygroundError):
@@ -140,6 +176,11 @@ def _as_gradio_error(err: Exception) -> gr.Error:
                     "settings you just changed.", print_exception=False)
 
 
+def reaches_people(err: BaseException) -> bool:
+    """Every exception, and a Rust extension's panic; not a KeyboardInterrupt, SystemExit or GeneratorExit."""
+    return isinstance(err, Exception) or is_rust_panic(err)
+
+
 def friendly(fn):
     """Turn PlaygroundError (and any other exception) raised by a handler into a readable gr.Error."""
     if inspect.isgeneratorfunction(fn):
@@ -147,7 +188,9 @@ def friendly(fn):
         def generator_wrapper(*args, **kwargs):
             try:
                 yield from fn(*args, **kwargs)
-            except Exception as err:  # noqa: BLE001 - everything reaches people as a sentence
+            except BaseException as err:  # noqa: BLE001 - everything reaches people as a sentence
+                if not reaches_people(err):
+                    raise
                 raise _as_gradio_error(err) from err
         return generator_wrapper
 
@@ -155,7 +198,9 @@ def friendly(fn):
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except Exception as err:  # noqa: BLE001
+        except BaseException as err:  # noqa: BLE001
+            if not reaches_people(err):
+                raise
             raise _as_gradio_error(err) from err
     return wrapper
 

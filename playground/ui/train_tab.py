@@ -434,6 +434,7 @@ def drive(session: Session, build_trainer, name: str, folder: Path, cfg, cap_not
                                 f"**`{Path(e.path).name}`**.")
                 case ev.Done():
                     note = cap_note if e.reason == "time budget reached" else ""
+                    note += f"  \n✂️ {e.summary['cut']}" if e.summary.get("cut") else ""
                     yield (done_line(name, e, estimated) + averaged + note, *charts(True), samples)
     finally:
         events.close()  # a closed tab closes this generator: run()'s finally then saves the package

@@ -15,10 +15,14 @@ from playground.foreground import quick
 from playground.ui import steps_view
 from playground.sharing import Library
 from playground.ui.state import (DEMO_MODEL, MODELS, Session, answers, friendly, gpu, model_picker, package_folder,
-                                 package_info)
+                                 package_info, quick_call, request_lines)
 
 MAX_SENTENCES = 200
 TOP_K = 5  # candidates per step in the next-token view
+ECHO_CHARS = 300  # of a source in the results table: a 2,000-character line would make its row a page tall
+MAX_TOP_K = 20  # a table of steps x k cells: an API client's k = 10**9 would list the whole vocabulary at every step
+TOO_SLOW = ("Translate fewer sentences, or lower the max output length, the beam size or the samples per sentence; "
+            "files go through `python -m playground translate --input FILE`.")
 RESULT_COLUMNS = ["#", "rank", "source", "translation", "score", "mean log-prob", "tokens", "count"]
 # the translation gets the most room: at 1024 px it must not be pushed out of sight by the source
 RESULT_WIDTHS = ["32px", "52px", "15%", "25%", "68px", "88px", "68px", "60px"]  # numbers, headers whole at 1024 px
@@ -70,9 +74,11 @@ def run_translation(folder: str, sentences: list[str], opts, samples: int = 1):
     ranked by score. Plain values in and out (dataclasses of lists): what a ZeroGPU call may take and return."""
     from dataclasses import replace
 
-    from playground.decode import translate
+    from playground.decode import check_decode_work, source_ids, translate
 
     package = MODELS.get(folder)
+    draws = samples if opts.method == "sample" else 1
+    check_decode_work(package.model.cfg, source_ids(package.tokenizer, sentences, package.model.cfg), opts, draws)
     results = translate(package.model, package.tokenizer, sentences, opts)
     if opts.method == "sample" and samples > 1:
         for i in range(1, samples):
@@ -92,9 +98,19 @@ def next_token_rows(folder: str, src_ids: list[int], out_ids: list[int], k: int)
     return next_token_table(package.model, package.tokenizer, src_ids, out_ids, k)
 
 
+def check_candidates(k) -> int:
+    """Candidates per step, 1 to MAX_TOP_K."""
+    if not 1 <= int(k) <= MAX_TOP_K:
+        raise PlaygroundError(f"Candidates per step must be from 1 to {MAX_TOP_K}, not {k}.")
+    return int(k)
+
+
 def decode_steps(folder: str, first: str, opts, k: int) -> tuple:
     """The step-by-step view of the first sentence: figure, table and note."""
+    from playground.decode import check_decode_work, source_ids
+
     package = MODELS.get(folder)
+    check_decode_work(package.model.cfg, source_ids(package.tokenizer, [first], package.model.cfg), opts)
     if opts.method == "beam":
         return steps_view.beam_view(package, first, opts)
     return steps_view.sampling_view(package, first, opts, k)
@@ -105,7 +121,7 @@ def next_token_view(library: Library, session: Session, row: int, k: int = TOP_K
     row's model is looked up again by name: it may have been deleted, or its name taken by somebody else's since."""
     if not session.translations:
         return plots.next_token_figure([]), pd.DataFrame(columns=NEXT_COLUMNS)
-    row = int(row)
+    row, k = int(row), check_candidates(k)
     if not 1 <= row <= len(session.translations):
         raise PlaygroundError(f"There is no row {row}: the table has {len(session.translations)} rows (1 = the first).")
     entry = session.translations[row - 1]
@@ -118,7 +134,9 @@ def next_token_view(library: Library, session: Session, row: int, k: int = TOP_K
 
 def build(session: gr.State, library: Library) -> TranslateTab:
     # what runs on the GPU (a ZeroGPU call each): plain values in and out, never the session
-    decode, next_rows, steps = quick(gpu(run_translation)), quick(gpu(next_token_rows)), quick(gpu(decode_steps))
+    decode = quick(gpu(quick_call(run_translation, TOO_SLOW)))
+    next_rows = quick(gpu(quick_call(next_token_rows, TOO_SLOW)))
+    steps = quick(gpu(quick_call(decode_steps, "Lower the max output length or the beam size.")))
 
     def next_view(session: Session, row: int, k: int = TOP_K):
         return next_token_view(library, session, row, k, next_rows)
@@ -130,7 +148,7 @@ def build(session: gr.State, library: Library) -> TranslateTab:
         """Translate one sentence per line; returns the results table, a note, and row 1's next-token view."""
         folder = package_folder(library, session, model)
         config = package_info(folder)["config"]
-        sentences = [line.strip() for line in (text or "").splitlines() if line.strip()]
+        sentences, cut = request_lines(text)
         if not sentences:
             raise PlaygroundError("Type at least one sentence to translate (one per line).")
         if len(sentences) > MAX_SENTENCES:
@@ -148,7 +166,8 @@ def build(session: gr.State, library: Library) -> TranslateTab:
             merged += len(t.hypotheses) - len(distinct)
             for rank, (h, count) in enumerate(distinct):
                 n = max(len(h.token_logprobs), 1)
-                rows.append([i + 1, rank + 1, t.source if rank == 0 else "", h.text, round(h.score, 3),
+                source = t.source if len(t.source) <= ECHO_CHARS else t.source[:ECHO_CHARS] + "…"
+                rows.append([i + 1, rank + 1, source if rank == 0 else "", h.text, round(h.score, 3),
                              round(sum(h.token_logprobs) / n, 3), len(h.ids), count])
                 session.translations.append({"model": folder.name, "src_ids": t.source_ids,
                                              "out_ids": h.ids, "text": h.text})
@@ -161,6 +180,8 @@ def build(session: gr.State, library: Library) -> TranslateTab:
                      "a sentence already listed (the same words, in the same or other tokens) "
                      f"{'were' if merged > 1 else 'was'} merged into it: its best score is kept, and the count column "
                      "says how many there were.")
+        if cut:
+            note += "\n\n" + cut
         return (pd.DataFrame(rows, columns=RESULT_COLUMNS), note, 1, *next_view(session, 1))
 
     @friendly
@@ -181,9 +202,10 @@ def build(session: gr.State, library: Library) -> TranslateTab:
         """Decode the first sentence step by step: greedy versus sampling (top-k candidates per step, the greedy
         choice, a seeded sampled choice) or, for beam search, every beam at every step; figure, table and note."""
         folder = package_folder(library, session, model)
-        first = next((line.strip() for line in (text or "").splitlines() if line.strip()), "")
+        lines, cut = request_lines(text)
         opts = decode_options(method, temperature, top_k, top_p, seed, beam_size, length_penalty, 1, max_len)
-        return steps(str(folder), first, opts, int(k))
+        figure, table, note = steps(str(folder), lines[0] if lines else "", opts, check_candidates(k))
+        return figure, table, note + (cut and "\n\n" + cut)
 
     @friendly
     def show_controls(method: str):
