@@ -15,3 +15,8 @@ class PackageError(PlaygroundError):
 
 class TrainingError(PlaygroundError):
     """A training run cannot start or had to stop (bad settings, NaN loss, out of memory)."""
+
+
+class GpuUnavailable(PlaygroundError):
+    """The platform gave no GPU for a call (ZeroGPU: the visitor's daily GPU time is spent, the runs limit is
+    reached, the task was aborted, no GPU came in time). Not the visitor's mistake: a run pauses on it."""

@@ -14,7 +14,7 @@ import numpy as np
 from playground import plots
 from playground.errors import PlaygroundError
 from playground.sharing import Library
-from playground.ui.state import (MODELS, Session, answers, default_model, friendly, gpu, model_names, model_picker,
+from playground.ui.state import (MODELS, Session, answers, default_model, friendly, model_names, model_picker,
                                  package_folder, package_info)
 
 KINDS = [("Cross-attention (decoder → encoder)", "cross"), ("Encoder self-attention", "encoder"),
@@ -69,8 +69,7 @@ def sliders(att: dict | None, kind: str, layer: int, head: int):
 
 
 def compute_maps(folder: str, source: str, target_mode: str, target: str) -> dict:
-    """Every attention map of one pair with the package in `folder`: plain values in, numpy arrays out (what a
-    ZeroGPU call may take and return)."""
+    """Every attention map of one pair with the package in `folder`: plain values in, numpy arrays out."""
     from playground.decode import DecodeOptions, attention_maps, source_ids, translate
     from playground.inspection import check_source
 
@@ -123,13 +122,12 @@ def probe_figure(probe: list, index: int):
 
 def build(session: gr.State, library: Library) -> AttentionTab:
     first_probe = read_probe(library, None, default_model(model_names(library, None)))
-    maps_of = gpu(compute_maps)  # a ZeroGPU call: never the session, which stays in this process
 
     @friendly
     def show_attention(session: Session, model: str, source: str, target_mode: str = TARGET_MODES[0],
                        target: str = "", kind: str = "cross", view: str = VIEWS[0], layer: int = 0, head: int = 0):
         """Compute the attention of one pair and draw it; returns the figure, the target used and a note."""
-        session.attention = maps_of(str(package_folder(library, session, model)), source, target_mode, target)
+        session.attention = compute_maps(str(package_folder(library, session, model)), source, target_mode, target)
         att = session.attention
         note = (f"**{att['model']}** · {len(att['src_tokens'])} source tokens (with `<eos>`), "
                 f"{len(att['tgt_tokens'])} target inputs (from `<bos>`); rows are queries, columns keys. "

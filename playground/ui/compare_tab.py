@@ -12,7 +12,7 @@ import pandas as pd
 from playground import plots
 from playground.errors import PlaygroundError
 from playground.sharing import Library
-from playground.ui.state import MODELS, Session, answers, gpu, model_names, package_folder
+from playground.ui.state import MODELS, Session, answers, model_names, package_folder
 
 MAX_SENTENCES = 20  # each sentence is translated by every compared model
 EXAMPLE = "the cat sees the dog\nfour hundred twenty-one"
@@ -53,8 +53,7 @@ def run_figures(runs, x_axis: str) -> list:
 
 
 def greedy_columns(folders: list[str], lines: list[str]) -> dict[str, list[str]]:
-    """Each package's greedy translations of `lines`, by package name (what runs on a ZeroGPU GPU: plain values in
-    and out, never the session)."""
+    """Each package's greedy translations of `lines`, by package name."""
     from playground.decode import DecodeOptions, translate
 
     columns = {"source": lines}
@@ -119,7 +118,6 @@ def build(session: gr.State, library: Library) -> CompareTab:
         note = time_note(runs) if x_axis == "wall time" else ""
         return note, *tables(runs), *run_figures(runs, x_axis)
 
-    translate_columns = gpu(greedy_columns)
 
     def translate_each(session: Session, names: list[str] | None, text: str):
         """The sentences translated greedily by each chosen model: one column per model."""
@@ -132,7 +130,7 @@ def build(session: gr.State, library: Library) -> CompareTab:
         if not lines or len(lines) > MAX_SENTENCES:
             raise PlaygroundError(f"Type between 1 and {MAX_SENTENCES} sentences, one per line.")
         folders = [str(package_folder(library, session, name)) for name in names]
-        table = pd.DataFrame(translate_columns(folders, lines)).replace("", "(empty output)")
+        table = pd.DataFrame(greedy_columns(folders, lines)).replace("", "(empty output)")
         session.compared_models = len(folders)
         return "", table
 

@@ -13,7 +13,7 @@ from playground import plots
 from playground.errors import PlaygroundError
 from playground.ui import steps_view
 from playground.sharing import Library
-from playground.ui.state import (DEMO_MODEL, MODELS, Session, answers, friendly, gpu, model_picker, package_folder,
+from playground.ui.state import (DEMO_MODEL, MODELS, Session, answers, friendly, model_picker, package_folder,
                                  package_info)
 
 MAX_SENTENCES = 200
@@ -65,7 +65,7 @@ def decode_options(method: str, temperature: float, top_k: int, top_p: float, se
 
 def run_translation(folder: str, sentences: list[str], opts, samples: int = 1):
     """translate() with the package in `folder`; for sampling with samples > 1, one draw per seed (seed, seed+1, …),
-    ranked by score. Plain values in and out (dataclasses of lists): what a ZeroGPU call may take and return."""
+    ranked by score."""
     from dataclasses import replace
 
     from playground.decode import translate
@@ -115,11 +115,9 @@ def next_token_view(library: Library, session: Session, row: int, k: int = TOP_K
 
 
 def build(session: gr.State, library: Library) -> TranslateTab:
-    # what runs on the GPU (a ZeroGPU call each): plain values in and out, never the session
-    decode, next_rows, steps = gpu(run_translation), gpu(next_token_rows), gpu(decode_steps)
 
     def next_view(session: Session, row: int, k: int = TOP_K):
-        return next_token_view(library, session, row, k, next_rows)
+        return next_token_view(library, session, row, k)
 
     @friendly
     def translate_text(session: Session, model: str, text: str, method: str = "greedy", temperature: float = 1.0,
@@ -136,7 +134,7 @@ def build(session: gr.State, library: Library) -> TranslateTab:
                                   f"({MAX_SENTENCES}); use `python -m playground translate --input FILE` for files.")
         opts = decode_options(method, temperature, top_k, top_p, seed, beam_size, length_penalty, nbest, max_len)
         start = time.perf_counter()
-        results = decode(str(folder), sentences, opts, int(nbest) if method == "sample" else 1)
+        results = run_translation(str(folder), sentences, opts, int(nbest) if method == "sample" else 1)
         seconds = time.perf_counter() - start
         rows, session.translations = [], []
         for i, t in enumerate(results):
@@ -172,7 +170,7 @@ def build(session: gr.State, library: Library) -> TranslateTab:
         folder = package_folder(library, session, model)
         first = next((line.strip() for line in (text or "").splitlines() if line.strip()), "")
         opts = decode_options(method, temperature, top_k, top_p, seed, beam_size, length_penalty, 1, max_len)
-        return steps(str(folder), first, opts, int(k))
+        return decode_steps(str(folder), first, opts, int(k))
 
     @friendly
     def show_controls(method: str):
