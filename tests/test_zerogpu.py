@@ -229,9 +229,14 @@ def test_quick_views_run_on_the_cpu_and_spend_no_gpu_time(tmp_path, monkeypatch,
             assert not str(result[-1]).startswith("⚠️"), (api_name, result[-1])
         message, table = c.predict(["quick", "other"], "a b", api_name="/compare_translate")
         assert message == "" and len(table["data"]) == 1, message
+        assert spaces.calls == [] and spaces.refused == [] and spaces.used == {}
+        # the duration estimate spends GPU time only when pressed: opening the Train tab times nothing
+        assert "first_estimate" not in {fn.name for fn in demo.fns.values()}
+        spaces.busy = False
+        line, _ = c.predict(api_name="/estimate", **{**TINY, "max_steps": 100})
+        assert "Estimated duration" in line and [c[:2] for c in spaces.calls] == [("estimate_training", 20)], line
     finally:
         demo.close()
-    assert spaces.calls == [] and spaces.refused == [] and spaces.used == {}
 
 
 def test_spaces_importable_but_not_zerogpu_trains_in_one_piece(tmp_path, monkeypatch, one_thread):
