@@ -102,13 +102,16 @@ def make(quota_s: float = 120.0) -> types.ModuleType:
         duration = duration(*args, **kwargs) if callable(duration) else duration  # wrappers.static_duration
         return duration if duration is None or isinstance(duration, timedelta) else timedelta(seconds=duration)
 
+    def admitted(task, duration, args, kwargs) -> tuple[str, int, tuple]:
+        """A call let in (the visitor, its declared seconds, its arguments as the worker receives them), or refused."""
+        declared = duration_of(duration, args, kwargs)
+        who = schedule(task.__name__, declared)
+        return who, declared.seconds if declared is not None else DEFAULT_DURATION, crossing((args, kwargs))
+
     def regular(task, duration):
         @functools.wraps(task)
         def gradio_handler(*args, **kwargs):
-            declared = duration_of(duration, args, kwargs)
-            who = schedule(task.__name__, declared)
-            seconds = declared.seconds if declared is not None else DEFAULT_DURATION
-            sent = crossing((args, kwargs))
+            who, seconds, sent = admitted(task, duration, args, kwargs)
             out: queue.Queue = queue.Queue()
 
             def worker():
@@ -134,10 +137,7 @@ def make(quota_s: float = 120.0) -> types.ModuleType:
     def generator(task, duration):
         @functools.wraps(task)
         def gradio_handler(*args, **kwargs):
-            declared = duration_of(duration, args, kwargs)
-            who = schedule(task.__name__, declared)
-            seconds = declared.seconds if declared is not None else DEFAULT_DURATION
-            sent = crossing((args, kwargs))
+            who, seconds, sent = admitted(task, duration, args, kwargs)
             out: queue.Queue = queue.Queue()
             stop, killed = threading.Event(), threading.Event()
 

@@ -350,7 +350,7 @@ def drive(session: Session, build_trainer, name: str, folder: Path, cfg, cap_not
                     yield (status, *charts(True), samples)
                     last_yield = time.monotonic()
                 case ev.Interrupted():  # ZeroGPU gave no GPU for the next call: paused, never failed
-                    yield (paused_line(name, e, cfg, history), *charts(True), samples)
+                    yield (paused_line(name, e, cfg), *charts(True), samples)
                     return
                 case ev.Error():  # the run's own failure (NaN loss, out of memory): said in the status
                     yield (f"❌ {e.message}", *charts(True), samples)
@@ -366,7 +366,7 @@ def drive(session: Session, build_trainer, name: str, folder: Path, cfg, cap_not
         session.trainer = None
 
 
-def paused_line(name: str, e, cfg, history) -> str:
+def paused_line(name: str, e, cfg) -> str:
     """The status of a run that ZeroGPU gave no more GPU time (an Interrupted event): what happened, what is kept,
     and how it goes on."""
     from playground.estimate import count_parameters
