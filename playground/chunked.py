@@ -20,17 +20,20 @@ import json
 import math
 import os
 import shutil
+import subprocess
+import sys
 import threading
 import time
 import uuid
 from contextlib import closing
+from dataclasses import asdict
 from pathlib import Path
 from typing import Callable, Iterator
 
-from playground import events
+from playground import errors, events
 from playground.checkpoint import History
 from playground.config import TrainConfig
-from playground.errors import GpuUnavailable
+from playground.errors import GpuUnavailable, PlaygroundError, TrainingError
 from playground.package import RESUME_STATE, TRAINING, read_json
 from playground.prepared import load_prepared, prepare
 from playground.train import TrainData, Trainer
@@ -57,6 +60,33 @@ def train_chunk(cfg: dict, prepared: str, out_dir: str, resume_from: str | None,
         yield event
     if not ended:
         yield events.Paused(trainer.step)
+
+
+def in_fresh_process(cfg: dict, prepared: str, out_dir: str, resume_from: str | None, seconds: float,
+                     stop_file: str) -> Iterator[events.Event]:
+    """train_chunk in a Python process of its own (`python -m playground.chunked`), its events sent back as JSON
+    lines: for training on the CPU beside a `spaces` that patched this process's torch (on ZeroGPU
+    torch.cuda.is_available() says True here, and torch's own optimizer step then asks CUDA whether it is capturing a
+    graph, which fails). Closing it stops the run, which validates and saves first."""
+    child = subprocess.Popen([sys.executable, "-m", "playground.chunked",
+                              json.dumps([cfg, prepared, out_dir, resume_from, seconds, stop_file])],
+                             stdout=subprocess.PIPE, text=True, encoding="utf-8",
+                             env={**os.environ, "PYTHONPATH": os.pathsep.join(  # this checkout's playground
+                                 filter(None, [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")]))})
+    try:
+        for line in child.stdout:
+            message = json.loads(line)
+            if "refused" in message:
+                kind = getattr(errors, message["refused"], PlaygroundError)
+                raise kind(message["message"])
+            yield getattr(events, message["event"])(**message["fields"])
+        if child.wait() != 0:
+            raise TrainingError("The training process ended early (its log says why); the package keeps its last "
+                                "save: continue it again.")
+    finally:
+        if child.poll() is None:  # the consumer went away: the run validates, saves and ends
+            Path(stop_file).touch()
+            child.wait(timeout=300)
 
 
 def chunk_duration(cfg: dict, prepared: str, out_dir: str, resume_from: str | None, seconds: float,
@@ -149,3 +179,11 @@ class ChunkedRun:
         finally:
             self.stop_file.unlink(missing_ok=True)
             shutil.rmtree(self.prepared, ignore_errors=True)
+
+
+if __name__ == "__main__":  # in_fresh_process's child: one train_chunk, its events as JSON lines on stdout
+    try:
+        for event in train_chunk(*json.loads(sys.argv[1])):
+            print(json.dumps({"event": type(event).__name__, "fields": asdict(event)}), flush=True)
+    except PlaygroundError as err:
+        print(json.dumps({"refused": type(err).__name__, "message": str(err)}), flush=True)

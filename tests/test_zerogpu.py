@@ -176,7 +176,7 @@ def test_a_refusal_inside_a_gpu_call_keeps_its_message(tmp_path, monkeypatch, on
 def test_a_spent_quota_pauses_the_run_which_goes_on_later_to_its_steps(tmp_path, monkeypatch, one_thread):
     """Two visitors train at once; each has GPU time for two calls. Both runs pause with their packages; one goes on
     on the GPU the next day, the other at once on the CPU; both end at the steps they were asked for."""
-    chunk_s, steps = 3, 3000
+    chunk_s, steps = 10, 3000  # seconds: loading and saving fit a call even on a busy machine
     spaces = spaces_standin.install(monkeypatch, quota_s=2 * chunk_s + 0.5)
     monkeypatch.setenv("PLAYGROUND_GPU_CHUNK_S", str(chunk_s))
     demo, client = start_app(tmp_path)
@@ -186,7 +186,7 @@ def test_a_spent_quota_pauses_the_run_which_goes_on_later_to_its_steps(tmp_path,
         paused = [job.result()[0] for job in jobs]
         for name, status in zip(["first", "second"], paused):
             assert status.startswith("⏸ **Paused**: ZeroGPU gave no GPU time"), status
-            assert "You have exceeded your ZeroGPU quota (3s requested vs." in status and "signing in" in status
+            assert f"You have exceeded your ZeroGPU quota ({chunk_s}s requested vs." in status and "signing in" in status
             kept = load_package(tmp_path / "models" / name).training["steps"]
             assert 0 < kept < steps and f"kept as of step {kept:,}" in status, status
         visitors = {who for *_, who in spaces.calls}
@@ -195,7 +195,11 @@ def test_a_spent_quota_pauses_the_run_which_goes_on_later_to_its_steps(tmp_path,
 
         spaces.new_day()
         spaces.quota_s = 10_000
-        done = first.submit("first", api_name="/continue_on_gpu").result()[0]
+        for _ in range(4):  # a call that a busy machine lets run past its duration is aborted: press again
+            done = first.submit("first", api_name="/continue_on_gpu").result()[0]
+            if not done.startswith("⏸"):
+                break
+            assert "GPU task aborted" in done, done
         assert done.startswith(f"✅ **Done** (step budget reached): {steps:,} steps"), done
         calls = len(spaces.calls)
         done = second.submit("second", api_name="/continue_on_cpu").result()[0]

@@ -260,14 +260,17 @@ def split_data(session: Session, seed: int):
 
 def make_trainer(cfg, data, folder: Path, resume_from: Path | None = None, in_one_piece: bool = False):
     """A Trainer, or on ZeroGPU (or with PLAYGROUND_GPU_CHUNK_S) a ChunkedRun whose calls each fit a GPU call, each
-    declaring the seconds the run gave it (chunk_duration). `in_one_piece`: a Trainer in any case (the CPU)."""
+    declaring the seconds the run gave it (chunk_duration). `in_one_piece` (the CPU): one call, and on ZeroGPU in a
+    fresh process, away from the torch that `spaces` patched here."""
     from playground.train import Trainer
 
     chunk_s = gpu_chunk_seconds()
-    if chunk_s is None or in_one_piece:
+    if chunk_s is None or (in_one_piece and not on_zerogpu()):
         return Trainer(cfg, data, folder, resume_from=resume_from)
-    from playground.chunked import ChunkedRun, chunk_duration, train_chunk
+    from playground.chunked import ChunkedRun, chunk_duration, in_fresh_process, train_chunk
 
+    if in_one_piece:
+        return ChunkedRun(cfg, data, folder, resume_from, chunk_s=math.inf, run_chunk=in_fresh_process)
     return ChunkedRun(cfg, data, folder, resume_from, chunk_s=chunk_s,
                       run_chunk=gpu(train_chunk, duration=chunk_duration))
 
