@@ -29,6 +29,7 @@ from playground.device import autocast, describe, resolve_device, resolve_precis
 from playground.distributed import (SINGLE, Ranks, agree, check_same_on_all_ranks, rank_device, seed_rank,
                                     sum_over_ranks, wrap_model)
 from playground.errors import PlaygroundError, TrainingError
+from playground.foreground import yield_to_quick_calls
 from playground.loss import smoothed_loss_sum
 from playground.memory import check_training_fits, keep_allocator_compact
 from playground.model import Transformer
@@ -386,6 +387,7 @@ class Trainer:
                     if self.segmenter:
                         self.train_set = self.encode_train(self.epoch)
                     self.batches = self.epoch_batches(self.epoch)
+                yield_to_quick_calls(self.device.type)  # a visitor's translate first (playground/foreground.py)
                 batch = self.next_global_batch()
                 try:
                     loss, lr, grad_norm = self.optimization.step(batch, self.step + 1, self.plan, self.warmup)

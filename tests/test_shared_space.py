@@ -208,7 +208,12 @@ def test_a_second_run_of_the_same_visitor_waits_for_the_first(space):
     assert started[later] >= ended[first] - 0.5, (started, ended)
 
 
-def test_eviction_frees_old_anonymous_models_least_recently_used_first(tmp_path, package_zip):
+def test_eviction_frees_old_anonymous_models_least_recently_used_first(tmp_path, package_zip, monkeypatch):
+    from playground.sharing import Library
+
+    libraries = []  # the app's Library: its registry lives in memory, the file is only what it writes
+    monkeypatch.setattr("playground.ui.app.Library",
+                        lambda *a, **k: libraries.append(Library(*a, **k)) or libraries[-1])
     probe = tmp_path / "probe"
     with serving(probe, True) as url:  # how much one uploaded package takes on disk
         Client(url, verbose=False).predict(handle_file(str(package_zip)), api_name="/import_model")
@@ -219,11 +224,12 @@ def test_eviction_frees_old_anonymous_models_least_recently_used_first(tmp_path,
         for _ in range(3):
             frank.predict(handle_file(str(package_zip)), api_name="/import_model")
         owned = [n for n in names(frank) if n != DEMO]
-        registry = json.loads((models_dir / REGISTRY).read_text(encoding="utf-8"))
+        library = libraries[-1]
+        registry = library.read_registry()
         day = 24 * 3600
         for name, age in zip(sorted(owned), (2 * day, 3 * day, 3600)):  # two older than a day; one used recently
             registry[name]["used"] = time.time() - age
-        (models_dir / REGISTRY).write_text(json.dumps(registry), encoding="utf-8")
+        library.write_registry(registry)
         older, recent = sorted(owned)[0], sorted(owned)[2]  # sorted(owned)[1], three days old, goes first
 
         grace.predict(handle_file(str(package_zip)), api_name="/import_model")  # room for one: the LRU old one goes

@@ -3,7 +3,6 @@ space in; the shipped packages read-only in both modes; no visitor identity insi
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
@@ -16,7 +15,7 @@ from playground.errors import PackageError, TrainingError
 from playground.model import Transformer, TransformerConfig
 from playground.package import (SHIPPED_MODELS_DIR, delete_package, export_zip, is_shipped, save_package,
                                 snapshots_folder)
-from playground.sharing import MB, PERSONAL, REGISTRY, Library, Quotas, Visitor, models_location, shared_mode
+from playground.sharing import MB, PERSONAL, Library, Quotas, Visitor, models_location, shared_mode
 from playground.tokenizer import train_tokenizer
 
 ALICE, BOB = Visitor.browser("a" * 32), Visitor.browser("b" * 32)
@@ -102,10 +101,10 @@ def test_eviction_frees_the_least_recently_used_old_anonymous_models_first(tmp_p
             "carol-oldest": (CAROL, 9 * day), "bob-running": (BOB, 8 * day)}
     for name, (visitor, _) in ages.items():
         make(library, tiny, name, visitor)
-    registry = json.loads((library.models_dir / REGISTRY).read_text())
+    registry = library.read_registry()
     for name, (_, age) in ages.items():
         registry[name]["used"] = now - age
-    (library.models_dir / REGISTRY).write_text(json.dumps(registry))
+    library.write_registry(registry)
     library.running["bob-key"] = "bob-running"
     size = library.total_bytes() // 5
     # room for one more package beyond the limit: the least recently used anonymous model older than a day goes

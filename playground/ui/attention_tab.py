@@ -13,6 +13,7 @@ import numpy as np
 
 from playground import plots
 from playground.errors import PlaygroundError
+from playground.foreground import quick
 from playground.sharing import Library
 from playground.ui.state import (MODELS, Session, answers, default_model, friendly, model_names, model_picker,
                                  package_folder, package_info)
@@ -122,12 +123,13 @@ def probe_figure(probe: list, index: int):
 
 def build(session: gr.State, library: Library) -> AttentionTab:
     first_probe = read_probe(library, None, default_model(model_names(library, None)))
+    maps_of = quick(compute_maps)  # on the CPU on ZeroGPU too (playground.ui.zerogpu)
 
     @friendly
     def show_attention(session: Session, model: str, source: str, target_mode: str = TARGET_MODES[0],
                        target: str = "", kind: str = "cross", view: str = VIEWS[0], layer: int = 0, head: int = 0):
         """Compute the attention of one pair and draw it; returns the figure, the target used and a note."""
-        session.attention = compute_maps(str(package_folder(library, session, model)), source, target_mode, target)
+        session.attention = maps_of(str(package_folder(library, session, model)), source, target_mode, target)
         att = session.attention
         note = (f"**{att['model']}** · {len(att['src_tokens'])} source tokens (with `<eos>`), "
                 f"{len(att['tgt_tokens'])} target inputs (from `<bos>`); rows are queries, columns keys. "

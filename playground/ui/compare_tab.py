@@ -11,6 +11,7 @@ import pandas as pd
 
 from playground import plots
 from playground.errors import PlaygroundError
+from playground.foreground import quick
 from playground.sharing import Library
 from playground.ui.state import MODELS, Session, answers, model_names, package_folder
 
@@ -118,6 +119,7 @@ def build(session: gr.State, library: Library) -> CompareTab:
         note = time_note(runs) if x_axis == "wall time" else ""
         return note, *tables(runs), *run_figures(runs, x_axis)
 
+    translate_columns = quick(greedy_columns)  # on the CPU on ZeroGPU too (playground.ui.zerogpu)
 
     def translate_each(session: Session, names: list[str] | None, text: str):
         """The sentences translated greedily by each chosen model: one column per model."""
@@ -130,7 +132,7 @@ def build(session: gr.State, library: Library) -> CompareTab:
         if not lines or len(lines) > MAX_SENTENCES:
             raise PlaygroundError(f"Type between 1 and {MAX_SENTENCES} sentences, one per line.")
         folders = [str(package_folder(library, session, name)) for name in names]
-        table = pd.DataFrame(greedy_columns(folders, lines)).replace("", "(empty output)")
+        table = pd.DataFrame(translate_columns(folders, lines)).replace("", "(empty output)")
         session.compared_models = len(folders)
         return "", table
 

@@ -11,6 +11,7 @@ import pandas as pd
 
 from playground import plots
 from playground.errors import PlaygroundError
+from playground.foreground import quick
 from playground.ui import steps_view
 from playground.sharing import Library
 from playground.ui.state import (DEMO_MODEL, MODELS, Session, answers, friendly, model_picker, package_folder,
@@ -115,9 +116,11 @@ def next_token_view(library: Library, session: Session, row: int, k: int = TOP_K
 
 
 def build(session: gr.State, library: Library) -> TranslateTab:
+    # on the CPU on ZeroGPU too (playground.ui.zerogpu); a training step waits for them (playground.foreground)
+    decode, next_rows, steps = quick(run_translation), quick(next_token_rows), quick(decode_steps)
 
     def next_view(session: Session, row: int, k: int = TOP_K):
-        return next_token_view(library, session, row, k)
+        return next_token_view(library, session, row, k, next_rows)
 
     @friendly
     def translate_text(session: Session, model: str, text: str, method: str = "greedy", temperature: float = 1.0,
@@ -134,7 +137,7 @@ def build(session: gr.State, library: Library) -> TranslateTab:
                                   f"({MAX_SENTENCES}); use `python -m playground translate --input FILE` for files.")
         opts = decode_options(method, temperature, top_k, top_p, seed, beam_size, length_penalty, nbest, max_len)
         start = time.perf_counter()
-        results = run_translation(str(folder), sentences, opts, int(nbest) if method == "sample" else 1)
+        results = decode(str(folder), sentences, opts, int(nbest) if method == "sample" else 1)
         seconds = time.perf_counter() - start
         rows, session.translations = [], []
         for i, t in enumerate(results):
@@ -170,7 +173,7 @@ def build(session: gr.State, library: Library) -> TranslateTab:
         folder = package_folder(library, session, model)
         first = next((line.strip() for line in (text or "").splitlines() if line.strip()), "")
         opts = decode_options(method, temperature, top_k, top_p, seed, beam_size, length_penalty, 1, max_len)
-        return decode_steps(str(folder), first, opts, int(k))
+        return steps(str(folder), first, opts, int(k))
 
     @friendly
     def show_controls(method: str):
