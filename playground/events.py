@@ -84,9 +84,18 @@ class Paused:
 
 
 @dataclass
+class Interrupted:
+    """The platform refused or aborted a call of a chunked run (ZeroGPU quota): the run stopped, its package as
+    saved at `step` (0: nothing was saved), to go on later."""
+
+    message: str
+    step: int
+
+
+@dataclass
 class Done:
     reason: str
     summary: dict  # Trainer.result: the run's facts, for the CLI's --json and the UI
 
 
-Event = Start | Step | Phase | Eval | Saved | Averaged | Error | Paused | Done
+Event = Start | Step | Phase | Eval | Saved | Averaged | Error | Paused | Interrupted | Done

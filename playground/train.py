@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import torch
 
@@ -39,6 +39,9 @@ from playground.schedule import (VALIDATION_SHARE, VALIDATIONS_PER_RUN, advance,
 from playground.tokenizer import PAD_ID, PairBpeDropout, PairTokenizer, train_tokenizer
 from playground.validation import (is_better, perplexity, probe_attention, translation_scores,
                                    validation_loss)
+
+if TYPE_CHECKING:
+    from playground.prepared import Prepared
 
 PAUSED = "paused"  # the reason of a run that ended its call (pause_after_s) to go on in the next one
 FIRST_TIMING_STEPS = 2  # a fitted plan is first re-planned once this many steps have been timed ...
@@ -149,7 +152,7 @@ class Trainer:
     ranks yield no Eval, Saved or Averaged events)."""
 
     def __init__(self, cfg: TrainConfig, data: TrainData, out_dir: str | Path, resume_from: str | Path | None = None,
-                 ranks: Ranks = SINGLE):
+                 ranks: Ranks = SINGLE, prepared: Prepared | None = None):
         import torch._dynamo  # noqa: F401 - the first optimizer imports it (~3 s once per process): the process's
         # start-up, not this run's work, so before the clock starts
         self.setup_started = time.perf_counter()  # the time cap counts the tokenizer, the encoding and the loading
@@ -182,7 +185,7 @@ class Trainer:
         if resume_from is not None:
             self.resume(Path(resume_from))  # every rank loads the weights and the optimizer state
         else:
-            self.tokenizer = self.shared_tokenizer()
+            self.tokenizer = prepared.tokenizer if prepared else self.shared_tokenizer()
             model_cfg = cfg.model_config(self.tokenizer.src_vocab_size, self.tokenizer.tgt_vocab_size, self.tokenizer.joint)
             check_training_fits(model_cfg, cfg.batch_tokens, self.device, self.precision)
             self.model = Transformer(model_cfg, torch.Generator().manual_seed(cfg.seed))  # the same on every rank
@@ -191,8 +194,9 @@ class Trainer:
         self.model.draw_dropout_from(self.dropout_rng)
         seed_rank(self.dropout_rng, cfg.seed, ranks, self.step)
         self.segmenter = PairBpeDropout(self.tokenizer, cfg.bpe_dropout) if cfg.bpe_dropout else None
-        self.train_set = self.encode_train(self.epoch)
-        self.val_set = encode_pairs(self.tokenizer, data.val, cfg.max_len)  # always the plain segmentation
+        # `prepared` (a chunked run's calls, playground.prepared): the tokenizer trained and the pairs encoded once
+        self.train_set = prepared.train_set if prepared and not self.segmenter else self.encode_train(self.epoch)
+        self.val_set = prepared.val_set if prepared else encode_pairs(self.tokenizer, data.val, cfg.max_len)  # plain
         self.batches = self.epoch_batches(self.epoch)
         self.average_dir = self.out_dir.with_name(self.out_dir.name + "-avg")
         self.snapshots = None

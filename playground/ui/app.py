@@ -104,7 +104,7 @@ def browser_secret(library: Library) -> str:
 def build_app(models_dir: str | os.PathLike | None = None, *, shared: bool | None = None) -> gr.Blocks:
     """The whole app; `models_dir` holds the packages (created when missing; None: models_location decides).
     `shared` None: shared_mode() decides (on a Space, or PLAYGROUND_SHARED=1). Nothing heavy runs here."""
-    from playground.device import describe, resolve_device
+    from playground.ui.zerogpu import device_line
 
     shared = shared_mode() if shared is None else shared
     persistent = True
@@ -116,7 +116,7 @@ def build_app(models_dir: str | os.PathLike | None = None, *, shared: bool | Non
         session = gr.State(Session())
         token = gr.BrowserState("", storage_key="playground-visitor", secret=browser_secret(library) if shared else None)
         with gr.Row():
-            gr.Markdown(INTRO + f"  \n<small>Running on {describe(resolve_device('auto'))}.</small>  \n"
+            gr.Markdown(INTRO + f"  \n<small>Running on {device_line()}.</small>  \n"
                         f"<small>{mode_line(library)}</small>", elem_id="intro")
             if shared and oauth_available():  # one sign-in for the page: it names the visitor (and their pushes)
                 gr.LoginButton(scale=0, min_width=180)
@@ -162,7 +162,7 @@ def build_app(models_dir: str | os.PathLike | None = None, *, shared: bool | Non
                           inside.model, compare.models]
         refresh = dict(fn=friendly(pickers), inputs=picker_inputs, outputs=picker_outputs, api_visibility="private",
                        show_progress="hidden")
-        for event in (train.start_event, train.resume_event):
+        for event in (train.start_event, train.resume_event, *train.continue_events):
             event.then(**{**refresh, "fn": friendly(functools.partial(pickers, after_run=True))}).then(
                 **models.show_card)  # the card of a package the run rewrote: its steps and scores
         for event in models.changed:

@@ -15,7 +15,7 @@ from playground import plots
 from playground.errors import PlaygroundError
 from playground.foreground import quick
 from playground.sharing import Library
-from playground.ui.state import (MODELS, Session, answers, default_model, friendly, gpu, model_names, model_picker,
+from playground.ui.state import (MODELS, Session, answers, default_model, friendly, model_names, model_picker,
                                  package_folder, package_info, quick_call, request_lines)
 
 KINDS = [("Cross-attention (decoder → encoder)", "cross"), ("Encoder self-attention", "encoder"),
@@ -74,9 +74,8 @@ def sliders(att: dict | None, kind: str, layer: int, head: int):
 
 
 def compute_maps(folder: str, source: str, target_mode: str, target: str) -> dict:
-    """Every attention map of one pair with the package in `folder`: plain values in, numpy arrays out (what a
-    ZeroGPU call may take and return). The texts come cut to a line's characters (request_lines); the maps are
-    bounded by decode.fit_attention, which cuts the pair if needed ("cut": the token counts it had)."""
+    """Every attention map of one pair with the package in `folder`: plain values in, numpy arrays out. The texts come
+    cut to a line's characters (request_lines); the maps are bounded by decode.fit_attention, which cuts the pair if needed ("cut": the token counts it had)."""
     from playground.decode import DecodeOptions, attention_maps, check_decode_work, cut_line, source_ids, translate
     from playground.inspection import check_source
 
@@ -144,9 +143,9 @@ def probe_figure(probe: list, index: int):
 
 def build(session: gr.State, library: Library) -> AttentionTab:
     first_probe = read_probe(library, None, default_model(model_names(library, None)))
-    # a ZeroGPU call: never the session, which stays in this process
-    maps_of = quick(gpu(quick_call(compute_maps, "Shorten the sentence (the model's own translation of it is "
-                                                 "decoded first), or teacher-force a shorter target.")))
+    # on the CPU on ZeroGPU too (playground.ui.zerogpu); a training step waits for it (playground.foreground)
+    maps_of = quick(quick_call(compute_maps, "Shorten the sentence (the model's own translation of it is "
+                                             "decoded first), or teacher-force a shorter target."))
 
     @friendly
     def show_attention(session: Session, model: str, source: str, target_mode: str = TARGET_MODES[0],

@@ -13,7 +13,7 @@ from playground import plots
 from playground.errors import PlaygroundError
 from playground.foreground import quick
 from playground.sharing import Library
-from playground.ui.state import MODELS, Session, answers, gpu, model_names, package_folder, quick_call, request_lines
+from playground.ui.state import MODELS, Session, answers, model_names, package_folder, quick_call, request_lines
 
 MAX_SENTENCES = 20  # each sentence is translated by every compared model
 EXAMPLE = "the cat sees the dog\nfour hundred twenty-one"
@@ -54,8 +54,7 @@ def run_figures(runs, x_axis: str) -> list:
 
 
 def greedy_columns(folders: list[str], lines: list[str]) -> dict[str, list[str]]:
-    """Each package's greedy translations of `lines`, by package name (what runs on a ZeroGPU GPU: plain values in
-    and out, never the session)."""
+    """Each package's greedy translations of `lines`, by package name."""
     from playground import limits
     from playground.decode import DecodeOptions, decode_tokens, source_ids, translate
 
@@ -128,8 +127,8 @@ def build(session: gr.State, library: Library) -> CompareTab:
         session.compared_runs = len(runs)
         return note, *tables(runs), *run_figures(runs, x_axis)
 
-    translate_columns = quick(gpu(quick_call(greedy_columns, "Send fewer or shorter sentences, or compare fewer "
-                                                             "models.")))
+    translate_columns = quick(quick_call(greedy_columns, "Send fewer or shorter sentences, or compare fewer "
+                                                         "models."))
 
     def translate_each(session: Session, names: list[str] | None, text: str):
         """The sentences translated greedily by each chosen model: one column per model."""

@@ -1,4 +1,4 @@
-"""What the tabs share: the per-session state, the read-only model cache, error handling and the ZeroGPU hook.
+"""What the tabs share: the per-session state, the read-only model cache and error handling (ZeroGPU: zerogpu.py).
 
 Each browser session gets its own `Session` (held in a `gr.State`, so Gradio copies a fresh one per visitor):
 its data, its training run and the last results the tabs show. The only module-level state is two caches: the
@@ -33,24 +33,7 @@ CACHE_SIZE = 4  # loaded models kept in memory
 
 
 # ----------------------------------------------------------------------------------------------------------
-# ZeroGPU: on a Hugging Face Space with the `spaces` package, GPU work runs inside @spaces.GPU; elsewhere a no-op
-
-
-try:  # pragma: no cover - only on Hugging Face Spaces
-    import spaces as _spaces
-except ImportError:  # the usual case: a laptop, a server, CI
-    _spaces = None
-
-
-QUICK_GPU_S = 20  # translate, attention, steps: ZeroGPU serves short declared durations first
-ESTIMATE_GPU_S = 30  # timing a few training steps (a tokenizer trained first)
-
-
-def gpu(fn=None, *, duration: float = QUICK_GPU_S):
-    """`spaces.GPU(duration=...)` when the `spaces` package is importable (ZeroGPU Spaces), else the function itself."""
-    def wrap(f):
-        return _spaces.GPU(duration=duration)(f) if _spaces is not None else f
-    return wrap(fn) if fn is not None else wrap
+# Quick calls: bounded by time and size
 
 
 def quick_call(fn, advice: str):
@@ -94,14 +77,6 @@ def oauth_available() -> bool:
     installed; a gr.LoginButton without them stops Gradio from starting the app."""
     return bool(os.environ.get("SPACE_ID") and os.environ.get("OAUTH_CLIENT_ID")) and \
         importlib.util.find_spec("authlib") is not None
-
-
-def gpu_chunk_seconds() -> float | None:
-    """Seconds of one training call: PLAYGROUND_GPU_CHUNK_S, else 60 on ZeroGPU; None trains in one piece."""
-    raw = os.environ.get("PLAYGROUND_GPU_CHUNK_S", "").strip()
-    if raw:
-        return float(raw)
-    return 60.0 if _spaces is not None else None
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -355,8 +330,8 @@ class ModelCache:
         self.lock = threading.Lock()
 
     def get(self, folder: str | Path):
-        from playground.device import resolve_device
         from playground.package import WEIGHTS, load_package
+        from playground.ui.zerogpu import quick_device
 
         folder = Path(folder).resolve()
         try:
@@ -367,7 +342,7 @@ class ModelCache:
             if key in self.items:
                 self.items.move_to_end(key)
                 return self.items[key]
-        package = load_package(folder, resolve_device("auto"))
+        package = load_package(folder, quick_device())  # the CPU on ZeroGPU
         with self.lock:
             for old in [k for k in self.items if k[0] == key[0]]:  # an older version of the same folder
                 del self.items[old]

@@ -11,7 +11,7 @@ import contextlib
 import dataclasses
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import gradio as gr
@@ -20,7 +20,9 @@ import pandas as pd
 from playground import plots
 from playground.errors import DataError, PackageError, TrainingError
 from playground.sharing import Library
-from playground.ui.state import ESTIMATE_GPU_S, Session, answers, friendly, gpu, gpu_chunk_seconds, visitor_of
+from playground.ui.state import Session, answers, friendly, visitor_of
+from playground.ui.zerogpu import (CPU_RUN_MAX_PARAMS, ESTIMATE_GPU_S, GPU_TIME, gpu, gpu_chunk_seconds, on_zerogpu,
+                                   training_slots)
 
 UPDATE_EVERY = 0.3  # seconds between UI updates while training (evals, the end and errors always update)
 CHART_SHARE = 0.1  # at most this share of the time goes to redrawing the charts between validations
@@ -35,6 +37,7 @@ class TrainTab:
     resume_from: gr.Dropdown
     start_event: object
     resume_event: object
+    continue_events: list = field(default_factory=list)  # ZeroGPU: a paused run goes on (GPU, CPU)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -152,6 +155,8 @@ def as_number(name: str, value, kind: type) -> int | float:
 
 ESTIMATING = "  \n⏱ Estimating the duration on this machine…"
 STALE = "  \n⏱ Press **Estimate duration** to time this configuration on this machine."
+STALE_ZEROGPU = ("  \n⏱ Press **Estimate duration** to time this configuration on ZeroGPU's GPU (a few seconds of your "
+                 "daily GPU time; nothing is timed unasked).")
 
 
 def preset_line(name: str) -> str:
@@ -329,16 +334,21 @@ def split_data(session: Session, seed: int):
     return TrainData(train, val, session.src_lang, session.tgt_lang, description=session.description or "user data")
 
 
-def make_trainer(cfg, data, folder: Path, resume_from: Path | None = None):
-    """A Trainer, or on ZeroGPU (or with PLAYGROUND_GPU_CHUNK_S) a ChunkedRun whose calls each fit a GPU call."""
+def make_trainer(cfg, data, folder: Path, resume_from: Path | None = None, in_one_piece: bool = False):
+    """A Trainer, or on ZeroGPU (or with PLAYGROUND_GPU_CHUNK_S) a ChunkedRun whose calls each fit a GPU call, each
+    declaring the seconds the run gave it (chunk_duration). `in_one_piece` (the CPU): one call, and on ZeroGPU in a
+    fresh process, away from the torch that `spaces` patched here."""
     from playground.train import Trainer
 
     chunk_s = gpu_chunk_seconds()
-    if chunk_s is None:
+    if chunk_s is None or (in_one_piece and not on_zerogpu()):
         return Trainer(cfg, data, folder, resume_from=resume_from)
-    from playground.chunked import ChunkedRun, train_chunk
+    from playground.chunked import ChunkedRun, chunk_duration, in_fresh_process, train_chunk
 
-    return ChunkedRun(cfg, data, folder, resume_from, chunk_s=chunk_s, run_chunk=gpu(train_chunk, duration=chunk_s))
+    if in_one_piece:
+        return ChunkedRun(cfg, data, folder, resume_from, chunk_s=math.inf, run_chunk=in_fresh_process)
+    return ChunkedRun(cfg, data, folder, resume_from, chunk_s=chunk_s,
+                      run_chunk=gpu(train_chunk, duration=chunk_duration))
 
 
 def capped_minutes(library: Library, cfg, already_minutes: float = 0.0) -> str:
@@ -426,6 +436,9 @@ def drive(session: Session, build_trainer, name: str, folder: Path, cfg, cap_not
                         status = progress.line(last_step, last_eval, trainer.stop_requested.is_set(), doing="saving")
                     yield (status, *charts(True), samples)
                     last_yield = time.monotonic()
+                case ev.Interrupted():  # ZeroGPU gave no GPU for the next call: paused, never failed
+                    yield (paused_line(name, e, cfg), *charts(True), samples)
+                    return
                 case ev.Error():  # the run's own failure (NaN loss, out of memory): said in the status
                     yield (f"❌ {e.message}", *charts(True), samples)
                     return
@@ -439,6 +452,25 @@ def drive(session: Session, build_trainer, name: str, folder: Path, cfg, cap_not
     finally:
         events.close()  # a closed tab closes this generator: run()'s finally then saves the package
         session.trainer = None
+
+
+def paused_line(name: str, e, cfg) -> str:
+    """The status of a run that ZeroGPU gave no more GPU time (an Interrupted event): what happened, what is kept,
+    and how it goes on."""
+    from playground.estimate import count_parameters
+
+    if e.step:
+        kept = (f"The package **`{name}`** is kept as of step {e.step:,}. Pick it under **Resume from** and press "
+                "**▶ Continue on the GPU** when your GPU time is back: the run goes on to the budget you set")
+    else:
+        kept = "Nothing of this run was saved yet: start it again when your GPU time is back"
+    if count_parameters(cfg) <= CPU_RUN_MAX_PARAMS:
+        kept += (", or press **▶ Continue on the CPU** to go on now on this Space's processor (slower; one CPU run "
+                 "at a time for the whole Space)" if e.step else "")
+    else:
+        kept += f" (only models up to {CPU_RUN_MAX_PARAMS / 1e6:g} M parameters may go on on this Space's CPU)"
+    return (f"⏸ **Paused**: ZeroGPU gave no GPU time for the next part of this run ({e.message}). {GPU_TIME}. "
+            f"{kept}.")
 
 
 def package_bytes(cfg) -> int:
@@ -475,23 +507,53 @@ def _resume(session: Session, resume_from: str, library: Library, values: dict):
     machine settings: the rest of the form shows a preset, not the package."""
     from playground.checkpoint import resume_config
     from playground.config import RESUME_SETTINGS
-    from playground.package import RESUME_STATE
-    from playground.ui.state import package_info
 
-    visitor = visitor_of(library, session)
-    folder = library.writable(resume_from, visitor)
+    folder = resumable_folder(library, session, resume_from)
+    form = build_config(values).to_dict()
+    cfg = resume_config(folder, {k: form[k] for k in RESUME_SETTINGS})
+    yield from _go_on(session, library, folder, cfg)
+
+
+def resumable_folder(library: Library, session: Session, resume_from: str) -> Path:
+    """This visitor's package `resume_from`, which must hold a run's state."""
+    from playground.package import RESUME_STATE
+
+    folder = library.writable(resume_from, visitor_of(library, session))
     if not (folder / RESUME_STATE).is_file():
         raise PackageError(f"{folder.name} holds no training state to resume from (it was imported, or not trained "
                            "here): start a new run instead.")
-    form = build_config(values).to_dict()
-    cfg = resume_config(folder, {k: form[k] for k in RESUME_SETTINGS})
+    return folder
+
+
+def _continue(session: Session, resume_from: str, library: Library, on_cpu: bool):
+    """A paused run (ZeroGPU gave no more GPU time) goes on to its own budgets: on the GPU, or in one piece on the
+    CPU when its model is small enough."""
+    from playground.checkpoint import resume_config
+    from playground.ui.state import package_info
+
+    folder = resumable_folder(library, session, resume_from)
+    cfg = resume_config(folder, {"device": "cpu"} if on_cpu else {})
+    if on_cpu:
+        from playground.estimate import count_parameters
+
+        if ((package_info(folder)["training"] or {}).get("params") or count_parameters(cfg)) > CPU_RUN_MAX_PARAMS:
+            raise TrainingError(f"{folder.name} is too large to train on this Space's CPU (at most "
+                                f"{CPU_RUN_MAX_PARAMS / 1e6:g} M parameters): continue it on the GPU.")
+    yield from _go_on(session, library, folder, cfg, in_one_piece=on_cpu)
+
+
+def _go_on(session: Session, library: Library, folder: Path, cfg, in_one_piece: bool = False):
+    """Shared by Resume and Continue: train the package in `folder` further with `cfg`."""
+    from playground.ui.state import package_info
+
+    visitor = visitor_of(library, session)
     cap_note = capped_minutes(library, cfg, float((package_info(folder)["training"] or {}).get("wall_s", 0)) / 60)
     data = split_data(session, cfg.seed)
     with run_slot(session, library, folder.name):
         averaged = [library.add_average(folder, visitor, package_bytes(cfg))] if cfg.average_last else []
         with library.writing(folder, *averaged):  # refused while another run writes these packages
-            yield from drive(session, lambda: make_trainer(cfg, data, folder, folder), folder.name, folder, cfg,
-                             cap_note)
+            yield from drive(session, lambda: make_trainer(cfg, data, folder, folder, in_one_piece), folder.name,
+                             folder, cfg, cap_note)
 
 
 @friendly
@@ -630,19 +692,21 @@ def build(session: gr.State, library: Library, page: gr.Tab) -> TrainTab:
     from playground.presets import PRESETS
 
     values = preset_values("tiny")
-    first_params, first_lr = previews(Session(), values, STALE)
+    auto_timing = not on_zerogpu()  # on ZeroGPU a timing spends the visitor's GPU time: only when pressed
+    stale = STALE if auto_timing else STALE_ZEROGPU
+    first_params, first_lr = previews(Session(), values, stale)
 
     @friendly
     def apply_preset(session: Session, preset: str):
         """The preset's settings in every field, its description, parameter count and LR preview."""
         vals = preset_values(preset)
         return (*[gr.update(value=vals[k]) for k in controls], preset_line(preset),
-                *previews(session, vals, ESTIMATING))
+                *previews(session, vals, ESTIMATING if auto_timing else stale))
 
     @friendly
     def refresh_preview(session: Session, **values):
         """The parameter count and the learning-rate schedule over the planned steps, for the settings as edited."""
-        return previews(session, values, STALE)
+        return previews(session, values, stale)
 
     @friendly
     def first_estimate(session: Session, **values):
@@ -697,6 +761,13 @@ def build(session: gr.State, library: Library, page: gr.Tab) -> TrainTab:
         resume_from = gr.Dropdown(resumable(library, None), value=None, label="Resume from", scale=2,
                                   allow_custom_value=True,
                                   info="a package saved by a training run; the budgets above are added to it")
+    if on_zerogpu():  # a run ZeroGPU paused (its quota spent) goes on to its own budgets
+        with gr.Row():
+            continue_gpu_btn = gr.Button("▶ Continue on the GPU", scale=1)
+            continue_cpu_btn = gr.Button("▶ Continue on the CPU", scale=1)
+            gr.Markdown(f"<small>A run paused when your GPU time ran out goes on to the budget it was started with "
+                        f"(pick it under **Resume from**). On the CPU: models up to {CPU_RUN_MAX_PARAMS / 1e6:g} M "
+                        "parameters, one CPU run at a time for the whole Space.</small>")
     status = gr.Markdown("Load data on the Data tab, choose a preset, then press **Start training**.",
                          elem_id="train-status", min_height=50)
     with gr.Row():
@@ -720,29 +791,34 @@ def build(session: gr.State, library: Library, page: gr.Tab) -> TrainTab:
     estimating = dict(show_progress="minimal", concurrency_limit=1, concurrency_id="estimate")
     preset_outputs = [*controls.values(), preset_info, params_info, lr_plot]
     timing = answers(estimate, [params_info, lr_plot], params_info)
-    preset_timing = preset.change(**answers(apply_preset, preset_outputs, preset_info), inputs=[session, preset],
-                                  api_name="apply_preset", show_progress="hidden").then(
-        **timing, inputs=[session], inputs_kwargs=controls, api_name="estimate_preset", api_visibility="private",
-        **estimating)
+    preset_applied = preset.change(**answers(apply_preset, preset_outputs, preset_info), inputs=[session, preset],
+                                   api_name="apply_preset", show_progress="hidden")
     gr.on([c.input for c in controls.values()], refresh_preview, [session], [params_info, lr_plot],
           inputs_kwargs=controls, api_name="lr_preview", show_progress="hidden", trigger_mode="always_last")
     button_timing = estimate_btn.click(**timing, inputs=[session], inputs_kwargs=controls, api_name="estimate",
                                        **estimating)
-    first_timing = page.select(**answers(first_estimate, [params_info, lr_plot], params_info), inputs=[session],
-                               inputs_kwargs=controls, api_visibility="private", **estimating)
+    timings = [button_timing]
+    if auto_timing:  # a preset chosen, the tab opened: timed at once
+        timings.append(preset_applied.then(**timing, inputs=[session], inputs_kwargs=controls,
+                                           api_name="estimate_preset", api_visibility="private", **estimating))
+        timings.append(page.select(**answers(first_estimate, [params_info, lr_plot], params_info), inputs=[session],
+                                   inputs_kwargs=controls, api_visibility="private", **estimating))
     # A timing waits its turn behind other sessions' ones; by the time it reports, the person may have changed the
     # settings it timed, and its line would replace the preview of the new ones. An edit drops it instead.
-    gr.on([c.input for c in controls.values()], None, None, cancels=[preset_timing, button_timing, first_timing],
-          queue=False, show_progress="hidden", api_visibility="private")
+    gr.on([c.input for c in controls.values()], None, None, cancels=timings, queue=False, show_progress="hidden",
+          api_visibility="private")
 
     outputs = [status, loss_plot, val_plot, lr_plot, metrics_plot, samples]
+    slots = training_slots()
     waiting = ("⏳ Waiting for the training slot: one run trains at a time on this machine, so if another session is "
-               "training, yours starts as soon as it finishes (the queue position shows here).")
+               "training, yours starts as soon as it finishes (the queue position shows here)." if slots == 1 else
+               f"⏳ Waiting for a training slot: {slots} runs train at once on this Space, each on a GPU ZeroGPU lends "
+               "for each part of the run (the queue position shows here).")
     if library.quotas.run_minutes:  # a bound on the wait: every run ahead ends within the cap
         waiting += (f" Runs last at most {library.quotas.run_minutes:g} minutes each: with n runs ahead of yours, "
                     f"yours starts within n × {library.quotas.run_minutes:g} minutes.")
     train_kwargs = dict(inputs_kwargs=controls, show_progress="full", show_progress_on=[status],
-                        concurrency_limit=1, concurrency_id="train")
+                        concurrency_limit=slots, concurrency_id="train")
     start_event = start_btn.click(lambda: waiting, None, [status], queue=False, api_visibility="private",
                                   show_progress="hidden").then(
         **answers(train, outputs, status), inputs=[session, model_name], api_name="train", **train_kwargs)
@@ -751,4 +827,22 @@ def build(session: gr.State, library: Library, page: gr.Tab) -> TrainTab:
         **answers(resume, outputs, status), inputs=[session, resume_from], api_name="resume", **train_kwargs)
     stop_btn.click(stop_training, [session], [status], api_name="stop", concurrency_limit=None, queue=False,
                    show_progress="hidden")
-    return TrainTab(resume_from, start_event, resume_event)
+    continue_events = []
+    if on_zerogpu():
+        @friendly
+        def continue_on_gpu(session: Session, resume_from: str):
+            """A paused run goes on to its own budgets on ZeroGPU's GPU."""
+            yield from _continue(session, resume_from, library, on_cpu=False)
+
+        @friendly
+        def continue_on_cpu(session: Session, resume_from: str):
+            """A paused run of a small model goes on to its own budgets on this Space's CPU, in one piece."""
+            yield from _continue(session, resume_from, library, on_cpu=True)
+
+        cpu_kwargs = {**train_kwargs, "concurrency_limit": 1, "concurrency_id": "cpu-train"}
+        for button, fn, kwargs in ((continue_gpu_btn, continue_on_gpu, train_kwargs),
+                                   (continue_cpu_btn, continue_on_cpu, cpu_kwargs)):
+            continue_events.append(button.click(**answers(fn, outputs, status), inputs=[session, resume_from],
+                                                api_name=fn.__name__, **{k: v for k, v in kwargs.items()
+                                                                         if k != "inputs_kwargs"}))
+    return TrainTab(resume_from, start_event, resume_event, continue_events)

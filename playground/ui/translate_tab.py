@@ -14,7 +14,7 @@ from playground.errors import PlaygroundError
 from playground.foreground import quick
 from playground.ui import steps_view
 from playground.sharing import Library
-from playground.ui.state import (DEMO_MODEL, MODELS, Session, answers, friendly, gpu, model_picker, package_folder,
+from playground.ui.state import (DEMO_MODEL, MODELS, Session, answers, friendly, model_picker, package_folder,
                                  package_info, quick_call, request_lines)
 
 MAX_SENTENCES = 200
@@ -71,7 +71,7 @@ def decode_options(method: str, temperature: float, top_k: int, top_p: float, se
 
 def run_translation(folder: str, sentences: list[str], opts, samples: int = 1):
     """translate() with the package in `folder`; for sampling with samples > 1, one draw per seed (seed, seed+1, …),
-    ranked by score. Plain values in and out (dataclasses of lists): what a ZeroGPU call may take and return."""
+    ranked by score."""
     from dataclasses import replace
 
     from playground.decode import check_decode_work, source_ids, translate
@@ -133,10 +133,10 @@ def next_token_view(library: Library, session: Session, row: int, k: int = TOP_K
 
 
 def build(session: gr.State, library: Library) -> TranslateTab:
-    # what runs on the GPU (a ZeroGPU call each): plain values in and out, never the session
-    decode = quick(gpu(quick_call(run_translation, TOO_SLOW)))
-    next_rows = quick(gpu(quick_call(next_token_rows, TOO_SLOW)))
-    steps = quick(gpu(quick_call(decode_steps, "Lower the max output length or the beam size.")))
+    # on the CPU on ZeroGPU too (playground.ui.zerogpu); a training step waits for them (playground.foreground)
+    decode = quick(quick_call(run_translation, TOO_SLOW))
+    next_rows = quick(quick_call(next_token_rows, TOO_SLOW))
+    steps = quick(quick_call(decode_steps, "Lower the max output length or the beam size."))
 
     def next_view(session: Session, row: int, k: int = TOP_K):
         return next_token_view(library, session, row, k, next_rows)
