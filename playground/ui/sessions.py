@@ -93,8 +93,8 @@ def check_room(session, new_bytes: int) -> None:
     shared by every visitor); called with the file's size before it is read, and with the pairs' size after."""
     held, cap = sessions_data_bytes(besides=session), max_sessions_data_bytes()
     if held + new_bytes > cap:
-        raise DataError(f"The server holds {held / 1e6:,.0f} MB of visitors' data right now; with these "
-                        f"{new_bytes / 1e6:,.1f} MB it would pass the {cap / 1e6:,.0f} MB all sessions may hold "
+        raise DataError(f"The server holds {held / MB:,.0f} MB of visitors' data right now; with these "
+                        f"{new_bytes / MB:,.1f} MB it would pass the {cap / MB:,.0f} MB all sessions may hold "
                         "together (the operator sets PLAYGROUND_MAX_SESSIONS_DATA_MB). Try again in a few minutes "
                         "(idle sessions let their data go), load a smaller sample, or use a built-in dataset.")
 
@@ -190,13 +190,13 @@ class UploadBounds:
             everybody = sum(n for _, _, n in self.recent)
             if mine + size > self.per_address:
                 wait = self.window_s - (now - next(t for t, a, _ in self.recent if a == address))
-                return (f"This server takes at most {self.per_address / 1e6:,.0f} MB of uploads an hour from one "
-                        f"network; yours has sent {mine / 1e6:,.0f} MB. Try again in {wait / 60:.0f} minutes, or "
+                return (f"This server takes at most {self.per_address / MB:,.0f} MB of uploads an hour from one "
+                        f"network; yours has sent {mine / MB:,.0f} MB. Try again in {wait / 60:.0f} minutes, or "
                         "upload a smaller file.")
             if everybody + size > self.total:
                 wait = self.window_s - (now - self.recent[0][0])
-                return (f"This server has taken {everybody / 1e6:,.0f} MB of uploads in the last hour, the most it "
-                        f"takes ({self.total / 1e6:,.0f} MB). Try again in {wait / 60:.0f} minutes.")
+                return (f"This server has taken {everybody / MB:,.0f} MB of uploads in the last hour, the most it "
+                        f"takes ({self.total / MB:,.0f} MB). Try again in {wait / 60:.0f} minutes.")
             self.recent.append((now, address, size))
         return None
 
