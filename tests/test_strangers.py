@@ -267,3 +267,72 @@ def test_a_refusal_never_names_the_internal_import_folder(server, tmp_path):
     assert ".import-" not in message
     with zipfile.ZipFile(export_zip(package, tmp_path)) as zf:
         assert all(".import" not in n for n in zf.namelist())
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Row 6: a visitor is a person, not a session
+
+
+def call_queued(url: str, api_name: str, data: list, session_hash: str, address: str) -> list:
+    """Call an event by its name through the queue as a raw HTTP client does (the private ones too)."""
+    config = httpx.get(url + "config").json()
+    fn = next(d for d in config["dependencies"] if d.get("api_name") == api_name)
+    headers = {"X-Forwarded-For": address}
+    httpx.post(url + "gradio_api/queue/join", headers=headers, json={
+        "data": data, "fn_index": fn["id"], "session_hash": session_hash, "trigger_id": None, "event_data": None,
+    }).raise_for_status()
+    with httpx.stream("GET", url + "gradio_api/queue/data", params={"session_hash": session_hash}, headers=headers,
+                      timeout=60) as stream:
+        for line in stream.iter_lines():
+            message = json.loads(line[5:]) if line.startswith("data:") else {}
+            if message.get("msg") == "process_completed":
+                assert message["success"], message
+                return message["output"]["data"]
+    raise AssertionError("no answer")
+
+
+def test_6_visitors_are_issued_by_the_server_and_bounded_per_address(tmp_path):
+    from test_shared_space import serving
+
+    from playground.sharing import verify_token
+
+    upload = export_zip(tiny_package(tmp_path / "mine"), tmp_path)
+    size = sum(p.stat().st_size for p in (tmp_path / "mine").iterdir())
+    models = tmp_path / "models"
+    with serving(models, True, PLAYGROUND_TRUST_FORWARDED="1", PLAYGROUND_MAX_ADDRESS_MODELS="3",
+                 PLAYGROUND_MAX_TOTAL_MB=str(4.5 * size / MB)) as url:
+        secret = (models / ".browser-secret").read_bytes()
+        # the hidden welcome step: a self-chosen token, or a made-up signature, is answered with a new, signed one
+        chosen = "a" * 32
+        issued = call_queued(url, "welcome", [None, chosen], "s1", "203.0.113.5")[0]
+        assert issued != chosen and verify_token(issued, secret)
+        forged = issued.split(".")[0] + "." + "A" * 22
+        again = call_queued(url, "welcome", [None, forged], "s2", "203.0.113.5")[0]
+        assert verify_token(again, secret) not in (None, verify_token(issued, secret))
+        assert call_queued(url, "welcome", [None, issued], "s3", "203.0.113.5")[0] == issued  # the same visitor
+
+        # the issue's attacker: many sessions (each a visitor) from one address; the address's bound holds
+        attacker = [visitor(url, "203.0.113.5") for _ in range(5)]
+        results = [refusal_of(out) if out[0].startswith("⚠️") else out[0]
+                   for out in (a.predict(handle_file(str(upload)), api_name="/import_model") for a in attacker)]
+        assert [r.startswith("✅ Imported") for r in results] == [True] * 3 + [False] * 2, results
+        assert all("visitors from your network hold 3 models" in r for r in results[3:])
+        registry = json.loads((models / REGISTRY).read_text())
+        assert {e["address"] for e in registry.values()} == {"203.0.113.5"}
+        # the folder holds 4.5 packages: a newcomer elsewhere gets room (the heaviest holder's oldest goes) and
+        # keeps it: the attacker's next model is refused, not made by pushing the newcomer out
+        newcomer = visitor(url, "198.51.100.77")
+
+        def holdings() -> dict[str, int]:
+            entries = json.loads((models / REGISTRY).read_text()).values()
+            return {a: sum(e["address"] == a for e in entries) for a in ("203.0.113.5", "198.51.100.77")}
+
+        oldest = min(registry, key=lambda name: registry[name]["used"])
+        for _ in range(2):
+            assert newcomer.predict(handle_file(str(upload)), api_name="/import_model")[0].startswith("✅ Imported")
+        assert holdings() == {"203.0.113.5": 2, "198.51.100.77": 2}
+        assert json.loads((models / REGISTRY).read_text()).get(oldest, {}).get("address") != "203.0.113.5"
+        assert "models folder of this Space is full" in refusal_of(  # under its address bound, but no lighter
+            attacker[3].predict(handle_file(str(upload)), api_name="/import_model"))
+        assert holdings() == {"203.0.113.5": 2, "198.51.100.77": 2}
+        assert newcomer.predict(None, api_name="/list_models")  # still serving
