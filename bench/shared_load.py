@@ -106,7 +106,12 @@ def main() -> None:
         def send_heavy() -> None:
             while not done.is_set():
                 start = time.perf_counter()
-                heavy.predict("demo-en-de", big_request, args.heavy_method, api_name="/translate")
+                try:
+                    heavy.predict("demo-en-de", big_request, args.heavy_method, api_name="/translate")
+                except Exception:  # noqa: BLE001 - the server stopped under the last one
+                    if done.is_set():
+                        return
+                    raise
                 heavy_times.append(time.perf_counter() - start)
 
         sender = threading.Thread(target=send_heavy, daemon=True)

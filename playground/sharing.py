@@ -69,7 +69,7 @@ class Visitor:
     key: str
     signed_in: bool = False
     admin: bool = False  # the Space's owner: sees and deletes every package (never the shipped ones)
-    address: str = ""  # the client address it came from: anonymous visitors are also bounded per address
+    address: str = ""  # address_key of the client address it came from: anonymous visitors are bounded per address
 
     @classmethod
     def signed(cls, username: str) -> "Visitor":
@@ -109,6 +109,14 @@ def verify_token(token, secret: bytes) -> str | None:
     if match is None or not hmac.compare_digest(match.group(2), _signature(match.group(1), secret)):
         return None
     return match.group(1)
+
+
+def address_key(address: str, secret: bytes) -> str:
+    """What the registry keeps of a client address (Visitor.address): a keyed hash, so that the models folder holds
+    no visitor's IP address while one address's visitors still count together."""
+    if not address:
+        return ""
+    return "addr:" + hmac.new(secret, b"address:" + address.encode(), hashlib.sha256).hexdigest()[:20]
 
 
 def server_secret(folder: Path) -> bytes:

@@ -93,7 +93,7 @@ def server(tmp_path_factory):
     # what an import killed mid-way leaves (issue 25): its name registered, its temporary folder, no package
     (models / REGISTRY).write_text(json.dumps({"leftover": {"owner": "session:dead", "signed_in": False,
                                                             "created": time.time() - 3600, "used": time.time() - 3600,
-                                                            "address": "192.0.2.99"}}))
+                                                            "address": "addr:0123"}}))
     (models / f".import-{DEAD_PID}-abc").mkdir()
     port = free_port()
     code = ("import torch; torch.set_num_threads(1)\n"
@@ -294,7 +294,7 @@ def call_queued(url: str, api_name: str, data: list, session_hash: str, address:
 def test_6_visitors_are_issued_by_the_server_and_bounded_per_address(tmp_path):
     from test_shared_space import serving
 
-    from playground.sharing import verify_token
+    from playground.sharing import address_key, verify_token
 
     upload = export_zip(tiny_package(tmp_path / "mine"), tmp_path)
     size = sum(p.stat().st_size for p in (tmp_path / "mine").iterdir())
@@ -318,20 +318,23 @@ def test_6_visitors_are_issued_by_the_server_and_bounded_per_address(tmp_path):
         assert [r.startswith("✅ Imported") for r in results] == [True] * 3 + [False] * 2, results
         assert all("visitors from your network hold 3 models" in r for r in results[3:])
         registry = json.loads((models / REGISTRY).read_text())
-        assert {e["address"] for e in registry.values()} == {"203.0.113.5"}
+        assert {e["address"] for e in registry.values()} == {address_key("203.0.113.5", secret)}
+        assert "203.0.113.5" not in (models / REGISTRY).read_text()  # no visitor's IP address kept on disk
         # the folder holds 4.5 packages: a newcomer elsewhere gets room (the heaviest holder's oldest goes) and
         # keeps it: the attacker's next model is refused, not made by pushing the newcomer out
         newcomer = visitor(url, "198.51.100.77")
 
         def holdings() -> dict[str, int]:
             entries = json.loads((models / REGISTRY).read_text()).values()
-            return {a: sum(e["address"] == a for e in entries) for a in ("203.0.113.5", "198.51.100.77")}
+            return {a: sum(e["address"] == address_key(a, secret) for e in entries)
+                    for a in ("203.0.113.5", "198.51.100.77")}
 
         oldest = min(registry, key=lambda name: registry[name]["used"])
         for _ in range(2):
             assert newcomer.predict(handle_file(str(upload)), api_name="/import_model")[0].startswith("✅ Imported")
         assert holdings() == {"203.0.113.5": 2, "198.51.100.77": 2}
-        assert json.loads((models / REGISTRY).read_text()).get(oldest, {}).get("address") != "203.0.113.5"
+        assert json.loads((models / REGISTRY).read_text()).get(oldest, {}).get("address") != \
+            address_key("203.0.113.5", secret)
         assert "models folder of this Space is full" in refusal_of(  # under its address bound, but no lighter
             attacker[3].predict(handle_file(str(upload)), api_name="/import_model"))
         assert holdings() == {"203.0.113.5": 2, "198.51.100.77": 2}

@@ -14,7 +14,8 @@ from pathlib import Path
 import gradio as gr
 
 from playground.limits import env_int, max_data_bytes
-from playground.sharing import Library, Visitor, issue_token, models_location, server_secret, shared_mode
+from playground.sharing import (Library, Visitor, address_key, issue_token, models_location, server_secret,
+                                shared_mode)
 from playground.ui import (attention_tab, compare_tab, data_tab, inside_tab, models_tab, sessions, train_tab,
                           translate_tab)
 from playground.ui.state import Session, friendly, model_dropdown, model_names, oauth_available, release_session
@@ -157,7 +158,7 @@ def build_app(models_dir: str | os.PathLike | None = None, *, shared: bool | Non
             made (sharing.issue_token): a missing or made-up one gets a new one, a new anonymous visitor."""
             if not library.shared:
                 return gr.skip()
-            address = sessions.request_address(request)
+            address = address_key(sessions.request_address(request), secret)
             visitor = Visitor.browser(token, secret, address)
             if visitor is None:
                 token = issue_token(secret)

@@ -235,9 +235,11 @@ def visitor_of(library: Library, session: Session | None) -> Visitor:
     if session is None:
         return NOBODY
     if session.visitor is None:
+        from playground.sharing import address_key, server_secret
         from playground.ui.sessions import current_address
 
-        session.visitor = Visitor.session(uuid.uuid4().hex, current_address())
+        address = address_key(current_address(), server_secret(library.models_dir))
+        session.visitor = Visitor.session(uuid.uuid4().hex, address)
     return session.visitor
 
 
