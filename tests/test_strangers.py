@@ -176,6 +176,8 @@ def test_10_the_upload_bound_counts_an_hour_per_address_and_in_all():
     assert bounds.admit("c", 9 * MB, now=700) is None
     assert "uploads in the last hour" in bounds.admit("d", 2 * MB, now=800)  # 24 of 25 MB taken
     assert bounds.admit("a", 6 * MB, now=3601) is None  # a's first upload is an hour old: deleted by Gradio by now
+    assert "at most 10 MB of uploads an hour from one network; yours has sent 0 MB. Upload a smaller file." in \
+        bounds.admit("e", 11 * MB, now=3700)
 
 
 # ----------------------------------------------------------------------------------------------------------

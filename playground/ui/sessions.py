@@ -189,10 +189,11 @@ class UploadBounds:
             mine = sum(n for _, a, n in self.recent if a == address)
             everybody = sum(n for _, _, n in self.recent)
             if mine + size > self.per_address:
-                wait = self.window_s - (now - next(t for t, a, _ in self.recent if a == address))
+                first = next((t for t, a, _ in self.recent if a == address), now)
+                advice = (f"Try again in {(self.window_s - (now - first)) / 60:.0f} minutes, or upload a smaller "
+                          "file." if mine else "Upload a smaller file.")
                 return (f"This server takes at most {self.per_address / MB:,.0f} MB of uploads an hour from one "
-                        f"network; yours has sent {mine / MB:,.0f} MB. Try again in {wait / 60:.0f} minutes, or "
-                        "upload a smaller file.")
+                        f"network; yours has sent {mine / MB:,.0f} MB. {advice}")
             if everybody + size > self.total:
                 wait = self.window_s - (now - self.recent[0][0])
                 return (f"This server has taken {everybody / MB:,.0f} MB of uploads in the last hour, the most it "
