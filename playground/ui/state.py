@@ -127,7 +127,10 @@ def release_session(demo: gr.Blocks, state: gr.State, request: gr.Request) -> No
     stored = holder.session_data.get(request.session_hash) if holder and request.session_hash else None
     session = stored.state_data.pop(state._id, None) if stored else None
     if isinstance(session, Session):
+        from playground.ui.sessions import FREED
+
         session.release()
+        FREED.set()
 
 
 # ----------------------------------------------------------------------------------------------------------
