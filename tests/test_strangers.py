@@ -276,6 +276,19 @@ def test_a_refusal_never_names_the_internal_import_folder(server, tmp_path):
 # Row 6: a visitor is a person, not a session
 
 
+def test_6_the_client_address_is_the_proxys_word_only_behind_a_proxy(monkeypatch):
+    from playground.ui.sessions import client_address
+
+    monkeypatch.delenv("SPACE_ID", raising=False)
+    monkeypatch.delenv("PLAYGROUND_TRUST_FORWARDED", raising=False)
+    assert client_address("1.2.3.4", "10.0.0.9") == "10.0.0.9"  # self-hosted: a header anybody can send
+    monkeypatch.setenv("SPACE_ID", "someone/playground")
+    assert client_address("1.2.3.4, 10.1.1.1", "10.0.0.9") == "1.2.3.4"
+    monkeypatch.setenv("PLAYGROUND_PROXY_HOPS", "1")  # a proxy that appends: the address it saw is the last
+    assert client_address("6.6.6.6, 1.2.3.4", "10.0.0.9") == "1.2.3.4"
+    assert client_address(None, "10.0.0.9") == "10.0.0.9"
+
+
 def call_queued(url: str, api_name: str, data: list, session_hash: str, address: str) -> list:
     """Call an event by its name through the queue as a raw HTTP client does (the private ones too)."""
     config = httpx.get(url + "config").json()

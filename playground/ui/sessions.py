@@ -47,7 +47,7 @@ def client_address(forwarded_for: str | None, peer: str | None) -> str:
     PLAYGROUND_PROXY_HOPS-th from the right when proxies append); else the socket's peer."""
     if forwarded_for and trust_forwarded():
         hops = [h.strip() for h in forwarded_for.split(",") if h.strip()]
-        count = env_int("PLAYGROUND_PROXY_HOPS", 0) if os.environ.get("PLAYGROUND_PROXY_HOPS") else 0
+        count = int(env_number("PLAYGROUND_PROXY_HOPS", 0))
         if hops:
             return hops[-count] if 0 < count <= len(hops) else hops[0]
     return peer or "unknown"
