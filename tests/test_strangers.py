@@ -194,6 +194,8 @@ def test_5_api_sessions_expire_and_all_sessions_data_is_capped(server, tmp_path)
     big = corpus(80_000)  # the 50 MB TSVs scaled to 4 MB (6 MB as packed pairs), its cap to 14 MB
     warm = visitor(server.url, "198.51.100.50")  # the readers and plots loaded once, before the baseline
     assert "pairs kept" in warm.predict([handle_file(str(corpus(100)))], 0.05, api_name="/load_files")[0]
+    upload = export_zip(tiny_package(tmp_path / "warms"), tmp_path)
+    assert "Imported **warms**" in warm.predict(handle_file(str(upload)), api_name="/import_model")[0]
     baseline = server.settled_rss()
     refused, start = [], time.monotonic()
     for n in range(8):  # 8 API sessions from 8 addresses, each loading the corpus, none ever closing a tab
@@ -216,6 +218,8 @@ def test_5_api_sessions_expire_and_all_sessions_data_is_capped(server, tmp_path)
     latecomer = visitor(server.url, "198.51.100.60")
     assert "pairs kept" in latecomer.predict([handle_file(str(big))], 0.05, api_name="/load_files")[0]
     assert "Load data first" in refusal_of(warm.predict(api_name="/swap_direction"))
+    table, _ = warm.predict(api_name="/list_models")
+    assert "warms" in [row[0] for row in table["data"]]
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ import os
 import threading
 import time
 import weakref
-from collections import deque
+from collections import OrderedDict, deque
 
 from playground.errors import DataError
 from playground.limits import MB, env_int, memory_limit_bytes
@@ -111,23 +111,45 @@ def holding(session) -> None:
 # Idle sessions
 
 
-def release_idle(state_holder, idle_s: float, now=None) -> int:
-    """Release (Session.release) what every session idle for longer than idle_s holds; returns how many."""
+_KNOWN: "OrderedDict[str, object]" = OrderedDict()  # session hash -> the Visitor of a session that expired
+KNOWN_SESSIONS = 100_000  # a few hundred bytes each
+
+
+def expire_idle(state_holder, idle_s: float, now=None) -> int:
+    """Drop every session idle for longer than idle_s (not one whose run is training): its Session's data and the
+    copies of its outputs Gradio keeps per session (a length histogram of every pair, the preview table), which
+    Gradio itself would keep until PLAYGROUND_MAX_SESSIONS newer ones push it out. Who its visitor was is kept
+    (known_visitor), so a tab that comes back is still the same visitor. Returns how many went."""
     import datetime
 
     from playground.ui.state import Session
 
     now = now or datetime.datetime.now()
-    released = 0
+    expired = 0
     for session_hash, last in list(state_holder.time_last_used.items()):
-        if (now - last).total_seconds() <= idle_s:
-            continue
         stored = state_holder.session_data.get(session_hash)
-        for value in list(stored.state_data.values()) if stored else []:
-            if isinstance(value, Session) and value.holds_data():
-                value.release()
-                released += 1
-    return released
+        values = [v for v in stored.state_data.values() if isinstance(v, Session)] if stored else []
+        if (now - last).total_seconds() <= idle_s or any(v.trainer is not None for v in values):
+            continue
+        for session in values:
+            session.release()
+            if session.visitor is not None:
+                _KNOWN[session_hash] = session.visitor
+                while len(_KNOWN) > KNOWN_SESSIONS:
+                    _KNOWN.popitem(last=False)
+        with state_holder.lock:
+            state_holder.session_data.pop(session_hash, None)
+            state_holder.time_last_used.pop(session_hash, None)
+        expired += 1
+    return expired
+
+
+def known_visitor():
+    """The Visitor of the expired session the event being handled belongs to, or None."""
+    from gradio.context import LocalContext
+
+    request = LocalContext.request.get(None)
+    return _KNOWN.get(getattr(request, "session_hash", None) or "")
 
 
 def give_back_memory() -> None:
@@ -146,7 +168,7 @@ def give_back_memory() -> None:
 
 
 def start_session_sweeper(demo) -> None:
-    """A daemon thread that lets idle sessions' data go every PLAYGROUND_SESSION_SWEEP_S seconds (default 60)."""
+    """A daemon thread that lets idle sessions go every PLAYGROUND_SESSION_SWEEP_S seconds (default 60)."""
     idle_s = env_number("PLAYGROUND_SESSION_IDLE_MINUTES", 30) * 60
     every = env_number("PLAYGROUND_SESSION_SWEEP_S", 60)
     demo_ref = weakref.ref(demo)
@@ -157,8 +179,8 @@ def start_session_sweeper(demo) -> None:
             del demo
             if holder is not None:
                 try:
-                    if count := release_idle(holder, idle_s):
-                        log.info("released the data of %d idle sessions", count)
+                    if count := expire_idle(holder, idle_s):
+                        log.info("let %d idle sessions go", count)
                     if count or FREED.is_set():
                         FREED.clear()
                         give_back_memory()

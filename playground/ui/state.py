@@ -107,9 +107,6 @@ class Session:
         self.data, self._stats, self.translations, self.attention = None, None, [], None
         self.waiting_files = []
 
-    def holds_data(self) -> bool:
-        return self.data is not None or bool(self.translations) or self.attention is not None or self._stats is not None
-
     def stats(self):
         """playground.data.pair_stats of the loaded pairs (cached until the data or its direction changes)."""
         from playground.data import pair_stats
@@ -231,7 +228,8 @@ def answers(fn, outputs: list, note) -> dict:
 def visitor_of(library: Library, session: Session | None) -> Visitor:
     """Who this session is: the one person of a personal app; in a shared one the visitor the page load named
     (signed in, or the token the server gave the browser), else (an API client) a visitor of its own for the
-    session, from the client address of its first request (anonymous visitors are bounded per address). No session
+    session, from the client address of its first request (anonymous visitors are bounded per address); a session
+    that expired while idle (playground.ui.sessions) is the visitor it was. No session
     (building the page, before anybody asks) sees what everybody may see."""
     if not library.shared:
         return PERSONAL
@@ -239,10 +237,10 @@ def visitor_of(library: Library, session: Session | None) -> Visitor:
         return NOBODY
     if session.visitor is None:
         from playground.sharing import address_key, server_secret
-        from playground.ui.sessions import current_address
+        from playground.ui.sessions import current_address, known_visitor
 
         address = address_key(current_address(), server_secret(library.models_dir))
-        session.visitor = Visitor.session(uuid.uuid4().hex, address)
+        session.visitor = known_visitor() or Visitor.session(uuid.uuid4().hex, address)
     return session.visitor
 
 
