@@ -3,10 +3,11 @@ idle sessions' data given back, one cap on all sessions' data together, and uplo
 
 Gradio keeps a session's state for as long as the server runs unless a browser tab closes (demo.unload), which API
 clients never do; its own expiry (gr.State's time_to_live) counts from the last time a handler *returned* the state,
-and ours is changed in place, so it would never start. Here a sweeper frees what a session idle for
-PLAYGROUND_SESSION_IDLE_MINUTES holds (its identity stays, so a visitor coming back still has their models).
+and ours is changed in place, so it would never start. Here a sweeper drops a session idle for
+PLAYGROUND_SESSION_IDLE_MINUTES, with the copies of its outputs Gradio keeps, and hands the memory back to the
+system (its visitor is remembered, so a visitor coming back still has their models).
 
-    PLAYGROUND_SESSION_IDLE_MINUTES   a session's data is let go after this long without a request (default 30)
+    PLAYGROUND_SESSION_IDLE_MINUTES   a session is let go after this long without a request (default 30)
     PLAYGROUND_MAX_SESSIONS_DATA_MB   all sessions' sentence pairs together (default: a quarter of the memory)
     PLAYGROUND_MAX_UPLOAD_MB_PER_ADDRESS / PLAYGROUND_MAX_UPLOAD_MB   uploads per hour from one client address / all
     PLAYGROUND_TRUST_FORWARDED        take the client address from X-Forwarded-For (on by default on a Space, where
