@@ -7,8 +7,10 @@ from playground.allocator import restart_with_fast_allocator
 if __name__ == "__main__":
     restart_with_fast_allocator()  # before PyTorch loads: its CPU tensors' memory stays flat (playground/allocator.py)
 
+from playground.threads import configure_threads  # noqa: E402
 from playground.ui.app import build_app, launch  # noqa: E402
 
+configure_threads()  # the container's CPU quota, not the host's core count (playground/threads.py)
 demo = build_app()  # Spaces and `gradio app.py` (reload mode) look for a module-level `demo`
 
 if __name__ == "__main__":

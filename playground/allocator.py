@@ -15,8 +15,8 @@ import ctypes.util
 import os
 import sys
 
-# sonames, best first: Debian's libtcmalloc-minimal4 (the Space's packages.txt installs it), gperftools' full
-# tcmalloc, libjemalloc2 (least memory, but ~15% slower steps in the same measurement)
+# sonames, best first: Debian's libtcmalloc-minimal4 (…4t64 on Debian 13; the Space's packages.txt installs it),
+# gperftools' full tcmalloc, libjemalloc2 (least memory, but ~15% slower steps in the same measurement)
 LIBRARIES = ("tcmalloc_minimal", "tcmalloc", "jemalloc")
 SETTING = "PLAYGROUND_ALLOCATOR"  # "system": keep glibc's; set to the library by the restart, so it happens once
 

@@ -53,6 +53,8 @@ class RunState:
     bad_evals: int = 0  # validations since the best one
     planned_steps: int | None = None  # the schedule's steps, re-planned from the speed under a minutes budget
     warmup_steps: int | None = None  # the schedule's warmup (fitted to a minutes budget; else the configured one)
+    schedule_steps: int | None = None  # a schedule fitted to a minutes budget: its length and where it stands
+    schedule_position: float = 0.0  # (playground.schedule.advance)
     optimizer: dict = field(default_factory=dict)  # param groups and scalar state; the tensors are safetensors
 
     def to_json(self) -> dict:

@@ -18,6 +18,28 @@ SCORES = ("steps", "wall_s", "params", "val_loss", "bleu", "chrf", "exact_match"
 SCORE_LABELS = {"steps": "steps", "wall_s": "wall time (s)", "params": "parameters", "val_loss": "val loss",
                 "bleu": "BLEU", "chrf": "chrF", "exact_match": "exact match"}
 
+# the settings in words (the key, as the CLI's flags and config.json spell it, follows in brackets)
+SETTING_LABELS = {
+    "d_model": "model width", "n_heads": "attention heads", "n_encoder_layers": "encoder layers",
+    "n_decoder_layers": "decoder layers", "d_ff": "feed-forward size", "activation": "activation",
+    "dropout": "dropout", "attention_dropout": "attention dropout", "positional_encoding": "positional encoding",
+    "norm_placement": "LayerNorm placement", "tie_embeddings": "tied embeddings", "max_len": "max tokens per sentence",
+    "tokenizer": "tokenizer kind", "vocab_size": "vocabulary size", "joint_vocab": "joint vocabulary",
+    "bpe_dropout": "BPE-dropout", "optimizer": "optimizer", "lr": "learning rate", "betas": "Adam β1, β2",
+    "eps": "Adam ε", "weight_decay": "weight decay", "schedule": "LR schedule", "warmup_steps": "warmup steps",
+    "label_smoothing": "label smoothing", "clip_norm": "gradient clip norm", "batch_tokens": "batch tokens",
+    "accumulate": "gradient accumulation", "max_steps": "max steps", "max_epochs": "max epochs",
+    "max_minutes": "max minutes in all (a resume adds to what was done)", "eval_every": "validate every (steps)",
+    "eval_sentences": "sentences per validation", "early_stop_metric": "early-stopping metric",
+    "patience": "patience", "average_last": "average last K", "device": "device", "precision": "precision",
+    "seed": "seed", "src_lang": "source language", "tgt_lang": "target language", "data": "data",
+    "train_pairs": "training pairs",
+}
+
+
+def setting_label(key: str) -> str:
+    return f"{SETTING_LABELS[key]} ({key})" if key in SETTING_LABELS and SETTING_LABELS[key] != key else key
+
 
 @dataclass
 class Run:
@@ -99,8 +121,8 @@ def format_value(key: str, value) -> str:
     if key in ("params", "steps", "train_pairs") and isinstance(value, int):
         return f"{value:,}"
     if isinstance(value, float):
-        return {"wall_s": f"{value:.0f}", "bleu": f"{value:.1f}", "chrf": f"{value:.1f}",
-                "val_loss": f"{value:.3f}"}.get(key, f"{value:.4g}")
+        return {"wall_s": f"{value:.0f}", "bleu": f"{value:.1f}", "chrf": f"{value:.1f}", "val_loss": f"{value:.3f}",
+                "max_minutes": f"{value:.2f}"}.get(key, f"{value:.4g}")
     if isinstance(value, (list, tuple)):
         return ", ".join(map(str, value))
     return str(value)
@@ -108,7 +130,8 @@ def format_value(key: str, value) -> str:
 
 def comparison_rows(runs: list[Run]) -> tuple[list[list[str]], list[list[str]]]:
     """(settings rows, score rows) as text: [name, value per run], for tables in the CLI and the web app."""
-    settings = [[key, *(format_value(key, v) for v in values)] for key, values in differing_settings(runs).items()]
+    settings = [[setting_label(key), *(format_value(key, v) for v in values)]
+                for key, values in differing_settings(runs).items()]
     scores = [[SCORE_LABELS[key], *(format_value(key, run.scores[key]) for run in runs)] for key in SCORES]
     return settings, scores
 

@@ -254,6 +254,19 @@ def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
 # Sentences in, translations out
 
 
+def distinct_hypotheses(hypotheses: list[Hypothesis]) -> list[tuple[Hypothesis, int]]:
+    """The hypotheses (best first) with those of the same text merged: (the best-scored one, how many there were).
+    Beam search can finish the same words as two token sequences ("Student." as "_Student ." and "_St udent ."),
+    and sampling draws the same sentence again and again."""
+    merged: dict[str, list] = {}
+    for h in hypotheses:
+        if h.text in merged:
+            merged[h.text][1] += 1
+        else:
+            merged[h.text] = [h, 1]
+    return [(h, count) for h, count in merged.values()]
+
+
 def model_device(model: Transformer) -> torch.device:
     return next(model.parameters()).device
 

@@ -6,6 +6,7 @@ Used by the web UI before a run starts; nothing here touches data or writes file
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import dataclass
@@ -18,8 +19,9 @@ from playground.device import autocast, describe, resolve_device, resolve_precis
 from playground.errors import TrainingError
 from playground.memory import check_training_fits
 from playground.model import Transformer
-from playground.schedule import VALIDATIONS_PER_RUN, planned_steps
-from playground.train import Optimization
+from playground.device import one_thread_on_cpu
+from playground.schedule import MIN_USEFUL_STEPS, VALIDATIONS_PER_RUN, planned_steps
+from playground.train import QUIET_CPU_SHARE, Optimization
 
 SUBWORDS_PER_WORD = {"bpe": 1.4, "wordpiece": 1.4, "unigram": 1.4, "word": 1.0}  # "char" counts characters
 PADDING_OVERHEAD = 1.15  # length-bucketed batches still pad a little; rounding to multiples of 8 adds some
@@ -40,6 +42,16 @@ class Estimate:
     limited_by: str  # "steps", "epochs" or "minutes"
     steps: int | None  # the steps expected to run (planned_steps, or what fits in the minutes budget)
     scaled: bool  # True when the timed batch was smaller than batch_tokens and the time was scaled up
+
+    def too_short(self, max_minutes: float | None) -> str:
+        """A warning, with what to change, when the minutes budget holds too few steps to learn anything visible
+        (schedule.MIN_USEFUL_STEPS); "" otherwise."""
+        if self.limited_by != "minutes" or not max_minutes or (self.steps or 0) >= MIN_USEFUL_STEPS:
+            return ""
+        needed = math.ceil(2 * max_minutes * MIN_USEFUL_STEPS / max(self.steps or 1, 1)) / 2  # in half minutes
+        return (f"⚠️ Only about {self.steps or 0:,} steps fit in {max_minutes:g} minutes on this machine now: too few "
+                f"to learn much (the samples would stay like \"un un un\"). Raise **Max minutes** to about "
+                f"{needed:g}, or train a smaller model (fewer layers, a smaller d_model) or lower **Batch tokens**.")
 
     def describe(self) -> str:
         steps = f"{self.steps:,} steps" if self.steps else "an unknown number of steps"
@@ -160,15 +172,22 @@ def _measure(cfg: TrainConfig, device: torch.device, precision: str, vocab: int,
     # within MAX_PROBE_SECONDS; full batches slower than that are timed smaller and scaled up
     probe_rows = max(1, min(rows, PROBE_TOKENS // (2 * length)))
     small = make_batch(probe_rows)
-    optimization.step(small, 1, None)
-    first = timed(small, 1)
-    batch = small
-    if probe_rows < rows:
-        probe_rows = min(rows, max(probe_rows, int(probe_rows * MAX_PROBE_SECONDS / max(first, 1e-6))))
-        batch = make_batch(probe_rows)
-        optimization.step(batch, 1, None)  # kernels are chosen per shape: warm this one up too
-    per_step = timed(batch, max(1, timed_steps)) * rows / probe_rows
-    return model.num_parameters(), per_step, probe_rows, _time_validation(model, cfg, device, precision, length, vocab)
+    with one_thread_on_cpu(device):
+        optimization.step(small, 1, None)
+        cpu_began = time.thread_time()
+        first = timed(small, 1)
+        busy = (time.thread_time() - cpu_began) / max(first, 1e-9) < QUIET_CPU_SHARE
+    # on a busy CPU the run trains on one thread (Trainer.time_step), so it is timed on one
+    with one_thread_on_cpu(device) if busy else contextlib.nullcontext():
+        batch = small
+        if probe_rows < rows:
+            probe_rows = min(rows, max(probe_rows, int(probe_rows * MAX_PROBE_SECONDS / max(first, 1e-6))))
+            batch = make_batch(probe_rows)
+            optimization.step(batch, 1, None)  # kernels are chosen per shape: warm this one up too
+        per_step = timed(batch, max(1, timed_steps)) * rows / probe_rows
+    with one_thread_on_cpu(device):  # as Trainer.validate decodes
+        eval_seconds = _time_validation(model, cfg, device, precision, length, vocab)
+    return model.num_parameters(), per_step, probe_rows, eval_seconds
 
 
 @torch.inference_mode()

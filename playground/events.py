@@ -48,6 +48,15 @@ class Eval:
 
 
 @dataclass
+class Phase:
+    """What a run does between two steps that takes a while: "validating" (the loss and the greedy translations),
+    then "saving" (the package)."""
+
+    what: str
+    step: int
+
+
+@dataclass
 class Saved:
     path: str
     step: int
@@ -78,4 +87,4 @@ class Done:
     summary: dict  # Trainer.result: the run's facts, for the CLI's --json and the UI
 
 
-Event = Start | Step | Eval | Saved | Averaged | Error | Paused | Done
+Event = Start | Step | Phase | Eval | Saved | Averaged | Error | Paused | Done

@@ -68,12 +68,29 @@ def hub_card(config: dict, training: dict | None, transformers_folder: bool = Fa
     return "---\n" + metadata + "\n---\n\n" + body + "\n".join(playground_use + (snippet if carries_transformers else []))
 
 
-def check_repo_id(repo_id: str) -> str:
+def check_repo_id(repo_id: str, namespace: str | None = None) -> str:
+    """A full repo id; a bare model name goes to `namespace` (the signed-in visitor's account) when there is one."""
     repo_id = (repo_id or "").strip()
+    if namespace and "/" not in repo_id:
+        repo_id = f"{namespace}/{repo_id}"
     if not REPO_ID.match(repo_id):
         raise PlaygroundError(f"{repo_id!r} is not a Hub repo id: write it as your-user-name/model-name (letters, "
                               "digits, '-', '_', '.').")
     return repo_id
+
+
+# OAuth scopes that may create a repo (huggingface.co/docs/hub/oauth): contribute-repos creates repos and writes those
+# this app created, nothing else of the visitor's; manage-repos may also delete any. write-repos only reads and
+# writes existing repos. The README's front matter asks for the narrowest: contribute-repos.
+CREATE_SCOPES = ("contribute-repos", "manage-repos")
+
+
+def check_scope(scope: str | None) -> None:
+    """Refuse, before any request, a sign-in whose token cannot create the repo (the Hub would answer 401/403)."""
+    if scope is not None and not set(scope.split()) & set(CREATE_SCOPES):
+        raise PlaygroundError("This Space's sign-in cannot create repos on your account (its scopes: "
+                              f"{scope or 'none'}). Its owner must add contribute-repos to hf_oauth_scopes in the "
+                              "README's front matter; then sign out and in again.")
 
 
 def hub_token(oauth_token: str | None = None, shared: bool = False) -> str:
@@ -108,9 +125,11 @@ def stage_upload(package_folder: Path, dest: Path, repo_id: str, with_transforme
 
 
 def push_package(package_folder: str | os.PathLike, repo_id: str, token: str, private: bool = True,
-                 with_transformers: bool = False, license: str | None = None, api=None) -> str:
-    """Create (or reuse) the model repo and upload the package in one commit; returns the repo's URL."""
-    repo_id = check_repo_id(repo_id)
+                 with_transformers: bool = False, license: str | None = None, api=None,
+                 namespace: str | None = None) -> str:
+    """Create the model repo (or reuse one this token may write) and upload the package in one commit; returns the
+    repo's URL. A bare repo name goes to `namespace`, the signed-in visitor's account."""
+    repo_id = check_repo_id(repo_id, namespace)
     package_folder = Path(package_folder)
     if api is None:
         from huggingface_hub import HfApi
@@ -123,5 +142,8 @@ def push_package(package_folder: str | os.PathLike, repo_id: str, token: str, pr
             api.upload_folder(repo_id=repo_id, repo_type="model", folder_path=staging,
                               commit_message=f"Upload {package_folder.name} from Transformer Playground")
         except Exception as err:  # huggingface_hub raises HTTP, connection and validation errors alike
-            raise PlaygroundError(f"The Hub refused the upload to {repo_id}: {err}") from err
+            status = getattr(getattr(err, "response", None), "status_code", None)
+            hint = (" A Space's sign-in may write only to repos it created for you: choose a new repo name."
+                    if status in (401, 403) else "")
+            raise PlaygroundError(f"The Hub refused the upload to {repo_id}: {err}{hint}") from err
     return f"https://huggingface.co/{repo_id}"

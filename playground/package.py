@@ -14,6 +14,7 @@ import re
 import shutil
 import stat
 import tempfile
+import threading
 import time
 import uuid
 import zipfile
@@ -85,12 +86,12 @@ def package_path(models_dir: str | os.PathLike, name: str) -> Path:
     return Path(models_dir) / check_name(name)
 
 
-# A name is reserved by an empty-ish folder `.NAME.lock` holding the owner's pid: os.mkdir is atomic, so of two
-# operations that want one name exactly one gets it; the sweep frees the reservations of processes that died.
-
-
-def lock_path(folder: Path) -> Path:
-    return folder.parent / f".{folder.name}.lock"
+# A name is reserved in this process's memory, not on disk. The models folder may be a Storage Bucket mounted into a
+# Space, an object store: there os.mkdir is no lock (nothing is exclusive across processes or mounts), files show
+# to other readers seconds late, and an empty folder does not outlive a restart. One server process serves the
+# models folder (Gradio runs every handler in its threads); ZeroGPU's worker, forked from it, writes the package the
+# server reserved and takes no reservation itself. So the reservations are a set under a lock in this process, and
+# a fork starts with a fresh lock (a thread of the parent may have held it at the fork).
 
 
 def pid_alive(pid: int, made_at: float) -> bool:
@@ -107,48 +108,40 @@ def pid_alive(pid: int, made_at: float) -> bool:
     return True
 
 
-def process_start(pid: int) -> str:
-    """When process `pid` started (Linux: clock ticks since boot, /proc/PID/stat), "" where unknown: a pid and its
-    start time name one process, while a pid alone may be reused by another process long after its owner died."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[19]
-    except (OSError, IndexError):
-        return ""
+RESERVED: set[str] = set()  # the folders (as absolute paths) an operation of this process is writing
+RESERVING = threading.Lock()
 
 
-def lock_owner_alive(lock: Path) -> bool:
-    try:
-        pid, _, started = (lock / "pid").read_text().partition(" ")
-        if started and process_start(int(pid)) not in (started, ""):
-            return False  # that pid now belongs to another process
-        return pid_alive(int(pid), lock.stat().st_mtime)
-    except (OSError, ValueError):  # being written this instant, or garbage: judge by its age
-        try:
-            return time.time() - lock.stat().st_mtime < 60
-        except OSError:
-            return False
+def fresh_reservation_lock() -> None:
+    global RESERVING
+    RESERVING = threading.Lock()
+
+
+os.register_at_fork(after_in_child=fresh_reservation_lock)
+
+
+def reservation_key(folder: Path) -> str:
+    return os.path.abspath(folder)
 
 
 def reserved(folder: Path) -> bool:
-    """Another live operation is writing this package."""
-    lock = lock_path(folder)
-    return lock.is_dir() and lock_owner_alive(lock)
+    """An operation of this process is writing this package."""
+    return reservation_key(folder) in RESERVED
 
 
 def try_lock(folder: Path) -> bool:
-    """Take the reservation of folder's name; False when a live operation holds it (a dead one's is taken over)."""
-    lock = lock_path(folder)
-    for _ in range(2):
-        try:
-            os.mkdir(lock)
-        except FileExistsError:
-            if lock_owner_alive(lock):
-                return False
-            shutil.rmtree(lock, ignore_errors=True)
-            continue
-        (lock / "pid").write_text(f"{os.getpid()} {process_start(os.getpid())}".strip())
+    """Take the reservation of folder's name; False when an operation holds it."""
+    key = reservation_key(folder)
+    with RESERVING:
+        if key in RESERVED:
+            return False
+        RESERVED.add(key)
         return True
-    return False
+
+
+def unlock(folder: Path) -> None:
+    with RESERVING:
+        RESERVED.discard(reservation_key(folder))
 
 
 @contextlib.contextmanager
@@ -171,13 +164,13 @@ def reserve_name(models_dir: str | os.PathLike, base: str, *, exact: bool = Fals
         if not folder.exists() and try_lock(folder):
             if not folder.exists():  # an operation that held the name just before us may have finished it
                 break
-            shutil.rmtree(lock_path(folder), ignore_errors=True)
+            unlock(folder)
         n += 1
         name = f"{base}-{n}"
     try:
         yield folder
     finally:
-        shutil.rmtree(lock_path(folder), ignore_errors=True)
+        unlock(folder)
 
 
 @contextlib.contextmanager
@@ -243,9 +236,9 @@ def disk_bytes(folder: Path) -> int:
 
 def sweep_leftovers(models_dir: str | os.PathLike, tmp_dir: str | os.PathLike | None = None) -> list[Path]:
     """Remove what belongs to no live operation: `.import-*` and `.NAME.tmp-*` folders of crashed imports and saves,
-    `.NAME.old` of a save that crashed between its two renames (put back when NAME is gone),
-    reservations of dead processes, `.NAME.snapshots` whose package is gone, and `package-*` export folders in
-    tmp_dir (the system's temporary folder by default). Returns what was removed. Safe to run at any time."""
+    `.NAME.old` of a save that crashed between its two renames (put back when NAME is gone), `.NAME.lock` folders
+    (older versions' on-disk reservations), `.NAME.snapshots` whose package is gone, and `package-*` export folders
+    in tmp_dir (the system's temporary folder by default). Returns what was removed. Safe to run at any time."""
     models_dir, now, removed = Path(models_dir), time.time(), []
 
     def made_by_dead(path: Path, pid_part: str, ttl: float = STALE_AFTER_S) -> bool:
@@ -264,8 +257,8 @@ def sweep_leftovers(models_dir: str | os.PathLike, tmp_dir: str | os.PathLike | 
             if name.startswith(".") and name.endswith(".snapshots") and path.is_dir():
                 owner = path.with_name(name[1:-len(".snapshots")])
                 candidates += [] if is_package(owner) or reserved(owner) else [path]
-            elif name.startswith(".") and name.endswith(".lock"):
-                candidates += [] if lock_owner_alive(path) else [path]
+            elif name.startswith(".") and name.endswith(".lock"):  # an on-disk reservation of an older version
+                candidates.append(path)
             elif name.startswith(".") and name.endswith(".old") and path.is_dir():
                 if not reserved(path.with_name(name[1:-4])):  # a live save's second rename is due any instant
                     removed += [] if recover_interrupted_save(path) else [path]
@@ -409,12 +402,31 @@ def model_card(config: dict, training: dict | None) -> str:
                   f"{data.get('val_pairs', '?')} validation pairs",
                   f"- {training.get('steps', '?')} steps, {training.get('epochs', 0):.2f} epochs, "
                   f"{training.get('wall_s', 0):.0f} s on {training.get('device', '?')}"]
+        last = training.get("last") or {}
+        if last:
+            lines.append("- final validation (the one these weights are from): " + scores_text(last))
         if best:
-            lines.append("- best validation: " + ", ".join(f"{k} {v:.4g}" for k, v in best.items() if isinstance(v, (int, float))))
+            metric = (training.get("config") or {}).get("early_stop_metric", "bleu")
+            lines.append(f"- best validation (by {SCORE_WORDS.get(metric, metric)}): " + scores_text(best))
     lines += ["", "## Use it", "", "```python", "from playground.package import load_package",
               "from playground.decode import translate", f'pkg = load_package("models/{config["name"]}")',
               'print(translate(pkg.model, pkg.tokenizer, ["your sentence"])[0].text)', "```", ""]
     return "\n".join(lines)
+
+
+SCORE_WORDS = {"val_loss": "validation loss", "bleu": "BLEU", "chrf": "chrF", "exact_match": "exact match"}
+
+
+def scores_text(record: dict) -> str:
+    """A validation record in words: "step 40: validation loss 2.31 (NLL per token), BLEU 12.3, chrF 40.1, exact
+    match 2.0%"."""
+    parts = []
+    if isinstance(record.get("val_loss"), (int, float)):
+        parts.append(f"validation loss {record['val_loss']:.3f} (NLL per token)")
+    parts += [f"{SCORE_WORDS[k]} {record[k]:.1f}" for k in ("bleu", "chrf") if isinstance(record.get(k), (int, float))]
+    if isinstance(record.get("exact_match"), (int, float)):
+        parts.append(f"exact match {record['exact_match']:.1%}")
+    return f"step {record.get('step', '?')}: " + ", ".join(parts)
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -153,7 +153,11 @@ def overlay_figure(series: Sequence[tuple[str, Sequence[float], Sequence[float]]
                                  line={"color": RUN_COLORS[index % len(RUN_COLORS)], "width": 2}))
     if log_y:
         fig.update_yaxes(type="log", exponentformat="e")
-    return _layout(fig, title, x_title, y_title)
+    fig = _layout(fig, title, x_title, y_title)
+    # the runs' names under the x-axis title: above the plot, two or more of them overlapped the title at 1024 px
+    fig.update_layout(legend={"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom", "x": 0.5,
+                              "xanchor": "center"}, margin={"b": 55 + 18 * len(drawn)})  # a narrow chart: a row each
+    return fig
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -14,6 +14,9 @@ SCHEDULES = ("noam", "inverse_sqrt", "cosine", "constant")
 
 VALIDATIONS_PER_RUN = 5  # eval_every not set ("auto"): validations spread over the planned steps, the last one included
 WARMUP_SHARE = 0.2  # a run whose minutes budget binds warms up for at most this share of the steps it will get
+MIN_WARMUP = 3  # ... and for at least this many steps (when the run has twice as many)
+VALIDATION_SHARE = 0.2  # of a minutes budget, kept for validations until one has been timed
+MIN_USEFUL_STEPS = 40  # fewer steps than this in a minutes budget leave a small model saying "un un un"
 
 
 def learning_rate(cfg: TrainConfig, step: int, total_steps: int | None = None, warmup: int | None = None) -> float:
@@ -47,8 +50,19 @@ def planned_steps(cfg: TrainConfig, epoch_steps: int | None) -> tuple[int | None
 
 def fit_warmup(cfg: TrainConfig, steps: int) -> int:
     """The warmup of a run that will get only `steps` steps (its minutes budget binds): the configured one, but at most
-    WARMUP_SHARE of the run, so that a slow machine's short run still leaves warmup and learns."""
-    return min(cfg.warmup_steps, max(1, math.ceil(WARMUP_SHARE * steps)))
+    WARMUP_SHARE of the run, so that a slow machine's short run still leaves warmup and learns; and (a very short
+    run) at least MIN_WARMUP steps where half the run holds them, so that the rate still climbs rather than jumps."""
+    return min(cfg.warmup_steps, max(1, math.ceil(WARMUP_SHARE * steps), min(MIN_WARMUP, steps // 2)))
+
+
+def advance(position: float, step: int, planned: int, length: int) -> float:
+    """The schedule position of step `step` (1-based) of a run fitted to a minutes budget, from `position`, that of
+    the step before: the rest of the schedule's `length` positions spread evenly over the steps left to the planned
+    end and one past it (so no planned step gets the cosine's 0). A constant plan moves one position a step; a
+    re-planned one only changes the pace, never the position, so the rate follows the schedule's own shape at every
+    re-plan instead of jumping to where a longer or shorter plan would be. A run that outlasts its plan halves the
+    rest of the way at each step: the rate keeps falling and never reaches 0."""
+    return position + (length - position) / max(planned - step + 2, 2)
 
 
 def eval_interval(cfg: TrainConfig, steps: int | None) -> int | None:

@@ -197,5 +197,6 @@ TRAINING = Obj({
 })
 RESUME = Obj({"step": Int(), "epoch": Int(), "batch_in_epoch": Int(), "tokens_seen": Int(), "elapsed_s": Num(0),
               "best": Opt(EVAL), "bad_evals": Int(), "optimizer": Obj({}), "rng_state": List(Int(0, 255), 100_000),
-              "planned_steps": Opt(Int(1)), "warmup_steps": Opt(Int())},
+              "planned_steps": Opt(Int(1)), "warmup_steps": Opt(Int()),
+              "schedule_steps": Opt(Int(1)), "schedule_position": Num(0)},
              required=frozenset({"step", "optimizer"}))

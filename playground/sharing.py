@@ -6,9 +6,16 @@ sees and uses only their own packages plus the shipped ones; another visitor's p
 like a missing one; quotas keep one visitor from filling the disk. The shipped packages (playground.package
 .SHIPPED_MODELS, from the repo's models/) are read-only for everyone in both modes.
 
-Who owns what is kept in one registry file in the models folder (`.owners.json`, written atomically), never inside
-a package: an exported zip carries no visitor's identity. Everything here is plain Python (no Gradio): the web UI
-says who the visitor is, this module decides what they may do.
+Who owns what is kept in one registry file in the models folder (`.owners.json`), never inside a package: an exported
+zip carries no visitor's identity. Everything here is plain Python (no Gradio): the web UI says who the visitor is,
+this module decides what they may do.
+
+The models folder may be a Storage Bucket mounted into the Space (README, "Run it as a Space"): object storage, where
+another reader sees a file seconds late, a file is uploaded whole when it is closed, a rename is a copy and a delete,
+and there is no lock across processes. So the registry is held in memory by the one server process, its only writer,
+read from the file once at start and written whole after each change; a training run's package, written by another
+process on ZeroGPU, is given VISIBLE_WITHIN_S to show before its name is let go (`forget`) when the models folder
+is on such a mount (FUSE or NFS: `lagging_mount`).
 """
 
 from __future__ import annotations
@@ -19,7 +26,6 @@ import hmac
 import json
 import os
 import re
-import secrets
 import shutil
 import tempfile
 import threading
@@ -34,6 +40,8 @@ from playground.package import (SHIPPED_MODELS, SHIPPED_MODELS_DIR, average_name
                                 is_shipped, list_packages, package_path, reserve_name, reserved, snapshots_folder)
 
 REGISTRY = ".owners.json"
+REGISTRY_COPIES = ".owners-*.tmp"  # the whole new registry, written before it is renamed over the old one
+VISIBLE_WITHIN_S = 30.0  # a bucket mount shows another process's new files within ~10 s (hf-mount's metadata TTL)
 MB = 1_000_000
 TOKEN_PATTERN = re.compile(r"^([A-Za-z0-9_-]{16,64})\.([A-Za-z0-9_-]{22})$")  # a visitor id, its signature
 
@@ -47,6 +55,25 @@ def shared_mode() -> bool:
     if os.environ.get("PLAYGROUND_SHARED", "").strip() in ("0", "false", "no", "off"):
         return False
     return bool(os.environ.get("SPACE_ID")) or env_flag("PLAYGROUND_SHARED")
+
+
+def lagging_mount(folder: str | os.PathLike, mounts: str | os.PathLike = "/proc/self/mounts") -> bool:
+    """Is `folder` on a FUSE or NFS mount (how a Storage Bucket is mounted), where another process's new files show
+    late? Judged by the mount that holds it: the longest mount point above it in /proc/self/mounts."""
+    path, best, fstype = os.path.realpath(folder), "", ""
+    try:
+        lines = Path(mounts).read_text().splitlines()
+    except OSError:
+        return False
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = fields[1].replace("\\040", " ")
+        inside = path == point or path.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):
+            best, fstype = point, fields[2]
+    return fstype.startswith(("fuse", "nfs"))
 
 
 def models_location(shared: bool, default: str | os.PathLike = "models") -> tuple[Path, bool]:
@@ -202,25 +229,46 @@ class Library:
         self.lock = threading.RLock()
         self.running: dict[str, str] = {}  # visitor key -> package name of their run in progress
         self.pending: set[str] = set()  # names add() reserved whose operation has not ended yet (no folder yet)
+        self.registry = self.load_registry()
+        self.visible_within_s = VISIBLE_WITHIN_S if lagging_mount(self.models_dir) else 0.0
 
     # -- the registry ---------------------------------------------------------------------------------------
 
+    def load_registry(self) -> dict[str, dict]:
+        """{package name: {"owner", "signed_in", "created", "used"}} from the file; where it is missing or damaged (a
+        crash between the two halves of a rename that is a copy and a delete), the newest whole copy beside it. What
+        cannot be read counts as empty."""
+        copies = sorted(self.models_dir.glob(REGISTRY_COPIES), key=lambda p: p.stat().st_mtime, reverse=True)
+        for path in [self.models_dir / REGISTRY, *copies]:
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if isinstance(data, dict):
+                registry = {k: v for k, v in data.items() if isinstance(v, dict) and isinstance(v.get("owner"), str)}
+                if path.name != REGISTRY:
+                    self.write_registry(registry)
+                for copy in copies:  # leftovers of earlier writes: the registry above is the newest whole one
+                    copy.unlink(missing_ok=True)
+                return registry
+        return {}
+
     def read_registry(self) -> dict[str, dict]:
-        """{package name: {"owner", "signed_in", "created", "used"}}; a damaged file counts as empty."""
-        try:
-            data = json.loads((self.models_dir / REGISTRY).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        if not isinstance(data, dict):
-            return {}
-        return {k: v for k, v in data.items() if isinstance(v, dict) and isinstance(v.get("owner"), str)}
+        """A copy of the registry, to change and hand to write_registry (`self.registry` itself is only ever
+        replaced, never changed in place: reading it needs no copy)."""
+        with self.lock:
+            return {name: dict(entry) for name, entry in self.registry.items()}
 
     def write_registry(self, registry: dict[str, dict]) -> None:
-        """Write a sibling file and rename it over the old one: a crash never leaves half a registry."""
-        fd, tmp = tempfile.mkstemp(prefix=".owners-", suffix=".tmp", dir=self.models_dir)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(registry, f, indent=1, sort_keys=True)
-        os.replace(tmp, self.models_dir / REGISTRY)
+        """Keep `registry` as the registry and write it whole: to a sibling file, closed (a bucket mount uploads a
+        file when it is closed), then renamed over the old one; a crash in between leaves a whole copy that
+        load_registry finds."""
+        with self.lock:
+            self.registry = {name: dict(entry) for name, entry in registry.items()}
+            fd, tmp = tempfile.mkstemp(prefix=".owners-", suffix=".tmp", dir=self.models_dir)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(self.registry, f, indent=1, sort_keys=True)
+            os.replace(tmp, self.models_dir / REGISTRY)
 
     # -- what a visitor sees -------------------------------------------------------------------------------
 
@@ -238,7 +286,7 @@ class Library:
 
     def packages(self, visitor: Visitor) -> list[Path]:
         """The packages this visitor may see and use, newest first."""
-        registry = self.read_registry() if self.shared else {}
+        registry = self.registry if self.shared else {}
         return [p for p in self.all_packages() if self.may_see(p, visitor, registry)]
 
     def names(self, visitor: Visitor) -> list[str]:
@@ -260,7 +308,7 @@ class Library:
             folder = own
         else:
             folder = next((p for p in self.shipped if p.name == name), None)
-        if folder is None or not self.may_see(folder, visitor, self.read_registry() if self.shared else {}):
+        if folder is None or not self.may_see(folder, visitor, self.registry if self.shared else {}):
             raise no_such_model(name)
         self.touch(folder)
         return folder
@@ -390,8 +438,8 @@ class Library:
 
     def add(self, base: str, visitor: Visitor, new_bytes: int, *, average: bool = False) -> Path:
         """Reserve a new package folder for this visitor: quotas checked, space made, the name recorded as theirs.
-        `base`, or `base-2`, `base-3`… so no package (shipped or reserved) is ever overwritten; in shared mode
-        `base-` and 6 random hex digits, so the suffix tells nothing of other visitors' names. `average`: a run that
+        `base`, or `base-2`, `base-3`… so no package (shipped or reserved) is ever overwritten: what the Train tab's
+        name field promises, in both modes (any suffix tells a visitor that the name is taken). `average`: a run that
         also writes `<name>-avg` at the end; both names are free and both are reserved."""
         check_name(average_name(base) if average else base)
         with self.lock:
@@ -403,7 +451,7 @@ class Library:
             name, n = base, 1
             while name in taken or (average and average_name(name) in taken):
                 n += 1
-                name = f"{stem}-{secrets.token_hex(3)}" if self.shared else f"{base}-{n}"
+                name = f"{stem}-{n}"
             self.register([name, average_name(name)] if average else [name], visitor, registry)
             return package_path(self.models_dir, name)
 
@@ -462,7 +510,17 @@ class Library:
 
     def forget(self, name: str) -> None:
         """End the reservation of a name add() gave; its registry entry goes when its package never came to be (the
-        run failed before its first save)."""
+        run failed before its first save). A package another process wrote (ZeroGPU's worker) may show on a bucket
+        mount seconds late: there a name whose folder is not there yet stays reserved for `visible_within_s`, then is
+        looked at again."""
+        if not self.visible_within_s or (self.models_dir / name).is_dir():
+            self.let_go(name)
+            return
+        later = threading.Timer(self.visible_within_s, self.let_go, args=(name,))
+        later.daemon = True
+        later.start()
+
+    def let_go(self, name: str) -> None:
         with self.lock:
             self.pending.discard(name)
             registry = self.read_registry()

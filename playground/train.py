@@ -25,23 +25,27 @@ from playground.checkpoint import (History, RunState, load_run, optimizer_from_s
                                    save_run)
 from playground.config import TrainConfig
 from playground.data import check_language
-from playground.device import autocast, describe, resolve_device, resolve_precision
+from playground.device import autocast, describe, one_thread_on_cpu, resolve_device, resolve_precision, sync
 from playground.distributed import (SINGLE, Ranks, agree, check_same_on_all_ranks, rank_device, seed_rank,
                                     sum_over_ranks, wrap_model)
 from playground.errors import PlaygroundError, TrainingError
+from playground.foreground import yield_to_quick_calls
 from playground.loss import smoothed_loss_sum
 from playground.memory import check_training_fits, keep_allocator_compact
 from playground.model import Transformer
 from playground.package import check_name, snapshots_folder
-from playground.schedule import eval_interval, fit_warmup, learning_rate, planned_steps
+from playground.schedule import (VALIDATION_SHARE, VALIDATIONS_PER_RUN, advance, eval_interval, fit_warmup,
+                                 learning_rate, planned_steps)
 from playground.tokenizer import PAD_ID, PairBpeDropout, PairTokenizer, train_tokenizer
 from playground.validation import (is_better, perplexity, probe_attention, translation_scores,
                                    validation_loss)
 
 PAUSED = "paused"  # the reason of a run that ended its call (pause_after_s) to go on in the next one
-FIRST_TIMING_STEPS = 10  # a minutes budget is turned into steps once this many have been timed ...
+FIRST_TIMING_STEPS = 2  # a fitted plan is first re-planned once this many steps have been timed ...
 STOP_EVAL_SENTENCES = 50  # sentences decoded by the last validation of a stopped run
 REPLAN_SHARE = 0.05  # ... and again each time this share of the budget has passed (the machine's speed changes)
+QUIET_CPU_SHARE = 0.8  # a timed pass that got this share of a core: the machine has room for more threads
+MAX_PACE_CHANGE = 1.5  # a re-plan changes the steps left by at most this factor: the rate's slope changes gently
 
 
 @dataclass
@@ -87,25 +91,16 @@ class Optimization:
             return contextlib.nullcontext()
         return self.train_model.no_sync()
 
-    def step(self, batch: GlobalBatch, step: int, planned: int | None,
+    def step(self, batch: GlobalBatch, step: float, planned: int | None,
              warmup: int | None = None) -> tuple[float, float, float]:
-        """Optimizer step `step` (1-based): (the global batch's loss per target token, the learning rate, the
-        gradient norm). `planned` and `warmup`: the run's schedule (Trainer.replan)."""
-        self.train_model.train()
+        """Optimizer step at schedule position `step` (the step, 1-based, unless a minutes budget fitted the
+        schedule: schedule.advance): (the global batch's loss per target token, the learning rate, the gradient
+        norm). `planned` and `warmup`: the run's schedule (Trainer.fit_schedule)."""
         lr = learning_rate(self.cfg, step, planned, warmup)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.optimizer.zero_grad(set_to_none=True)
-        loss_sum = torch.zeros((), device=self.device)
-        for index, micro in enumerate(batch.mine):
-            with self.gradient_sync(last=index == len(batch.mine) - 1):
-                with autocast(self.device, self.precision):
-                    logits = self.train_model(micro.src, micro.tgt_in)
-                micro_loss = smoothed_loss_sum(logits, micro.tgt_out, self.cfg.label_smoothing, PAD_ID)
-                # DDP averages the gradients over the ranks; the world size undoes that average, so the gradient is
-                # that of (sum of every micro-batch's loss) / (the global batch's target tokens)
-                self.scaler.scale(micro_loss * self.ranks.world_size / batch.n_tokens).backward()
-            loss_sum += micro_loss.detach()
+        loss_sum = self.forward_backward(batch)
         self.scaler.unscale_(self.optimizer)
         max_norm = self.cfg.clip_norm if self.cfg.clip_norm > 0 else float("inf")
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
@@ -116,6 +111,32 @@ class Optimization:
             self.scaler.step(self.optimizer)
             self.scaler.update()
         return loss_value, lr, norm_value
+
+    def time_step(self, batch: GlobalBatch) -> float:
+        """Seconds of a step's forward and backward passes on `batch`; the gradients are dropped, nothing learns."""
+        self.optimizer.zero_grad(set_to_none=True)
+        sync(self.device)
+        start = time.perf_counter()
+        self.forward_backward(batch)
+        sync(self.device)
+        seconds = time.perf_counter() - start
+        self.optimizer.zero_grad(set_to_none=True)
+        return seconds
+
+    def forward_backward(self, batch: GlobalBatch) -> torch.Tensor:
+        """The gradients of the global batch's loss (summed over its target tokens, which it returns)."""
+        self.train_model.train()
+        loss_sum = torch.zeros((), device=self.device)
+        for index, micro in enumerate(batch.mine):
+            with self.gradient_sync(last=index == len(batch.mine) - 1):
+                with autocast(self.device, self.precision):
+                    logits = self.train_model(micro.src, micro.tgt_in)
+                micro_loss = smoothed_loss_sum(logits, micro.tgt_out, self.cfg.label_smoothing, PAD_ID)
+                # DDP averages the gradients over the ranks; the world size undoes that average, so the gradient is
+                # that of (sum of every micro-batch's loss) / (the global batch's target tokens)
+                self.scaler.scale(micro_loss * self.ranks.world_size / batch.n_tokens).backward()
+            loss_sum += micro_loss.detach()
+        return loss_sum
 
 
 class Trainer:
@@ -143,10 +164,16 @@ class Trainer:
         self.dropout_rng = torch.Generator(self.device).manual_seed(cfg.seed)
         self.step, self.epoch, self.batch_in_epoch, self.tokens_seen, self.elapsed_before = 0, 0, 0, 0, 0.0
         self.history, self.best, self.bad_evals = History(), None, 0
-        # the schedule's steps and warmup; a binding minutes budget re-plans both from the measured speed (replan)
+        # the steps the run plans to take; a binding minutes budget fits the schedule to them (fit_schedule)
         self.plan: int | None = None
         self.warmup = cfg.warmup_steps
+        self.schedule_steps: int | None = None  # a fitted schedule's length; None: the schedule counts steps
+        self.position = 0.0  # where a fitted schedule stands after the last step (schedule.advance)
+        self.keep_plain = False  # a resumed call of a run whose steps or epochs budget ends it first: no timing
         self.first_plan: int | None = None  # the first steps-for-the-minutes guess of this call, for the summary
+        self.eval_seconds: list[float] = []  # the validations of this call, timed for the plan
+        self.one_thread = False  # train on one CPU thread: faster here when measured (time_step)
+        self.eval_limit: int | None = None  # sentences the last validation of a fitted run had time to decode
         if resume_from is not None:
             self.resume(Path(resume_from))  # every rank loads the weights and the optimizer state
         else:
@@ -189,12 +216,24 @@ class Trainer:
         self.tokens_seen, self.elapsed_before = state.tokens_seen, state.elapsed_s
         self.history = History(**package.training["history"])  # training.json: save() writes it with the state
         self.best, self.bad_evals = state.best, state.bad_evals
-        if self.cfg.max_minutes and state.planned_steps:  # a re-planned schedule goes on where it was
-            self.plan, self.warmup = state.planned_steps, state.warmup_steps or self.cfg.warmup_steps
+        if self.cfg.max_minutes and state.planned_steps and not self.used_up(package.training or {}, state):
+            # the schedule goes on as it was (the next call of a chunked run, or after a Stop): a fitted one where it
+            # stood, a plain one without timing again; one whose minutes were used up starts a new one over the added
+            # minutes, from warmup
+            self.keep_plain = state.schedule_steps is None
+            if state.schedule_steps:
+                self.plan, self.warmup, self.schedule_steps, self.position = (
+                    state.planned_steps, state.warmup_steps, state.schedule_steps, state.schedule_position)
         try:
             self.dropout_rng.set_state(torch.tensor(state.rng_state, dtype=torch.uint8))
         except RuntimeError:  # saved on another kind of device, whose stream has another state: start a seeded one
             self.dropout_rng.manual_seed(hash((self.cfg.seed, self.step)) % 2**63)
+
+    @staticmethod
+    def used_up(training: dict, state: RunState) -> bool:
+        """Whether the saved run ended because its minutes budget was spent (not paused between calls or stopped)."""
+        minutes = (training.get("config") or {}).get("max_minutes")
+        return bool(minutes) and state.elapsed_s >= minutes * 60
 
     def stop(self) -> None:
         self.stop_requested.set()
@@ -228,6 +267,9 @@ class Trainer:
         return batches
 
     def next_global_batch(self) -> GlobalBatch:
+        return self.global_batch(self.batch_in_epoch)
+
+    def global_batch(self, start: int) -> GlobalBatch:
         """This rank's share of the next optimizer step.
 
         Every rank holds the same seeded batch list for the epoch. One optimizer step consumes the next
@@ -237,7 +279,7 @@ class Trainer:
         split: 2 ranks with accumulate 1 compute what 1 process with accumulate 2 computes on the same global
         batches (up to the order of floating-point sums). The token counts come from the shared batch list, so no
         rank has to ask the others for them."""
-        start, world_size = self.batch_in_epoch, self.ranks.world_size
+        world_size = self.ranks.world_size
         global_batch = self.batches[start : start + self.batches_per_step]
         counts = [token_counts(self.train_set, indices) for indices in global_batch]
         mine = [collate(self.train_set, indices, self.device) for indices in global_batch[self.ranks.rank :: world_size]]
@@ -262,10 +304,20 @@ class Trainer:
 
     def validate(self, sentences: int | None = None) -> events.Eval:
         """Validation loss, and BLEU/chrF of the first eval_sentences (or `sentences`) validation pairs decoded."""
-        val_loss = validation_loss(self.model, self.val_set, self.cfg.batch_tokens, self.device, self.precision)
-        sentences = min(self.cfg.eval_sentences, sentences or self.cfg.eval_sentences)
-        scores, samples = translation_scores(self.model, self.tokenizer, self.data.val[:sentences],
-                                             self.device, self.precision)
+        began = time.perf_counter()
+        with one_thread_on_cpu(self.device):
+            val_loss = validation_loss(self.model, self.val_set, self.cfg.batch_tokens, self.device, self.precision)
+            sentences = min(self.cfg.eval_sentences, sentences or self.cfg.eval_sentences, self.eval_limit or math.inf)
+            # a fitted run's validation decodes what fits in its share of the minutes, at most as many sentences as
+            # the one before: an untrained model's outputs run to their length limit and must not eat the budget
+            allowance = None
+            if self.schedule_steps:
+                allowance = VALIDATION_SHARE * self.cfg.max_minutes * 60 / VALIDATIONS_PER_RUN
+            scores, samples, decoded = translation_scores(self.model, self.tokenizer, self.data.val[:sentences],
+                                                          self.device, self.precision, allowance)
+            if allowance is not None:
+                self.eval_limit = decoded
+        self.eval_seconds.append(time.perf_counter() - began)
         record = {"step": self.step, "val_loss": val_loss, "val_ppl": perplexity(val_loss), **scores}
         self.history.evals.append(record)
         self.history.probe.append({"step": self.step, **probe_attention(self.model, self.tokenizer, self.val_set[0])})
@@ -283,7 +335,7 @@ class Trainer:
     def run_facts(self, elapsed: float) -> dict:
         """What both the package's training record (summary) and the Done event (result) report."""
         return {"steps": self.step, "epochs": self.epochs_done, "params": self.model.num_parameters(),
-                "wall_s": elapsed, "device": describe(self.device), "precision": self.precision,
+                "wall_s": elapsed, "device": self.device_text(), "precision": self.precision,
                 "world_size": self.ranks.world_size, "best": self.best}
 
     def summary(self, elapsed: float) -> dict:
@@ -299,17 +351,20 @@ class Trainer:
     def save(self, elapsed: float, training: dict | None = None) -> Path:
         state = RunState(self.dropout_rng.get_state().tolist(), self.step, self.epoch, self.batch_in_epoch,
                          self.tokens_seen, elapsed, self.best, self.bad_evals, planned_steps=self.plan,
-                         warmup_steps=self.warmup)
+                         warmup_steps=self.warmup, schedule_steps=self.schedule_steps,
+                         schedule_position=self.position)
         return save_run(self.out_dir, self.model, self.tokenizer, self.optimization.optimizer, state,
                         src_lang=self.data.src_lang, tgt_lang=self.data.tgt_lang,
                         training=training or self.summary(elapsed))
 
     def validate_and_save(self, elapsed: float, final: bool, sentences: int | None = None) -> Iterator[events.Event]:
         """Rank 0's part of a validation: the Eval event, then the package (and a snapshot to average later)."""
+        yield events.Phase("validating", self.step)
         evaluation = self.validate(sentences)
         better = self.improved(self.history.evals[-1])
         evaluation.best, evaluation.improved = self.best, better and not final
         yield evaluation
+        yield events.Phase("saving", self.step)
         training = self.summary(elapsed)
         path = self.save(elapsed, training)
         if self.snapshots:
@@ -327,25 +382,70 @@ class Trainer:
 
     # -- the schedule of a minutes budget ------------------------------------------------------------------
 
-    def replan(self, budget_steps: int | None, elapsed: float, steps_here: int, run_time: float) -> None:
-        """Fit the schedule to the steps the minutes budget will actually allow at the speed measured so far in this
-        call (validations included): the planned steps (cosine decay, auto validations, progress) and a warmup that
-        ends within the run. A plan of the steps or epochs budget alone is kept as it is."""
+    def fit_schedule(self, budget_steps: int | None, elapsed: float) -> None:
+        """Before the first step of a minutes budget: time a step, plan the steps the budget holds (keeping
+        VALIDATION_SHARE of it for validations until one is timed) and fit the schedule to them, warmup included.
+        A steps or epochs budget that ends the run first keeps the plain schedule."""
+        seconds = agree(self.time_step(), self.ranks)  # every rank times (and picks its threads), rank 0 plans
         remaining = self.cfg.max_minutes * 60 - elapsed
-        fitted = self.step + max(1, int(remaining * steps_here / max(run_time, 1e-9)))
+        fitted = self.step + max(1, int(remaining * (1 - VALIDATION_SHARE) / max(seconds, 1e-9)))
         if budget_steps is not None and budget_steps <= fitted:
-            self.plan, self.warmup = budget_steps, self.cfg.warmup_steps
             return
-        self.plan = fitted
-        if self.first_plan is None:
-            self.first_plan = fitted
-        if self.step < self.warmup:  # a warmup already done stays done: the rate never falls back into a ramp
-            self.warmup = max(fit_warmup(self.cfg, fitted), self.step)
+        self.plan = self.first_plan = fitted
+        self.schedule_steps = fitted - self.step + 1  # one past the last planned step: none of them gets lr 0
+        self.warmup = fit_warmup(self.cfg, fitted - self.step)
+        self.position = 0.0
+
+    def time_step(self) -> float:
+        """Seconds of one step here: the forward and backward passes on the next batch, timed on one thread after an
+        untimed warm-up pass. On a CPU with several threads, and a core of its own for that pass (its CPU time near
+        its wall time: a quiet machine), timed on all of them too, and the run trains on the quicker; on a busy one
+        it trains on one thread: a tiny-preset step took 2.1 s on one thread and 9.5 s on two on a 2-core machine at
+        load 10. The run's dropout stream is put back: timing changes nothing the run draws."""
+        start = min(self.batch_in_epoch, len(self.batches) - self.batches_per_step)
+        batch = self.global_batch(start)
+        rng = self.dropout_rng.get_state()
+        with one_thread_on_cpu(self.device):
+            self.optimization.time_step(batch)
+            cpu_began = time.thread_time()
+            seconds = self.optimization.time_step(batch)
+            cpu_share = (time.thread_time() - cpu_began) / max(seconds, 1e-9)
+        if self.device.type == "cpu" and torch.get_num_threads() > 1:
+            threaded = self.optimization.time_step(batch) if cpu_share >= QUIET_CPU_SHARE else math.inf
+            self.one_thread, seconds = seconds <= threaded, min(seconds, threaded)
+        self.dropout_rng.set_state(rng)
+        return seconds
+
+    def device_text(self) -> str:
+        return "cpu (1 thread: the machine is busy)" if self.one_thread else describe(self.device)
+
+    def step_threads(self):
+        return one_thread_on_cpu(self.device) if self.one_thread else contextlib.nullcontext()
+
+    def replan(self, budget_steps: int | None, elapsed: float, steps_here: int, train_time: float) -> None:
+        """Fit the plan to the steps the rest of the minutes budget holds at the speed measured so far in this call,
+        and the validations still to come at the time they took (or VALIDATION_SHARE of the budget until one ran).
+        Only the pace of the fitted schedule changes (schedule.advance), so the rate never jumps."""
+        budget = self.cfg.max_minutes * 60
+        per_eval = (sum(self.eval_seconds) / len(self.eval_seconds) if self.eval_seconds
+                    else VALIDATION_SHARE * budget / VALIDATIONS_PER_RUN)
+        per_step = train_time / max(steps_here, 1) + per_eval / (eval_interval(self.cfg, self.plan) or self.plan)
+        left, fitted = self.plan - self.step, (budget - elapsed) / per_step
+        if left > 0:
+            fitted = min(max(fitted, left / MAX_PACE_CHANGE), left * MAX_PACE_CHANGE)
+        planned = self.step + max(1, round(fitted))
+        self.plan = min(planned, budget_steps) if budget_steps is not None else planned
 
     def replan_due(self, steps_here: int, last_plan_time: float, run_time: float) -> bool:
-        if not self.cfg.max_minutes or steps_here < FIRST_TIMING_STEPS:
+        if not self.schedule_steps or steps_here < FIRST_TIMING_STEPS:
             return False
-        return steps_here == FIRST_TIMING_STEPS or run_time - last_plan_time >= REPLAN_SHARE * self.cfg.max_minutes * 60
+        return run_time - last_plan_time >= REPLAN_SHARE * self.cfg.max_minutes * 60
+
+    def next_position(self) -> float:
+        """The schedule position of the next step: the step itself, or on a fitted schedule schedule.advance."""
+        if self.schedule_steps is None:
+            return self.step + 1
+        return advance(self.position, self.step + 1, self.plan, self.schedule_steps)
 
     # -- the loop -----------------------------------------------------------------------------------------
 
@@ -353,14 +453,16 @@ class Trainer:
         cfg = self.cfg
         steps_per_epoch = len(self.batches) // self.batches_per_step
         budget_steps, _ = planned_steps(self.cfg, steps_per_epoch)
-        if self.plan is None:  # not a re-planned schedule saved by the call before
-            self.plan = budget_steps
         start_time = time.perf_counter()
+        if self.plan is None:  # not a fitted schedule saved by the call before
+            self.plan = budget_steps
+            if cfg.max_minutes and not self.keep_plain:
+                self.fit_schedule(budget_steps, self.elapsed_before + time.perf_counter() - start_time)
         elapsed = self.elapsed_before
-        steps_here, tokens_window, window_start, planned_at = 0, 0, start_time, 0.0
+        steps_here, tokens_window, window_start, planned_at, train_time = 0, 0, start_time, 0.0, 0.0
         last_good_loss, saved_step, reason = None, None, "finished"
         last_eval = self.history.evals[-1]["step"] if self.history.evals else 0  # every rank has the history
-        yield events.Start(self.model.num_parameters(), describe(self.device), self.precision, self.plan,
+        yield events.Start(self.model.num_parameters(), self.device_text(), self.precision, self.plan,
                            steps_per_epoch, len(self.train_set), len(self.val_set), self.step,
                            self.tokenizer.tgt_vocab_size, self.ranks.world_size, cfg.accumulate)
         try:
@@ -382,9 +484,13 @@ class Trainer:
                     if self.segmenter:
                         self.train_set = self.encode_train(self.epoch)
                     self.batches = self.epoch_batches(self.epoch)
+                yield_to_quick_calls(self.device.type)  # a visitor's translate first (playground/foreground.py)
                 batch = self.next_global_batch()
+                position, began = self.next_position(), time.perf_counter()
                 try:
-                    loss, lr, grad_norm = self.optimization.step(batch, self.step + 1, self.plan, self.warmup)
+                    with self.step_threads():
+                        loss, lr, grad_norm = self.optimization.step(batch, position, self.schedule_steps or self.plan,
+                                                                     self.warmup)
                 except torch.OutOfMemoryError:
                     reason = "out of memory"
                     yield events.Error(f"The {self.device.type} ran out of memory at step {self.step + 1}; the last "
@@ -399,11 +505,13 @@ class Trainer:
                     reason = "loss not finite"
                     return
                 self.step, self.batch_in_epoch = self.step + 1, self.batch_in_epoch + self.batches_per_step
+                self.position = position
                 self.tokens_seen += batch.n_all_tokens
                 tokens_window += batch.n_all_tokens
                 steps_here += 1
                 last_good_loss = loss
                 now = time.perf_counter()
+                train_time += now - began
                 elapsed = self.elapsed_before + now - start_time
                 self.history.record_step(self.step, loss, lr, elapsed)
                 tokens_per_s = tokens_window / max(now - window_start, 1e-9)
@@ -412,8 +520,8 @@ class Trainer:
                 # rank 0's clock decides, so that every rank follows the same schedule
                 if cfg.max_minutes and agree(self.replan_due(steps_here, planned_at, now - start_time), self.ranks):
                     if self.ranks.is_main:
-                        self.replan(budget_steps, elapsed, steps_here, now - start_time)
-                    self.plan, self.warmup = agree((self.plan, self.warmup), self.ranks)
+                        self.replan(budget_steps, elapsed, steps_here, train_time)
+                    self.plan = agree(self.plan, self.ranks)
                     planned_at = now - start_time
                 yield events.Step(self.step, self.epochs_done, loss, lr, grad_norm, tokens_per_s, elapsed,
                                   self.eta(self.plan, elapsed, steps_here, now - start_time), self.plan)

@@ -4,6 +4,7 @@ one pair to watch alignment form, and early stopping's rule for what counts as b
 from __future__ import annotations
 
 import math
+import time
 
 import torch
 
@@ -16,6 +17,7 @@ from playground.model import Transformer
 from playground.tokenizer import BOS_ID, PAD_ID, PairTokenizer
 
 SHOWN_SAMPLES = 5  # sample translations an "eval" event carries
+DECODE_CHUNK = 16  # sentences a time-limited validation decodes between looks at the clock
 
 
 @torch.inference_mode()
@@ -34,13 +36,22 @@ def validation_loss(model: Transformer, val_set: list[EncodedPair], batch_tokens
 
 
 def translation_scores(model: Transformer, tokenizer: PairTokenizer, pairs: list[tuple[str, str]],
-                       device: torch.device, precision: str) -> tuple[dict, list[dict]]:
-    """BLEU, chrF and exact match of greedy translations of `pairs`, and the first few as samples."""
+                       device: torch.device, precision: str,
+                       seconds: float | None = None) -> tuple[dict, list[dict], int]:
+    """BLEU, chrF and exact match of greedy translations of `pairs`, the first few as samples, and how many pairs
+    were decoded: all of them, or with `seconds` the chunks of DECODE_CHUNK that were started within that time (at
+    least one; an untrained model decodes every sentence to its length limit)."""
+    began, hyps = time.perf_counter(), []
     with autocast(device, precision):
-        hyps = [t.text for t in translate(model, tokenizer, [s for s, _ in pairs], DecodeOptions("greedy"))]
-    scores = score(hyps, [r for _, r in pairs])
-    samples = [{"source": s, "reference": r, "hypothesis": h} for (s, r), h in list(zip(pairs, hyps))[:SHOWN_SAMPLES]]
-    return {"bleu": scores.bleu, "chrf": scores.chrf, "exact_match": scores.exact_match}, samples
+        for start in range(0, len(pairs), DECODE_CHUNK if seconds is not None else max(len(pairs), 1)):
+            if hyps and seconds is not None and time.perf_counter() - began >= seconds:
+                break
+            chunk = [s for s, _ in pairs[start : start + (DECODE_CHUNK if seconds is not None else len(pairs))]]
+            hyps += [t.text for t in translate(model, tokenizer, chunk, DecodeOptions("greedy"))]
+    decoded = pairs[: len(hyps)]
+    scores = score(hyps, [r for _, r in decoded])
+    samples = [{"source": s, "reference": r, "hypothesis": h} for (s, r), h in list(zip(decoded, hyps))[:SHOWN_SAMPLES]]
+    return {"bleu": scores.bleu, "chrf": scores.chrf, "exact_match": scores.exact_match}, samples, len(hyps)
 
 
 def probe_attention(model: Transformer, tokenizer: PairTokenizer, pair: EncodedPair) -> dict:

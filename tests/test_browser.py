@@ -41,7 +41,7 @@ HELD_OUT = {"Today a student swims.": "Heute schwimmt ein Student.",
             "She follows a child.": "Sie folgt einem Kind."}
 STEPS = 480  # 3-8 s of training on two CPU cores: long enough to photograph the chart half-way, short enough for CI
 # what a person types in the Advanced accordion for a run of a few seconds on two busy CPU cores
-TINY_FORM = {"number input for Encoder layers": 1, "number input for Decoder layers": 1, "d_model": 32,
+TINY_FORM = {"Encoder layers": 1, "Decoder layers": 1, "d_model": 32,
              "Feed-forward size (d_ff)": 64, "Max tokens per sentence": 32, "Vocabulary size": 200,
              "Warmup steps": 20, "Batch tokens": 512, "Max steps": STEPS, "Max minutes": 0,
              "Validate every (steps, 0 = auto)": STEPS // 3, "Sentences decoded per validation": 16}

@@ -61,7 +61,7 @@ def test_cli_prints_the_differences_and_json(models_dir, capsys):
     assert main(["compare", str(models_dir / "slow"), str(models_dir / "fast")]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0].split() == ["setting", "slow", "fast"]
-    assert out.splitlines()[1].split() == ["lr", "0.001", "0.003"]
+    assert out.splitlines()[1].split() == ["learning", "rate", "(lr)", "0.001", "0.003"]
     assert "BLEU" in out and "val loss" in out
     assert main(["compare", str(models_dir / "slow"), str(models_dir / "fast"), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
@@ -82,7 +82,7 @@ def test_compare_tab_through_the_api(models_dir, tmp_path):
         message, settings, scores, loss, val, lr, bleu, chrf = client.predict(["slow", "fast"], "step",
                                                                              api_name="/compare")
         assert message == ""
-        assert settings["headers"] == ["setting", "slow", "fast"] and settings["data"] == [["lr", "0.001", "0.003"]]
+        assert settings["headers"] == ["setting", "slow", "fast"] and settings["data"] == [["learning rate (lr)", "0.001", "0.003"]]
         assert [row[0] for row in scores["data"]][:2] == ["steps", "wall time (s)"]
         for figure in (loss, val, lr, bleu, chrf):
             traces = json.loads(figure["plot"])["data"]

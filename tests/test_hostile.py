@@ -31,7 +31,7 @@ from playground.model import Transformer, TransformerConfig  # noqa: E402
 from playground.sharing import Library  # noqa: E402
 from playground.package import (CARD, CONFIG, TRAINING, WEIGHTS, check_package, delete_package, import_zip,  # noqa: E402
                                 is_package, is_shipped, list_packages, load_package, package_info, reserve_name,
-                                save_package, sweep_leftovers)
+                                reserved, save_package, sweep_leftovers)
 
 GB = 1e9
 REPO = Path(__file__).resolve().parent.parent
@@ -327,16 +327,31 @@ def test_5_an_import_under_a_reserved_name_lands_there_or_nowhere(package, tmp_p
     assert [p.name for p in list_packages(models)] == ["given"]
 
 
-def test_5_a_lock_whose_pid_went_to_another_process_is_stale(tmp_path):
-    from playground.package import lock_owner_alive, process_start
+def test_5_reservations_live_in_the_process_and_a_fork_can_take_its_own(tmp_path):
+    """Nothing on disk (a bucket mount has no exclusive mkdir); a child forked while a thread of the parent held the
+    reservations' lock (ZeroGPU forks its worker from the server) gets a lock of its own instead of a deadlock."""
+    import threading
 
-    lock = tmp_path / ".x.lock"
-    lock.mkdir()
-    parent = os.getppid()  # alive, but not the process that took this lock
-    (lock / "pid").write_text(f"{parent} {process_start(parent)}")
-    assert lock_owner_alive(lock)
-    (lock / "pid").write_text(f"{parent} 1")  # the same pid, started at another time: reused
-    assert not lock_owner_alive(lock) or not process_start(parent)  # no /proc: the pid alone decides
+    from playground import package as package_module
+
+    with reserve_name(tmp_path, "x", exact=True):
+        assert not any(tmp_path.iterdir())
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with package_module.RESERVING:
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(10)
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child's verdict is its exit status
+        os._exit(0 if package_module.RESERVING.acquire(timeout=5) else 1)
+    release.set()
+    holder.join()
+    assert os.waitpid(child, 0)[1] == 0
 
 
 def test_5_cli_train_refuses_an_existing_package_and_never_touches_a_shipped_one(package, tmp_path, monkeypatch,
@@ -354,7 +369,7 @@ def test_5_cli_train_refuses_an_existing_package_and_never_touches_a_shipped_one
     assert main([*args, "--out", "demo-en-de", "--overwrite"]) == 2
     assert "ships with the playground" in capsys.readouterr().err
     assert (shipped / WEIGHTS).stat().st_mtime_ns == stamp
-    assert not (REPO / "models" / ".demo-en-de.lock").exists()
+    assert not reserved(REPO / "models" / "demo-en-de")
 
 
 def test_5_cli_train_refuses_to_average_into_an_existing_package(package, tmp_path, capsys):
@@ -367,7 +382,7 @@ def test_5_cli_train_refuses_to_average_into_an_existing_package(package, tmp_pa
     assert main(args) == 2
     assert "run-avg exists already" in capsys.readouterr().err
     assert (avg / WEIGHTS).stat().st_mtime_ns == before and not (tmp_path / "run").exists()
-    assert not any(p.name.endswith(".lock") for p in tmp_path.iterdir())  # both reservations were let go
+    assert not reserved(tmp_path / "run") and not reserved(tmp_path / "run-avg")  # both reservations were let go
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -386,16 +401,17 @@ def test_6_the_sweep_removes_what_no_live_operation_owns(package, tmp_path):
     kept = save_package(models / "kept", tiny.model, tiny.tokenizer)
     gone = dead_pid()
     leftovers = [models / f".import-{gone}-x1", models / f".kept.tmp-{gone}-abcd", models / ".old-run.lock",
-                 models / ".deleted.snapshots", tmp / f"package-{gone}-zz"]
-    live = [models / f".import-{os.getpid()}-x2", models / ".running.lock", models / ".kept.snapshots",
-            models / ".running.snapshots", tmp / f"package-{os.getpid()}-yy"]
+                 models / ".running.lock", models / ".deleted.snapshots", tmp / f"package-{gone}-zz"]
+    live = [models / f".import-{os.getpid()}-x2", models / ".kept.snapshots", models / ".running.snapshots",
+            tmp / f"package-{os.getpid()}-yy"]
     for path in leftovers + live:
         path.mkdir(parents=True)
     (models / ".deleted.snapshots" / "step-00000010").mkdir()
     (models / ".kept.snapshots" / "weights.bin").write_bytes(b"\0" * 5000)
     (models / ".old-run.lock" / "pid").write_text(str(gone))
-    (models / ".running.lock" / "pid").write_text(str(os.getpid()))
-    assert sorted(sweep_leftovers(models, tmp)) == sorted(leftovers)
+    (models / ".running.lock" / "pid").write_text(str(os.getpid()))  # on-disk reservations are no more
+    with reserve_name(models, "running", exact=True):  # a run in progress: its snapshots stay
+        assert sorted(sweep_leftovers(models, tmp)) == sorted(leftovers)
     assert all(p.exists() for p in live) and not any(p.exists() for p in leftovers)
     assert package_info(kept)["snapshot_bytes"] == 5000  # counted toward the package's size (and quotas)
     delete_package(models, "kept")
@@ -457,7 +473,8 @@ def test_7_a_dropout_outside_0_1_is_refused_before_training(field, value, capsys
     from playground.cli import main
     from playground.ui.train_tab import build_config, preset_values
 
-    with pytest.raises(TrainingError, match=r"dropout and attention dropout must be in \[0, 1\)"):
+    label = field.replace("_", " ").capitalize()  # the form names the field and its range
+    with pytest.raises(TrainingError, match=rf"{label} must be from 0 to below 1, not {value:g}"):
         build_config({**preset_values("tiny"), field: value})
     flag = "--" + field.replace("_", "-")
     assert main(["train", "--data", "builtin:reverse", "--out", "never-made", "--preset", "tiny", "--max-steps", "1",

@@ -115,8 +115,8 @@ def test_a_visitor_never_reaches_another_visitors_model(space):
     assert "**alices**" in note and len(table["data"]) == 1
     # the same name for Bob is his own package beside hers, never an overwrite
     bob.predict(model_name="alices", api_name="/train", **{**TINY, "max_steps": 5})
-    bobs = next(n for n in names(bob) if n.startswith("alices-"))  # a random suffix: nothing about others' names
-    assert re.fullmatch(r"alices-[0-9a-f]{6}", bobs) and bobs not in names(alice)
+    bobs = next(n for n in names(bob) if n.startswith("alices-"))  # the suffix the name field promises
+    assert bobs == "alices-2" and bobs not in names(alice)
     # the registry lives beside the packages; an exported zip carries no visitor's identity
     owners = json.loads((models_dir / REGISTRY).read_text(encoding="utf-8"))
     assert owners["alices"]["owner"] != owners[bobs]["owner"]
@@ -208,7 +208,12 @@ def test_a_second_run_of_the_same_visitor_waits_for_the_first(space):
     assert started[later] >= ended[first] - 0.5, (started, ended)
 
 
-def test_eviction_frees_old_anonymous_models_least_recently_used_first(tmp_path, package_zip):
+def test_eviction_frees_old_anonymous_models_least_recently_used_first(tmp_path, package_zip, monkeypatch):
+    from playground.sharing import Library
+
+    libraries = []  # the app's Library: its registry lives in memory, the file is only what it writes
+    monkeypatch.setattr("playground.ui.app.Library",
+                        lambda *a, **k: libraries.append(Library(*a, **k)) or libraries[-1])
     probe = tmp_path / "probe"
     with serving(probe, True) as url:  # how much one uploaded package takes on disk
         Client(url, verbose=False).predict(handle_file(str(package_zip)), api_name="/import_model")
@@ -219,11 +224,12 @@ def test_eviction_frees_old_anonymous_models_least_recently_used_first(tmp_path,
         for _ in range(3):
             frank.predict(handle_file(str(package_zip)), api_name="/import_model")
         owned = [n for n in names(frank) if n != DEMO]
-        registry = json.loads((models_dir / REGISTRY).read_text(encoding="utf-8"))
+        library = libraries[-1]
+        registry = library.read_registry()
         day = 24 * 3600
         for name, age in zip(sorted(owned), (2 * day, 3 * day, 3600)):  # two older than a day; one used recently
             registry[name]["used"] = time.time() - age
-        (models_dir / REGISTRY).write_text(json.dumps(registry), encoding="utf-8")
+        library.write_registry(registry)
         older, recent = sorted(owned)[0], sorted(owned)[2]  # sorted(owned)[1], three days old, goes first
 
         grace.predict(handle_file(str(package_zip)), api_name="/import_model")  # room for one: the LRU old one goes

@@ -27,6 +27,11 @@ CACHE_CLEANUP = (600, 3600)  # every 10 min, delete uploads and downloads in Gra
 CSS = """
 #train-status { font-variant-numeric: tabular-nums; }
 #train-status progress { width: 10em; height: 0.8em; vertical-align: middle; }
+/* tables: a header or a number never breaks inside a word (the columns are sized for them); long text still wraps.
+   The column menu (⋮) floats over its header on hover instead of taking 20 px of every header's width */
+.table-wrap span.header { word-break: normal; overflow-wrap: normal; hyphens: none; }
+.table-wrap th .cell-menu-button { position: absolute; right: 0; opacity: 0; }
+.table-wrap th:hover .cell-menu-button, .table-wrap th:focus-within .cell-menu-button { opacity: 1; }
 """
 
 INTRO = """# Transformer Playground
@@ -55,7 +60,25 @@ explaining Vaswani et al., *Attention Is All You Need* (2017).
 - **BLEU / chrF**: how close the translations of validation sentences are to their references, 0–100: BLEU counts
   matching word n-grams (1 to 4 words), chrF matching character n-grams, which is kinder to small models.
 - **bf16 / fp16 / fp32**: number formats; 16-bit ones halve memory and are fast on recent GPUs, but on a CPU bf16 is
-  often slower than fp32 (precision "auto" measures it).
+  often slower than fp32 (precision "auto" measures it). **"(bf16)" after a CPU** means "auto" measured bf16 matrix
+  products faster than fp32 on this CPU (it has bf16 units) and trains in it; the weights are still kept in fp32.
+- **Validation loss (val_loss)**, **NLL per token**: how surprised the model is by the reference translations of the
+  held-out validation pairs: the negative log-likelihood of each reference token, averaged (without label smoothing,
+  so runs with different smoothing compare). Lower is better; 0 would be certain and right. **Perplexity (val_ppl)**
+  is e^loss: the number of equally likely tokens the model is choosing between, on average.
+- **Training loss (label-smoothed)**: the same on the training batches, with label smoothing, so it stays above the
+  validation loss of an equally good model.
+- **Exact match (exact_match)**: the share of validation sentences whose greedy translation equals the reference.
+- **Final / best validation**: the final one is the last validation of a run, the one its saved weights are from
+  (the Models table and the Compare scores show it); the best one is the validation with the best early-stopping
+  metric (the model card shows both).
+- **▁** (in token views): the tokenizer's mark for a token that starts a word: "▁Heute" is "Heute" after a space,
+  "udent." continues the word before it ("▁St" + "udent." = "Student.").
+- **Settings in Compare**: each is named in words with its config key in brackets (the CLI flag spells it with
+  dashes: lr → `--lr`). A resumed run's budgets count the whole run: "max minutes" is the minutes done before the
+  resume plus the minutes added.
+- **Phase line while training**: ⏳ training, 🔎 validating (the loss, then greedy translations for BLEU and chrF),
+  💾 saving the package; the percentage is of the budget that ends the run first.
 """
 
 
@@ -236,8 +259,10 @@ def launch_options(shared: bool | None = None) -> dict:
     from starlette.middleware import Middleware
 
     shared = shared_mode() if shared is None else shared
+    # no "Runs" link in the footer: Gradio's history of a browser's calls, easily taken for training runs
     return {"theme": gr.themes.Soft(), "css": CSS, "max_file_size": max_data_bytes(),
             "state_session_capacity": env_int("PLAYGROUND_MAX_SESSIONS", 1000),
+            "footer_links": ["api", "gradio", "settings"], "run_history": False,
             "app_kwargs": {"middleware": [Middleware(sessions.UploadBounds)]} if shared else None}
 
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from playground import plots
 from playground.errors import PlaygroundError
+from playground.foreground import quick
 from playground.sharing import Library
 from playground.ui.state import (MODELS, Session, answers, default_model, friendly, gpu, model_names, model_picker,
                                  package_folder, package_probe)
@@ -122,7 +123,7 @@ def probe_figure(probe: list, index: int):
 
 def build(session: gr.State, library: Library) -> AttentionTab:
     first_probe = read_probe(library, None, default_model(model_names(library, None)))
-    maps_of = gpu(compute_maps)  # a ZeroGPU call: never the session, which stays in this process
+    maps_of = quick(gpu(compute_maps))  # a ZeroGPU call: never the session, which stays in this process
 
     @friendly
     def show_attention(session: Session, model: str, source: str, target_mode: str = TARGET_MODES[0],
@@ -220,6 +221,10 @@ def build(session: gr.State, library: Library) -> AttentionTab:
     html_btn.click(**answers(export_html, [export], export_note), inputs=[*view_inputs, offline],
                    api_name="export_attention_html")
     png_btn.click(None, js=PNG_JS)
+    # a file exported from another view than the one on screen would be taken for it
+    gr.on([show.click, source.submit, kind.change, view.change, layer.change, head.change, model.change],
+          lambda: (None, ""), None, [export, export_note], queue=False, show_progress="hidden",
+          api_visibility="private")
     probe_outputs = dict(fn=pick_model, inputs=[session, model], outputs=[probe_step, probe_plot], api_visibility="private",
                          show_progress="hidden")
     # ↻ also rereads the history: a model still training (the demo) gains validations under the same name

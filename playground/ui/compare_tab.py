@@ -11,6 +11,7 @@ import pandas as pd
 
 from playground import plots
 from playground.errors import PlaygroundError
+from playground.foreground import quick
 from playground.sharing import Library
 from playground.ui.state import MODELS, Session, answers, gpu, model_names, package_folder
 
@@ -93,11 +94,11 @@ def build(session: gr.State, library: Library) -> CompareTab:
         x_axis = gr.Radio(["step", "wall time"], value="step", label="Horizontal axis", scale=1)
         compare_btn = gr.Button("Compare", variant="primary", scale=1)
     message = gr.Markdown()
-    with gr.Row():
-        settings = gr.Dataframe(pd.DataFrame(columns=["setting"]), label="Settings that differ", interactive=False,
-                                wrap=True)
-        scores = gr.Dataframe(pd.DataFrame(columns=["score"]), label="Scores (last validation)", interactive=False,
-                              wrap=True)
+    # one above the other: side by side at 1024 px, eight models' columns did not fit in half the page
+    settings = gr.Dataframe(pd.DataFrame(columns=["setting"]), label="Settings that differ", interactive=False,
+                            wrap=True, elem_id="compare-settings")
+    scores = gr.Dataframe(pd.DataFrame(columns=["score"]), label="Scores (the final validation of each run)",
+                          interactive=False, wrap=True, elem_id="compare-scores")
     with gr.Row():
         loss_plot, val_plot = gr.Plot(show_label=False), gr.Plot(show_label=False)
     with gr.Row():
@@ -117,9 +118,10 @@ def build(session: gr.State, library: Library) -> CompareTab:
 
         runs = load_runs([package_folder(library, session, name) for name in names or []])
         note = time_note(runs) if x_axis == "wall time" else ""
+        session.compared_runs = len(runs)
         return note, *tables(runs), *run_figures(runs, x_axis)
 
-    translate_columns = gpu(greedy_columns)
+    translate_columns = quick(gpu(greedy_columns))
 
     def translate_each(session: Session, names: list[str] | None, text: str):
         """The sentences translated greedily by each chosen model: one column per model."""
@@ -143,8 +145,17 @@ def build(session: gr.State, library: Library) -> CompareTab:
         n_models = session.compared_models
         return gr.Dataframe(column_widths=side_by_side_widths(n_models)) if n_models else gr.skip()
 
+    def fit_tables(session: Session):
+        """Widths for the settings and scores tables, in a private step as fit_columns: the names of the settings
+        a fifth and more, each run an equal share, so eight runs still fit at 1024 px."""
+        n_runs = session.compared_runs
+        if not n_runs:
+            return gr.skip(), gr.skip()
+        return gr.Dataframe(column_widths=side_by_side_widths(n_runs)), gr.Dataframe(column_widths=side_by_side_widths(n_runs))
+
     gr.on([compare_btn.click, x_axis.change], **answers(compare, [message, *view_outputs], message),
-          inputs=[session, models, x_axis], api_name="compare")
+          inputs=[session, models, x_axis], api_name="compare").then(
+        fit_tables, session, [settings, scores], api_visibility="private", show_progress="hidden", queue=False)
     translate_btn.click(**answers(translate_each, [message, side_by_side], message),
                         inputs=[session, models, sentences], api_name="compare_translate").then(
         fit_columns, session, side_by_side, api_visibility="private", show_progress="hidden", queue=False)

@@ -79,7 +79,8 @@ def split_sizes(n_pairs: int, val_fraction: float) -> tuple[int, int]:
     return n_pairs - n_val, n_val
 
 
-def summary_markdown(session: Session) -> str:
+def summary_markdown(session: Session, note: str = "") -> str:
+    """The loaded data's summary; `note` (said under its title) marks it when the page shows something else."""
     data = session.data
     if data is None:
         return "*No data loaded yet: pick a built-in dataset or upload a file.*"
@@ -87,6 +88,7 @@ def summary_markdown(session: Session) -> str:
     n_train, n_val = split_sizes(len(data.pairs), session.val_fraction)
     return "\n".join([
         f"### {session.description}",
+        *([f"⚠️ {note}", ""] if note else []),
         f"{data.summary()}",
         "",
         f"**Direction:** `{session.src_lang}` → `{session.tgt_lang}` · **split:** {n_train:,} training / {n_val:,} "
@@ -175,20 +177,27 @@ def load_files(session: Session, files, val_fraction: float = 0.05):
     try:
         data, description = read_upload(files, (session.src_lang, session.tgt_lang))
     except DataError as err:
+        still = (f" Below is still the data loaded before ({session.description}): it is what Train uses."
+                 if session.data is not None else "")
         if len(files) != 1:
-            raise
+            raise DataError(f"{err}{still}") from err
         session.waiting_files = files  # maybe one side: the other one comes next
         name = Path(files[0]).name
         raise DataError(f"{err} If {name} is one side of two aligned text files, upload the other side now: it is "
-                        "added to this one.") from err
+                        f"added to this one.{still}") from err
     _adopt(session, data, f"Uploaded: {description}", val_fraction)
     return (*show(session), files)
 
 
 @friendly
-def forget_files(session: Session) -> None:
-    """The upload box was cleared: the next upload starts afresh."""
+def forget_files(session: Session) -> str:
+    """The upload box was cleared: the next upload starts afresh. The data loaded from it stays (Train uses it),
+    and its summary says so."""
     session.waiting_files = []
+    if session.data is None:
+        return summary_markdown(session)
+    return summary_markdown(session, "The upload box was cleared; these pairs stay loaded and are what Train uses "
+                                     "until you load other data.")
 
 
 @friendly
@@ -262,7 +271,7 @@ def build(session: gr.State) -> DataTab:
                       api_name="load_builtin")
     files.upload(**answers(load_files, [*outputs, files], note), inputs=[session, files, val_fraction],
                  api_name="load_files")
-    files.clear(forget_files, [session], None, api_visibility="private", show_progress="hidden")
+    files.clear(forget_files, [session], [summary], api_visibility="private", show_progress="hidden")
     swap.click(**answers(swap_direction, outputs, note), inputs=[session], api_name="swap_direction")
     gr.on([src_lang.blur, src_lang.submit, tgt_lang.blur, tgt_lang.submit], set_languages,
           [session, src_lang, tgt_lang], [summary, preview, lengths], api_name="set_languages", show_progress="hidden")

@@ -1,9 +1,10 @@
 """Models tab, right column: download a package as 🤗 transformers or CTranslate2 zips, and push it to the Hub.
 
-Sign-in: on a Space with OAuth enabled (README front matter `hf_oauth: true`, `hf_oauth_scopes: [write-repos]`, and
-`gradio[oauth]` installed) a gr.LoginButton gives the visitor's own token; elsewhere the HF_TOKEN environment
-variable of the person running the app is used, never on a shared app (any visitor could push with it). No `from __future__ import annotations` here: Gradio reads the
-gr.OAuthToken annotation of the push handler to inject the token."""
+Sign-in: on a Space with OAuth enabled (README front matter `hf_oauth: true`, `hf_oauth_scopes: [contribute-repos]`,
+and `gradio[oauth]` installed) a gr.LoginButton gives the visitor's own token, which may create repos in their
+account; elsewhere the HF_TOKEN environment variable of the person running the app is used, never on a shared app
+(any visitor could push with it). No `from __future__ import annotations` here: Gradio reads the gr.OAuthToken and
+gr.OAuthProfile annotations of the push handler to inject the token and the username."""
 
 import importlib.util
 import shutil
@@ -45,13 +46,17 @@ def build(session: gr.State, library: Library, model: gr.Dropdown) -> None:
 
     @friendly
     def push(session: Session, name: str, repo_id: str, private: bool, with_transformers: bool, license: str,
-             oauth_token: gr.OAuthToken | None = None):
-        """Upload the package (and optionally its transformers export) to a model repo on the Hub."""
-        from playground.hub import hub_token, push_package
+             oauth_token: gr.OAuthToken | None = None, profile: gr.OAuthProfile | None = None):
+        """Upload the package (and optionally its transformers export) to a new model repo on the Hub; a bare name
+        goes to the signed-in visitor's account."""
+        from playground.hub import check_scope, hub_token, push_package
 
+        if oauth_token is not None:
+            check_scope(oauth_token.scope)
         token = hub_token(oauth_token.token if oauth_token else None, shared=library.shared)
         url = push_package(package_folder(library, session, name), repo_id, token, private=private,
-                           with_transformers=with_transformers, license=license.strip() or None)
+                           with_transformers=with_transformers, license=license.strip() or None,
+                           namespace=profile.username if profile is not None else None)
         return f"✅ Pushed to [{url}]({url})."
 
     with gr.Row():
@@ -70,7 +75,7 @@ def build(session: gr.State, library: Library, model: gr.Dropdown) -> None:
         else:
             gr.Markdown("Uses the `HF_TOKEN` environment variable (a token with write access) of the person "
                         "running the app.")
-        repo_id = gr.Textbox(label="Repo id", placeholder="your-user-name/model-name")
+        repo_id = gr.Textbox(label="Repo id (a new repo)", placeholder="model-name, or your-user-name/model-name")
         with gr.Row():
             private = gr.Checkbox(True, label="Private")
             with_transformers = gr.Checkbox(importlib.util.find_spec("transformers") is not None,

@@ -56,6 +56,19 @@ def positional_view(session: Session, library: Library, model: str | None, side:
             gr.update(choices=list(range(cfg.d_model)), value=dims), note)
 
 
+def language_warning(session: Session, package) -> str:
+    """A warning, before a view's note, when the model and the session's data are not the same language pair."""
+    if session.data is None:
+        return ""
+    model_pair = (package.config.get("src_lang"), package.config.get("tgt_lang"))
+    data_pair = (session.src_lang, session.tgt_lang)
+    if model_pair == data_pair:
+        return ""
+    return (f"⚠️ **{package.name}** translates `{model_pair[0]}` → `{model_pair[1]}`, your data is `{data_pair[0]}` → "
+            f"`{data_pair[1]}`: its tokenizer splits your sentences with a vocabulary made for other languages. Pick "
+            "a model of your data's pair above, or load data in its languages on the Data tab.  \n")
+
+
 def masks_view(session: Session, library: Library, model: str | None, n_pairs: int, seed: int, pair: int):
     from playground.inspection import mask_batch
 
@@ -66,7 +79,8 @@ def masks_view(session: Session, library: Library, model: str | None, n_pairs: i
     batch = mask_batch(package.model, package.tokenizer, session.pairs, int(n_pairs), int(seed))
     row = min(max(int(pair), 1), len(batch.tgt_tokens)) - 1
     S, T = batch.padding_mask.shape[1], batch.look_ahead_mask.shape[0]
-    note = (f"{len(batch.src_tokens)} pairs of your data tokenized by **{package.name}** and padded as the trainer "
+    note = language_warning(session, package) + (
+            f"{len(batch.src_tokens)} pairs of your data tokenized by **{package.name}** and padded as the trainer "
             f"pads them (to the longest sentence; on a GPU, up to a multiple of 8): {S} source and {T} target "
             "positions. The padding mask hides `<pad>` keys from every query (encoder self-attention and "
             "cross-attention). The look-ahead mask lets target position *i* see positions ≤ *i* only, so the "
@@ -91,7 +105,8 @@ def batching_view(session: Session, library: Library, model: str | None, batch_t
     budget = int(batch_tokens) if batch_tokens and batch_tokens > 0 else training_batch_tokens(package)
     random_batches, grouped = compare_batching(package.tokenizer, session.pairs, budget,
                                                train_max_len(package.model), int(seed))
-    note = (f"{random_batches.batches:,} batches of up to {budget:,} tokens from your pairs, tokenized by "
+    note = language_warning(session, package) + (
+            f"{random_batches.batches:,} batches of up to {budget:,} tokens from your pairs, tokenized by "
             f"**{package.name}**. Random batches pad each sentence with **{random_batches.padding_per_sequence:.2f}"
             f"** tokens on average, batches grouped by length with **{grouped.padding_per_sequence:.2f}** "
             "(the post building on *The Annotated Transformer* measured 15.25 versus 3.62 on Multi30k): "
@@ -111,7 +126,7 @@ def embeddings_view(session: Session, library: Library, model: str | None, n_tok
     emb = embedding_map(package.model, package.tokenizer, session.pairs, int(n_tokens))
     tied = package.model.src_embed.tokens is package.model.tgt_embed.tokens
     chosen = "most frequent tokens of your data" if session.data is not None else "first tokens of the vocabulary"
-    note = (f"The {len(emb.labels)} {chosen}, from **{package.name}**'s " +
+    note = language_warning(session, package) + (f"The {len(emb.labels)} {chosen}, from **{package.name}**'s " +
             ("one embedding table, shared by source, target (and the output layer when tied): tokens of both "
              "languages live in one space, coloured by the side of your data they occur on." if tied else
              "source and target embedding tables, projected together.") +

@@ -16,8 +16,11 @@ from playground.ui import hub_panel
 from playground.ui.state import (Session, answers, default_model, friendly, model_dropdown, model_names, package_folder,
                                  package_info, visitor_of)
 
-COLUMNS = ["name", "direction", "architecture", "parameters", "steps", "BLEU", "chrF", "val loss", "size (MB)", "saved"]
-COLUMN_WIDTHS = ["15%", "8%", "21%", "9%", "6%", "6%", "6%", "7%", "7%", "15%"]  # all in sight at 1024 px, wrapped
+# the scores are the final validation's (the weights saved); the model card gives the best one too
+COLUMNS = ["name", "direction", "architecture", "parameters", "steps", "final BLEU", "final chrF", "final val loss",
+           "size (MB)", "saved"]
+# all in sight at 1024 px: the numbers and dates get the pixels they need unbroken, names and architectures wrap
+COLUMN_WIDTHS = ["10%", "92px", "16%", "100px", "60px", "64px", "64px", "64px", "64px", "104px"]
 
 
 @dataclass
@@ -42,6 +45,7 @@ def models_frame(library: Library, session: Session | None) -> pd.DataFrame:
                             f"d_model {m.get('d_model', '?')}, {m.get('n_heads', '?')} heads, "
                             f"{tok['kind']} {m['src_vocab_size']}")
             saved = config.get("saved_at") or time.strftime("%Y-%m-%d %H:%M", time.localtime(folder.stat().st_mtime))
+            saved = f"{saved[:10]} {saved[11:16]}" if saved[10:11] == "T" else saved  # ISO: the date and the minute
         except (PackageError, OSError) as err:  # broken, or deleted while listing
             rows.append([folder.name, "⚠️ broken", str(err)[:160], None, None, None, None, None, None, None])
             continue
@@ -195,4 +199,9 @@ def build(session: gr.State, library: Library) -> ModelsTab:
                              api_name="import_model")
     deleted = delete_btn.click(**answers(delete_model, [status, table, model, confirm], status),
                                inputs=[session, model, confirm], api_name="delete_model")
+    # a tick is for one model and one press: a refused delete, or another model picked, asks again
+    unticked = dict(fn=lambda: False, inputs=None, outputs=[confirm], queue=False, show_progress="hidden",
+                    api_visibility="private")
+    deleted.then(**unticked)
+    model.change(**unticked)
     return ModelsTab(table, model, [imported, deleted], {**show_card, "api_visibility": "private"})

@@ -93,6 +93,7 @@ class Session:
     visitor: Visitor | None = None  # shared mode: who this is (set on page load; an API client gets its own)
     waiting_files: list = field(default_factory=list)  # an uploaded file that waits for its aligned partner
     compared_models: int = 0  # models in the Compare tab's side-by-side table (its column widths follow)
+    compared_runs: int = 0  # runs in the Compare tab's settings and scores tables
 
     _stats: tuple | None = None  # (the pairs list, its PairStats): statistics are computed once per data
 

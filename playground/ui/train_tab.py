@@ -66,6 +66,9 @@ def build_config(values: dict):
     if missing:
         verb = "is" if len(missing) == 1 else "are"
         raise TrainingError(f"Fill in every setting: {', '.join(missing)} {verb} empty.")
+    problems = [f"{label_of(k)} {problem}" for k, x in v.items() if (problem := field_problem(k, x))]
+    if problems:
+        raise TrainingError("; ".join(problems) + ". Change it above, then start again.")
     v["betas"] = (as_number("beta1", v.pop("beta1"), float), as_number("beta2", v.pop("beta2"), float))
     for name, kind in setting_types().items():
         if name not in v or kind is tuple:
@@ -81,6 +84,59 @@ def build_config(values: dict):
     cfg = TrainConfig(**v)
     cfg.model_config(cfg.vocab_size, cfg.vocab_size, True)  # d_model / heads and friends, checked now
     return cfg
+
+
+# The range of each numeric field: (lowest, highest or None, whether the highest is allowed). Said beside the field
+# as soon as a value leaves it, and again when Start or Estimate refuses the form; never clamped.
+FIELD_RANGES = {
+    "n_encoder_layers": (1, 12, True), "n_decoder_layers": (1, 12, True), "d_model": (4, None, True),
+    "d_ff": (1, None, True), "dropout": (0, 1, False), "attention_dropout": (0, 1, False), "max_len": (4, None, True),
+    "vocab_size": (8, None, True), "bpe_dropout": (0, 1, False), "weight_decay": (0, None, True),
+    "warmup_steps": (0, None, True), "label_smoothing": (0, 1, False), "clip_norm": (0, None, True),
+    "batch_tokens": (16, None, True), "max_steps": (0, None, True), "max_epochs": (0, None, True),
+    "max_minutes": (0, None, True), "eval_every": (0, None, True), "eval_sentences": (1, None, True),
+    "patience": (0, None, True), "accumulate": (1, None, True), "average_last": (0, 20, True),
+}
+
+
+LABELS = {"d_model": "d_model", "n_encoder_layers": "Encoder layers", "n_decoder_layers": "Decoder layers", "d_ff": "Feed-forward size",
+          "max_len": "Max tokens per sentence", "eval_every": "Validate every", "bpe_dropout": "BPE-dropout",
+          "eval_sentences": "Sentences decoded per validation", "average_last": "Average last"}
+
+
+def label_of(name: str) -> str:
+    return LABELS.get(name, name.replace("_", " ").capitalize())
+
+
+def range_text(name: str) -> str:
+    low, high, high_allowed = FIELD_RANGES[name]
+    if high is None:
+        return f"at least {low:g}"
+    return f"from {low:g} to {high:g}" if high_allowed else f"from {low:g} to below {high:g}"
+
+
+def field_problem(name: str, value) -> str:
+    """What is wrong with one field's value ("" when nothing): not a number, or outside its FIELD_RANGES range."""
+    if name not in FIELD_RANGES or value is None or value == "":
+        return ""
+    try:
+        number = float(value)
+        if not math.isfinite(number) or isinstance(value, bool):
+            raise ValueError
+    except (TypeError, ValueError, OverflowError):
+        return f"must be a number, not {value!r}"
+    low, high, high_allowed = FIELD_RANGES[name]
+    if number < low or (high is not None and (number > high or (number == high and not high_allowed))):
+        return f"must be {range_text(name)}, not {value:g}"
+    return ""
+
+
+def range_note(name: str, info: str | None):
+    """The handler that shows a field's refusal (with its range) in place of its info line, and puts the info back."""
+    def note(value):
+        problem = field_problem(name, value)
+        return gr.update(info=f"⚠️ {label_of(name)} {problem}." if problem else info or "")  # None would keep it
+    return note
 
 
 def as_number(name: str, value, kind: type) -> int | float:
@@ -188,25 +244,45 @@ STOPPING = ("⏹ **Stopping…** the run ends after this step, validates once mo
             "the package.")
 
 
-def progress_line(name: str, e, cfg, last_eval: dict | None, stopping: bool = False) -> str:
-    """The status line for a Step event; `last_eval` is the latest validation record of the run's history."""
-    if stopping:
-        return f"{STOPPING}  \n(`{name}` at step {e.step:,}.)"
-    planned = e.planned_steps
-    if planned:
-        fraction, of = e.step / planned, f"/{planned:,}"
-    elif cfg.max_minutes:
-        fraction, of = e.elapsed / (cfg.max_minutes * 60), ""
-    else:
-        fraction, of = 0.0, ""
-    parts = [f"step **{e.step:,}**{of}", f"{bar(fraction)} {fraction:.0%}", f"epoch {e.epoch:.2f}",
-             f"loss {e.loss:.3f}", f"lr {e.lr:.2e}", f"{e.tokens_per_s:,.0f} tokens/s",
-             f"elapsed {clock(e.elapsed)}", f"ETA {clock(e.eta)}"]
-    line = f"⏳ Training `{name}`: " + " · ".join(parts)
-    if last_eval:
-        line += (f"  \nLast validation (step {last_eval['step']:,}): loss {last_eval['val_loss']:.3f}, "
-                 f"BLEU {last_eval['bleu']:.1f}, chrF {last_eval['chrf']:.1f}")
-    return line
+@dataclass
+class Progress:
+    """The status line of a run in progress: what it is doing, and a share done that only grows."""
+
+    name: str
+    cfg: object
+    budget_steps: int | None = None  # the steps or epochs budget in steps (planned_steps); not a minutes budget's plan
+    done: float = 0.0  # the largest share shown so far
+
+    def share(self, e) -> float:
+        """The share of the budget that ends the run first: steps (or epochs) done, or minutes spent. A minutes
+        budget's planned steps are re-fitted as the machine's speed changes, so they make no total here."""
+        shares = [e.step / self.budget_steps] if self.budget_steps else []
+        if self.cfg.max_minutes:
+            shares.append(e.elapsed / (self.cfg.max_minutes * 60))
+        self.done = max(self.done, min(max(shares, default=0.0), 1.0))
+        return self.done
+
+    def line(self, e, last_eval: dict | None, stopping: bool = False, doing: str = "training") -> str:
+        """The status for the last Step event `e`; `doing`: "training", "validating" or "saving"."""
+        if stopping:
+            return f"{STOPPING}  \n(`{self.name}` at step {e.step:,}.)"
+        share = self.share(e)
+        of = f"/{self.budget_steps:,}" if self.budget_steps else ""
+        budget = f" of {clock(self.cfg.max_minutes * 60)}" if self.cfg.max_minutes and not of else ""
+        done = f"step **{e.step:,}**{of} · {bar(share)} {share:.0%}{budget}"
+        if doing == "validating":
+            line = (f"🔎 Validating `{self.name}` at step {e.step:,}: the loss on the validation pairs, then greedy "
+                    f"translations for BLEU and chrF… · {done} · elapsed {clock(e.elapsed)}")
+        elif doing == "saving":
+            line = f"💾 Saving `{self.name}` at step {e.step:,}… · {done} · elapsed {clock(e.elapsed)}"
+        else:
+            line = "⏳ Training `{}`: ".format(self.name) + " · ".join(
+                [done, f"epoch {e.epoch:.2f}", f"loss {e.loss:.3f}", f"lr {e.lr:.2e}", f"{e.tokens_per_s:,.0f} tokens/s",
+                 f"elapsed {clock(e.elapsed)}", f"ETA {clock(e.eta)}"])
+        if last_eval:
+            line += (f"  \nLast validation (step {last_eval['step']:,}): loss {last_eval['val_loss']:.3f}, "
+                     f"BLEU {last_eval['bleu']:.1f}, chrF {last_eval['chrf']:.1f}")
+        return line
 
 
 def estimate_error(estimated: int | None, did: int, reason: str) -> str:
@@ -321,10 +397,14 @@ def drive(session: Session, build_trainer, name: str, folder: Path, cfg, cap_not
 
     last_eval = history.evals[-1] if history.evals else None
     last_yield, status, last_step, samples, averaged = 0.0, "", None, skip, ""
+    progress = Progress(name, cfg)
     try:
         for e in events:
             match e:
                 case ev.Start():
+                    from playground.schedule import planned_steps
+
+                    progress.budget_steps = planned_steps(cfg, e.steps_per_epoch)[0]
                     status = (f"⏳ Training `{name}`: {e.params:,} parameters on {e.device} ({e.precision}), "
                               f"{e.train_pairs:,} training / {e.val_pairs:,} validation pairs, "
                               f"{e.steps_per_epoch:,} steps per epoch, vocabulary {e.vocab_size:,}.")
@@ -332,14 +412,18 @@ def drive(session: Session, build_trainer, name: str, folder: Path, cfg, cap_not
                     last_yield = time.monotonic()
                 case ev.Step():
                     last_step = e
-                    status = progress_line(name, e, cfg, last_eval, trainer.stop_requested.is_set())
+                    status = progress.line(e, last_eval, trainer.stop_requested.is_set())
                     if time.monotonic() - last_yield >= UPDATE_EVERY:
                         yield (status, *step_charts(), skip)
                         last_yield = time.monotonic()
+                case ev.Phase() if last_step is not None and not trainer.stop_requested.is_set():
+                    status = progress.line(last_step, last_eval, doing=e.what)
+                    yield (status, skip, skip, skip, skip, skip)  # said at once: a validation can take seconds
+                    last_yield = time.monotonic()
                 case ev.Eval():
                     last_eval, samples = dataclasses.asdict(e), samples_frame(e)
                     if last_step is not None:
-                        status = progress_line(name, last_step, cfg, last_eval, trainer.stop_requested.is_set())
+                        status = progress.line(last_step, last_eval, trainer.stop_requested.is_set(), doing="saving")
                     yield (status, *charts(True), samples)
                     last_yield = time.monotonic()
                 case ev.Error():  # the run's own failure (NaN loss, out of memory): said in the status
@@ -452,15 +536,15 @@ def _controls(values: dict) -> dict:
     c = {}
     gr.Markdown("**Model**")
     with gr.Row():
-        c["n_encoder_layers"] = gr.Slider(1, 12, values["n_encoder_layers"], step=1, label="Encoder layers")
-        c["n_decoder_layers"] = gr.Slider(1, 12, values["n_decoder_layers"], step=1, label="Decoder layers")
-        c["d_model"] = gr.Number(values["d_model"], label="d_model", precision=0, minimum=4, step=8)
+        c["n_encoder_layers"] = gr.Number(values["n_encoder_layers"], label="Encoder layers", precision=0, step=1)
+        c["n_decoder_layers"] = gr.Number(values["n_decoder_layers"], label="Decoder layers", precision=0, step=1)
+        c["d_model"] = gr.Number(values["d_model"], label="d_model", precision=0, step=8)
         c["n_heads"] = gr.Dropdown([1, 2, 4, 8, 16, 32], value=values["n_heads"], label="Attention heads",
                                    info="must divide d_model")
-        c["d_ff"] = gr.Number(values["d_ff"], label="Feed-forward size (d_ff)", precision=0, minimum=1, step=64)
+        c["d_ff"] = gr.Number(values["d_ff"], label="Feed-forward size (d_ff)", precision=0, step=64)
     with gr.Row():
-        c["dropout"] = gr.Slider(0, 0.5, values["dropout"], step=0.05, label="Dropout")
-        c["attention_dropout"] = gr.Slider(0, 0.5, values["attention_dropout"], step=0.05, label="Attention dropout")
+        c["dropout"] = gr.Number(values["dropout"], label="Dropout", step=0.05)
+        c["attention_dropout"] = gr.Number(values["attention_dropout"], label="Attention dropout", step=0.05)
         c["activation"] = gr.Radio(["relu", "gelu"], value=values["activation"], label="Activation")
         c["positional_encoding"] = gr.Radio(["sinusoidal", "learned"], value=values["positional_encoding"],
                                             label="Positional encoding")
@@ -470,15 +554,15 @@ def _controls(values: dict) -> dict:
                                             "rates")
     with gr.Row():
         c["tie_embeddings"] = gr.Checkbox(values["tie_embeddings"], label="Tie embeddings and output layer")
-        c["max_len"] = gr.Number(values["max_len"], label="Max tokens per sentence", precision=0, minimum=4)
+        c["max_len"] = gr.Number(values["max_len"], label="Max tokens per sentence", precision=0)
     gr.Markdown("**Tokenizer**")
     with gr.Row():
         c["tokenizer"] = gr.Dropdown(list(TOKENIZER_KINDS), value=values["tokenizer"], label="Tokenizer kind")
-        c["vocab_size"] = gr.Number(values["vocab_size"], label="Vocabulary size", precision=0, minimum=8)
+        c["vocab_size"] = gr.Number(values["vocab_size"], label="Vocabulary size", precision=0)
         c["joint_vocab"] = gr.Checkbox(values["joint_vocab"], label="One joint vocabulary for both sides",
                                        info="one tokenizer and embedding table shared by source and target: words "
                                             "the languages share (names, numbers) get one vector")
-        c["bpe_dropout"] = gr.Slider(0, 0.5, values["bpe_dropout"], step=0.05, label="BPE-dropout",
+        c["bpe_dropout"] = gr.Number(values["bpe_dropout"], step=0.05, label="BPE-dropout",
                                      info="bpe only: skip each merge with this chance, so words are split afresh "
                                           "each epoch (0.1 helps on small data); validation is not affected")
     gr.Markdown("**Optimisation**")
@@ -489,36 +573,36 @@ def _controls(values: dict) -> dict:
         c["beta1"] = gr.Number(values["beta1"], label="Adam β1", step=0.01)
         c["beta2"] = gr.Number(values["beta2"], label="Adam β2", step=0.001)
         c["eps"] = gr.Number(values["eps"], label="Adam ε")
-        c["weight_decay"] = gr.Number(values["weight_decay"], label="Weight decay", minimum=0, step=0.01)
+        c["weight_decay"] = gr.Number(values["weight_decay"], label="Weight decay", step=0.01)
     with gr.Row():
         c["schedule"] = gr.Dropdown(list(SCHEDULES), value=values["schedule"], label="LR schedule",
                                     info="noam: the paper's (Noam Shazeer's) warmup then 1/√step decay, scaled by "
                                          "d_model; inverse_sqrt: the same shape peaking at the learning rate; cosine: "
                                          "warmup then down to 0 at the planned end; constant")
-        c["warmup_steps"] = gr.Number(values["warmup_steps"], label="Warmup steps", precision=0, minimum=0, step=50,
+        c["warmup_steps"] = gr.Number(values["warmup_steps"], label="Warmup steps", precision=0, step=50,
                                       info="the rate climbs for this many steps; a minutes budget shortens it to at "
                                            "most a fifth of the steps the run gets")
-        c["label_smoothing"] = gr.Slider(0, 0.5, values["label_smoothing"], step=0.01, label="Label smoothing")
-        c["clip_norm"] = gr.Number(values["clip_norm"], label="Gradient clip norm (0 = off)", minimum=0, step=0.5)
-        c["batch_tokens"] = gr.Number(values["batch_tokens"], label="Batch tokens", precision=0, minimum=16, step=512,
+        c["label_smoothing"] = gr.Number(values["label_smoothing"], step=0.01, label="Label smoothing")
+        c["clip_norm"] = gr.Number(values["clip_norm"], label="Gradient clip norm (0 = off)", step=0.5)
+        c["batch_tokens"] = gr.Number(values["batch_tokens"], label="Batch tokens", precision=0, step=512,
                                       info="source + target tokens per batch, padding included")
     gr.Markdown("**Budget and validation** (the first budget reached ends the run; 0 = not set)")
     with gr.Row():
-        c["max_steps"] = gr.Number(values["max_steps"], label="Max steps", precision=0, minimum=0, step=100)
-        c["max_epochs"] = gr.Number(values["max_epochs"], label="Max epochs", minimum=0, step=1)
-        c["max_minutes"] = gr.Number(values["max_minutes"], label="Max minutes", minimum=0, step=1)
+        c["max_steps"] = gr.Number(values["max_steps"], label="Max steps", precision=0, step=100)
+        c["max_epochs"] = gr.Number(values["max_epochs"], label="Max epochs", step=1)
+        c["max_minutes"] = gr.Number(values["max_minutes"], label="Max minutes", step=1)
         c["eval_every"] = gr.Number(values["eval_every"], label="Validate every (steps, 0 = auto)", precision=0,
-                                    minimum=0, step=50, info="auto: five validations spread over the run, fitted to "
+                                    step=50, info="auto: five validations spread over the run, fitted to "
                                                              "the steps a minutes budget allows")
         c["eval_sentences"] = gr.Number(values["eval_sentences"], label="Sentences decoded per validation",
-                                        precision=0, minimum=1, step=50)
+                                        precision=0, step=50)
     with gr.Row():
         c["early_stop_metric"] = gr.Dropdown(list(EARLY_STOP_METRICS), value=values["early_stop_metric"],
                                              label="Early-stopping metric",
                                              info="BLEU: matching word n-grams; chrF: matching character n-grams "
                                                   "(kinder to small models); both 0–100")
         c["patience"] = gr.Number(values["patience"], label="Patience (validations, 0 = never stop early)",
-                                  precision=0, minimum=0)
+                                  precision=0)
         c["device"] = gr.Dropdown(devices, value=values["device"] if values["device"] in devices else "auto",
                                   label="Device")
         c["precision"] = gr.Dropdown(list(PRECISIONS), value=values["precision"], label="Precision",
@@ -579,8 +663,9 @@ def build(session: gr.State, library: Library, page: gr.Tab) -> TrainTab:
         est = time_steps(cfg, seq_len=seq_len, epoch_steps=epoch_steps)
         session.estimated, session.estimate = True, (cfg.to_dict(), est.steps)
         caveat = "" if session.data is not None else " Load data first for a better guess (sentence lengths, epochs)."
+        warning = est.too_short(cfg.max_minutes)
         return (f"{parameter_line(cfg)}  \n⏱ Estimated duration: **{est.describe()}**, validations included."
-                f"{caveat}", lr_preview_figure(session, cfg, est.steps))
+                f"{caveat}" + (f"  \n{warning}" if warning else ""), lr_preview_figure(session, cfg, est.steps))
 
     @friendly
     def train(session: Session, model_name: str, **values):
@@ -625,6 +710,11 @@ def build(session: gr.State, library: Library, page: gr.Tab) -> TrainTab:
                 "the one before + 0.1 × the new loss). **BLEU** and **chrF** score the greedy translations of "
                 "validation sentences against their references: matching word n-grams and character n-grams, "
                 "0–100, higher is better.</small>")
+
+    for field, control in controls.items():  # a value out of its range is refused beside it, as it is typed
+        if field in FIELD_RANGES:
+            control.input(range_note(field, control.info), [control], [control], queue=False, show_progress="hidden",
+                          api_visibility="private")
 
     estimating = dict(show_progress="minimal", concurrency_limit=1, concurrency_id="estimate")
     preset_outputs = [*controls.values(), preset_info, params_info, lr_plot]

@@ -11,6 +11,7 @@ import pandas as pd
 
 from playground import plots
 from playground.errors import PlaygroundError
+from playground.foreground import quick
 from playground.ui import steps_view
 from playground.sharing import Library
 from playground.ui.state import (DEMO_MODEL, MODELS, Session, answers, friendly, gpu, model_picker, package_folder,
@@ -18,13 +19,14 @@ from playground.ui.state import (DEMO_MODEL, MODELS, Session, answers, friendly,
 
 MAX_SENTENCES = 200
 TOP_K = 5  # candidates per step in the next-token view
-RESULT_COLUMNS = ["#", "rank", "source", "translation", "score", "mean log-prob", "tokens"]
+RESULT_COLUMNS = ["#", "rank", "source", "translation", "score", "mean log-prob", "tokens", "count"]
 # the translation gets the most room: at 1024 px it must not be pushed out of sight by the source
-RESULT_WIDTHS = ["5%", "6%", "30%", "37%", "8%", "8%", "6%"]
+RESULT_WIDTHS = ["32px", "52px", "15%", "25%", "68px", "88px", "68px", "60px"]  # numbers, headers whole at 1024 px
 # sentences the shipped demo model (English → German) has never seen and translates right: a first visit tries them
 DEMO_EXAMPLES = ["Today a student swims.", "She follows a child.", "The friend closes the bag.",
                  "A cupboard is white."]
 NEXT_COLUMNS = ["step", "chosen token", "p(chosen)", "top candidates"]
+NEXT_WIDTHS = ["56px", "20%", "96px", "52%"]  # the candidates wrap inside the table at 1024 px
 
 
 @dataclass
@@ -116,7 +118,7 @@ def next_token_view(library: Library, session: Session, row: int, k: int = TOP_K
 
 def build(session: gr.State, library: Library) -> TranslateTab:
     # what runs on the GPU (a ZeroGPU call each): plain values in and out, never the session
-    decode, next_rows, steps = gpu(run_translation), gpu(next_token_rows), gpu(decode_steps)
+    decode, next_rows, steps = quick(gpu(run_translation)), quick(gpu(next_token_rows)), quick(gpu(decode_steps))
 
     def next_view(session: Session, row: int, k: int = TOP_K):
         return next_token_view(library, session, row, k, next_rows)
@@ -138,18 +140,27 @@ def build(session: gr.State, library: Library) -> TranslateTab:
         start = time.perf_counter()
         results = decode(str(folder), sentences, opts, int(nbest) if method == "sample" else 1)
         seconds = time.perf_counter() - start
-        rows, session.translations = [], []
+        from playground.decode import distinct_hypotheses
+
+        rows, session.translations, merged = [], [], 0
         for i, t in enumerate(results):
-            for rank, h in enumerate(t.hypotheses):
+            distinct = distinct_hypotheses(t.hypotheses)
+            merged += len(t.hypotheses) - len(distinct)
+            for rank, (h, count) in enumerate(distinct):
                 n = max(len(h.token_logprobs), 1)
                 rows.append([i + 1, rank + 1, t.source if rank == 0 else "", h.text, round(h.score, 3),
-                             round(sum(h.token_logprobs) / n, 3), len(h.ids)])
+                             round(sum(h.token_logprobs) / n, 3), len(h.ids), count])
                 session.translations.append({"model": folder.name, "src_ids": t.source_ids,
                                              "out_ids": h.ids, "text": h.text})
         score = "log p / length^α" if method == "beam" else "sum of log p"
         note = (f"{len(sentences)} sentence{'s' if len(sentences) > 1 else ''} with **{folder.name}** "
                 f"({config['src_lang']} → {config['tgt_lang']}), {method}, in {seconds:.2f} s. "
                 f"Score = {score}. Click a row to see the model's next-token choices for it.")
+        if merged:
+            note += (f" {merged} {'beam' if method == 'beam' else 'sample'}{'s' if merged > 1 else ''} that spelled "
+                     "a sentence already listed (the same words, in the same or other tokens) "
+                     f"{'were' if merged > 1 else 'was'} merged into it: its best score is kept, and the count column "
+                     "says how many there were.")
         return (pd.DataFrame(rows, columns=RESULT_COLUMNS), note, 1, *next_view(session, 1))
 
     @friendly
@@ -224,7 +235,7 @@ def build(session: gr.State, library: Library) -> TranslateTab:
             row_note = gr.Markdown()
             next_plot = gr.Plot(plots.next_token_figure([]), show_label=False)
             next_table = gr.Dataframe(pd.DataFrame(columns=NEXT_COLUMNS), label="Next-token table", interactive=False,
-                                      wrap=True)
+                                      wrap=True, column_widths=NEXT_WIDTHS)
             with gr.Accordion("Step by step: greedy versus sampling, and beam search", open=False,
                               elem_id="translate-steps"):
                 gr.Markdown("Decodes the first sentence with the settings on the left and shows each step: with "
