@@ -26,6 +26,7 @@ import hmac
 import json
 import os
 import re
+import secrets
 import shutil
 import tempfile
 import threading
