@@ -721,7 +721,10 @@ def import_zip(zip_path: str | os.PathLike, models_dir: str | os.PathLike, name:
             raise
         except Exception as err:  # zipfile is not hardened: hostile archives raise many kinds of errors
             raise PackageError(f"{zip_path.name} is not a readable zip file ({type(err).__name__}: {err}).") from err
-        load_package(tmp)  # refuse anything that does not load (every file's size and schema included)
+        try:
+            load_package(tmp)  # refuse anything that does not load (every file's size and schema included)
+        except PackageError as err:  # named as the visitor knows it, not by the internal folder it was checked in
+            raise PackageError(str(err).replace(tmp.name, folder_name)) from err
         # a given name was reserved for this import by its caller (Library.add): that name, or an error, never another
         with reserve_name(models_dir, check_name(name) if name else safe_stem(folder_name), exact=bool(name)) as target:
             if target.exists():

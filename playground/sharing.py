@@ -20,9 +20,13 @@ is on such a mount (FUSE or NFS: `lagging_mount`).
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import json
 import os
 import re
+import secrets
 import shutil
 import tempfile
 import threading
@@ -34,13 +38,13 @@ from typing import Iterator
 
 from playground.errors import PackageError, TrainingError
 from playground.package import (SHIPPED_MODELS, SHIPPED_MODELS_DIR, average_name, check_name, disk_bytes, is_package,
-                                is_shipped, list_packages, package_path, reserve_name, snapshots_folder)
+                                is_shipped, list_packages, package_path, reserve_name, reserved, snapshots_folder)
 
 REGISTRY = ".owners.json"
 REGISTRY_COPIES = ".owners-*.tmp"  # the whole new registry, written before it is renamed over the old one
 VISIBLE_WITHIN_S = 30.0  # a bucket mount shows another process's new files within ~10 s (hf-mount's metadata TTL)
 MB = 1_000_000
-TOKEN_PATTERN = re.compile(r"^[A-Za-z0-9_-]{16,64}$")  # a browser's random visitor token
+TOKEN_PATTERN = re.compile(r"^([A-Za-z0-9_-]{16,64})\.([A-Za-z0-9_-]{22})$")  # a visitor id, its signature
 
 
 def env_flag(name: str) -> bool:
@@ -93,25 +97,79 @@ class Visitor:
     key: str
     signed_in: bool = False
     admin: bool = False  # the Space's owner: sees and deletes every package (never the shipped ones)
+    address: str = ""  # address_key of the client address it came from: anonymous visitors are bounded per address
 
     @classmethod
     def signed(cls, username: str) -> "Visitor":
         owner = os.environ.get("SPACE_AUTHOR_NAME", "")
         return cls(f"hf:{username}", signed_in=True, admin=bool(owner) and username.lower() == owner.lower())
 
-    @staticmethod
-    def is_token(token) -> bool:
-        return isinstance(token, str) and bool(TOKEN_PATTERN.match(token))
+    @classmethod
+    def browser(cls, token: str, secret: bytes, address: str = "") -> "Visitor | None":
+        """The anonymous visitor a token the server issued (issue_token) names; None for any other string."""
+        visitor_id = verify_token(token, secret)
+        return cls(f"anon:{visitor_id}", address=address) if visitor_id else None
 
     @classmethod
-    def browser(cls, token: str) -> "Visitor":
-        if not cls.is_token(token):
-            raise ValueError("not a visitor token")
-        return cls(f"anon:{token}")
+    def session(cls, session_id: str, address: str = "") -> "Visitor":
+        return cls(f"session:{session_id}", address=address)
 
-    @classmethod
-    def session(cls, session_id: str) -> "Visitor":
-        return cls(f"session:{session_id}")
+    def with_address(self, address: str) -> "Visitor":
+        return Visitor(self.key, self.signed_in, self.admin, address)
+
+
+def _signature(visitor_id: str, secret: bytes) -> str:
+    digest = hmac.new(secret, b"visitor:" + visitor_id.encode(), hashlib.sha256).digest()[:16]
+    return base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+
+def issue_token(secret: bytes) -> str:
+    """A new anonymous visitor's token: a random id and its HMAC under the server's secret. Only the server can make
+    one, so a client cannot name itself somebody else, nor pick a fresh identity without asking the server (which
+    bounds what one address may hold: Quotas.models_per_address)."""
+    visitor_id = secrets.token_urlsafe(18)
+    return f"{visitor_id}.{_signature(visitor_id, secret)}"
+
+
+def verify_token(token, secret: bytes) -> str | None:
+    """The visitor id of a token issue_token made with this secret; None for anything else."""
+    match = TOKEN_PATTERN.match(token) if isinstance(token, str) else None
+    if match is None or not hmac.compare_digest(match.group(2), _signature(match.group(1), secret)):
+        return None
+    return match.group(1)
+
+
+def address_key(address: str, secret: bytes) -> str:
+    """What the registry keeps of a client address (Visitor.address): a keyed hash, so that the models folder holds
+    no visitor's IP address while one address's visitors still count together."""
+    if not address:
+        return ""
+    return "addr:" + hmac.new(secret, b"address:" + address.encode(), hashlib.sha256).hexdigest()[:20]
+
+
+def server_secret(folder: Path) -> bytes:
+    """The key that signs visitor tokens: kept beside the models (mode 600, never sent to a browser) so that it, and
+    with it every browser's identity, outlives a restart when the models do."""
+    path = folder / ".browser-secret"
+    try:
+        secret = path.read_text(encoding="utf-8").strip()
+    except OSError:
+        secret = ""
+    if len(secret) < 32:
+        fd, tmp = tempfile.mkstemp(prefix=".secret-", suffix=".tmp", dir=folder)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:  # mkstemp: mode 600 from the start
+            f.write(secrets.token_urlsafe(32))
+        try:
+            if secret:  # damaged: replaced
+                os.replace(tmp, path)
+            else:  # none yet: made only where none is, so two processes starting at once share one
+                os.link(tmp, path)
+        except FileExistsError:
+            pass
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+        secret = path.read_text(encoding="utf-8").strip()
+    return secret.encode()
 
 
 PERSONAL = Visitor("personal", admin=True)  # the one person of a personal app
@@ -134,6 +192,9 @@ class Quotas:
     bytes_total: int = 5000 * MB  # PLAYGROUND_MAX_TOTAL_MB: the models folder, freed by evicting old models
     evict_after_s: float = 24 * 3600  # PLAYGROUND_EVICT_AFTER_HOURS: anonymous models unused this long may go
     run_minutes: float | None = 10  # PLAYGROUND_MAX_RUN_MINUTES: the length cap of one training run (0 = none)
+    # anonymous visitors behind one client address together (a classroom shares one): 60 models, 1 GB
+    models_per_address: int = 60  # PLAYGROUND_MAX_ADDRESS_MODELS
+    bytes_per_address: int = 1000 * MB  # PLAYGROUND_MAX_ADDRESS_MB
 
     @classmethod
     def from_env(cls, shared: bool) -> "Quotas":
@@ -142,7 +203,9 @@ class Quotas:
                    bytes_per_visitor=int(env_number("PLAYGROUND_MAX_VISITOR_MB", 200) * MB),
                    bytes_total=int(env_number("PLAYGROUND_MAX_TOTAL_MB", 5000) * MB),
                    evict_after_s=env_number("PLAYGROUND_EVICT_AFTER_HOURS", 24) * 3600,
-                   run_minutes=run if run > 0 else None)
+                   run_minutes=run if run > 0 else None,
+                   models_per_address=int(env_number("PLAYGROUND_MAX_ADDRESS_MODELS", 60)),
+                   bytes_per_address=int(env_number("PLAYGROUND_MAX_ADDRESS_MB", 1000) * MB))
 
 
 def no_such_model(name: str) -> PackageError:
@@ -281,6 +344,26 @@ class Library:
             raise PackageError(f"This would bring your models to {(used + new_bytes) / MB:.0f} MB; this Space keeps "
                                f"at most {self.quotas.bytes_per_visitor / MB:.0f} MB per visitor: delete a model on "
                                "the Models tab, or choose a smaller model.")
+        self.check_address_quota(visitor, new_bytes, registry)
+
+    def address_usage(self, address: str, registry: dict[str, dict]) -> tuple[int, int]:
+        """(packages, bytes) the anonymous visitors from this client address hold together."""
+        names = [n for n, e in registry.items() if not e.get("signed_in") and e.get("address") == address
+                 and ((self.models_dir / n).is_dir() or n in self.running.values() or n in self.pending)]
+        return len(names), sum(disk_bytes(self.models_dir / n) for n in names)
+
+    def check_address_quota(self, visitor: Visitor, new_bytes: int, registry: dict[str, dict]) -> None:
+        """Anonymous visitors are whoever asks the server for a token: what one client address holds is bounded too
+        (generously: a classroom shares one address), so fresh tokens do not buy more room."""
+        if visitor.signed_in or not visitor.address:
+            return
+        count, used = self.address_usage(visitor.address, registry)
+        if count >= self.quotas.models_per_address or used + new_bytes > self.quotas.bytes_per_address:
+            raise PackageError(f"The visitors from your network hold {count} models ({used / MB:,.0f} MB) without "
+                               f"signing in, the most this Space keeps for one network "
+                               f"({self.quotas.models_per_address} models, {self.quotas.bytes_per_address / MB:,.0f} "
+                               "MB): sign in with Hugging Face (your models then count as yours alone), or delete a "
+                               "model on the Models tab.")
 
     def check_size(self, visitor: Visitor, new_bytes: int) -> None:
         """Refuse, before any work is spent on it (timing, training), a package larger than a visitor's whole quota."""
@@ -292,31 +375,67 @@ class Library:
     def total_bytes(self) -> int:
         return sum(disk_bytes(p) for p in list_packages(self.models_dir))
 
-    def make_room(self, new_bytes: int, registry: dict[str, dict]) -> list[str]:
-        """Free space for new_bytes by deleting the least recently used packages of anonymous visitors unused for
-        longer than the quota's age (never a signed-in visitor's, a shipped one or a run in progress); returns the
-        names deleted. PackageError when even that is not enough."""
+    def make_room(self, new_bytes: int, registry: dict[str, dict], visitor: Visitor | None = None) -> list[str]:
+        """Free space for new_bytes, deleting anonymous visitors' packages only (never a signed-in visitor's, a shipped
+        one, a run in progress or the asker's own): first those unused for longer than the quota's age, least
+        recently used first; then, while the folder is still full, those of the heaviest anonymous holder (a client
+        address, else a visitor) that holds more than the asker would with the new package, least recently used
+        first. Returns the names deleted; PackageError (and nothing deleted) when even that is not enough."""
         if not self.shared:
             return []
-        now = time.time()
-        total = self.total_bytes()
-        evicted = []
-        candidates = sorted((e.get("used", 0), n) for n, e in registry.items()
-                            if not e.get("signed_in") and now - e.get("used", 0) > self.quotas.evict_after_s
-                            and n not in self.running.values() and (self.models_dir / n).is_dir())
-        for _, name in candidates:
-            if total + new_bytes <= self.quotas.bytes_total:
+        total, chosen = self.total_bytes(), []
+        left = total
+        for name in self.eviction_order(registry, visitor):
+            if left + new_bytes <= self.quotas.bytes_total:
                 break
-            folder = self.models_dir / name
-            total -= disk_bytes(folder)
-            self.remove(folder)
-            registry.pop(name, None)
-            evicted.append(name)
-        if total + new_bytes > self.quotas.bytes_total:
+            left -= disk_bytes(self.models_dir / name)
+            chosen.append(name)
+        if left + new_bytes > self.quotas.bytes_total:
             raise PackageError(f"The models folder of this Space is full ({total / 1e9:.2f} of "
-                               f"{self.quotas.bytes_total / 1e9:.1f} GB) and nothing is old enough to free: try "
+                               f"{self.quotas.bytes_total / 1e9:.1f} GB) and nothing in it may be freed for you (signed-in "
+                               "visitors' models, runs in progress and visitors who hold less than you stay): try "
                                "again later, or download your models and run the app on your own machine.")
-        return evicted
+        for name in chosen:
+            self.remove(self.models_dir / name)
+            registry.pop(name, None)
+        return chosen
+
+    def eviction_order(self, registry: dict[str, dict], visitor: Visitor | None) -> Iterator[str]:
+        """The packages make_room may delete for this visitor, in the order it deletes them. The heaviest anonymous
+        holders give way first, each only down to what the asker would hold, so a newcomer can always make a first
+        model while one network's many tokens cannot push out anybody lighter than itself."""
+        now = time.time()
+        asker = visitor.key if visitor else None
+
+        def holder(entry: dict) -> str:
+            return entry.get("address") or entry["owner"]
+
+        evictable = {n: e for n, e in registry.items()
+                     if not e.get("signed_in") and e["owner"] != asker and n not in self.running.values()
+                     and (self.models_dir / n).is_dir()}
+        old = sorted((e.get("used", 0), n) for n, e in evictable.items() if now - e.get("used", 0) > self.quotas.evict_after_s)
+        yield from (n for _, n in old)
+        for _, name in old:
+            del evictable[name]
+        sizes: dict[str, int] = {}
+        for name, entry in registry.items():
+            if not entry.get("signed_in") and (self.models_dir / name).is_dir():
+                sizes[holder(entry)] = sizes.get(holder(entry), 0) + disk_bytes(self.models_dir / name)
+        # a signed-in visitor's room is never taken by anonymous models: they give way to them whatever they hold
+        mine = 0 if visitor is None or visitor.signed_in or visitor.admin else \
+            sizes.get(visitor.address or visitor.key, 0)
+        while evictable:
+            heaviest = max((h for h in sizes if sizes[h] > mine), key=sizes.get, default=None)
+            candidates = sorted((e.get("used", 0), n) for n, e in evictable.items() if holder(e) == heaviest)
+            if heaviest is None:
+                return
+            if not candidates:  # all of it in use right now: the next heaviest
+                del sizes[heaviest]
+                continue
+            name = candidates[0][1]
+            sizes[heaviest] -= disk_bytes(self.models_dir / name)
+            del evictable[name]
+            yield name
 
     def add(self, base: str, visitor: Visitor, new_bytes: int, *, average: bool = False) -> Path:
         """Reserve a new package folder for this visitor: quotas checked, space made, the name recorded as theirs.
@@ -327,7 +446,7 @@ class Library:
         with self.lock:
             registry = self.read_registry()
             self.check_quota(visitor, new_bytes, registry)
-            self.make_room(new_bytes, registry)
+            self.make_room(new_bytes, registry, visitor)
             taken = set(registry) | set(SHIPPED_MODELS) | {p.name for p in self.models_dir.iterdir()} | self.pending
             stem = base[:64 - 7 - (4 if average else 0)] if self.shared else base  # room for the suffixes
             name, n = base, 1
@@ -352,7 +471,7 @@ class Library:
                 raise PackageError(f"This run would write its averaged weights to {name}, a name that is taken: "
                                    "set 'Average last' to 0, or start a new run under another name.")
             self.check_quota(visitor, new_bytes, registry)
-            self.make_room(new_bytes, registry)
+            self.make_room(new_bytes, registry, visitor)
             self.register([name], visitor, registry)
             return package_path(self.models_dir, name)
 
@@ -362,7 +481,8 @@ class Library:
         if self.shared:
             now = time.time()
             for name in names:
-                registry[name] = {"owner": visitor.key, "signed_in": visitor.signed_in, "created": now, "used": now}
+                registry[name] = {"owner": visitor.key, "signed_in": visitor.signed_in, "created": now, "used": now,
+                                  **({"address": visitor.address} if visitor.address and not visitor.signed_in else {})}
             self.write_registry(registry)
 
     @contextmanager
@@ -385,6 +505,7 @@ class Library:
             mine = [e for e in registry.values() if e["owner"] == old.key]
             for entry in mine:
                 entry.update(owner=new.key, signed_in=new.signed_in)
+                entry.pop("address", None)
             if mine:
                 self.write_registry(registry)
 
@@ -407,6 +528,23 @@ class Library:
             if name in registry and not (self.models_dir / name).is_dir():
                 del registry[name]
                 self.write_registry(registry)
+
+    def repair_registry(self, grace_s: float = 60) -> list[str]:
+        """Drop the entries of names whose operation died before writing its package (an import or run killed
+        mid-way): no folder, no live reservation, not pending in this process, older than grace_s (add() registers a
+        name a moment before its operation reserves it). Run at start-up and with every sweep. Returns the names."""
+        if not self.shared:
+            return []
+        with self.lock:
+            registry, now = self.read_registry(), time.time()
+            dead = [n for n, e in registry.items() if now - e.get("created", 0) > grace_s
+                    and n not in self.pending and n not in self.running.values()
+                    and not (self.models_dir / n).exists() and not reserved(self.models_dir / n)]
+            for name in dead:
+                del registry[name]
+            if dead:
+                self.write_registry(registry)
+            return dead
 
     def touch(self, folder: Path) -> None:
         """Note that a package was used (for eviction: least recently used first); at most once a minute."""

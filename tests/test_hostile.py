@@ -236,12 +236,12 @@ def test_3_a_card_bomb_is_refused_and_no_reader_reads_past_its_limit(package, tm
     (models / "tiny" / CARD).write_text("# tiny")
     # the UI's JSON cache: a deleted package's training record does not stay in memory
     state.package_info(models / "tiny")
-    assert str(models / "tiny") in state._INFO
+    assert (str(models / "tiny"), "summary") in state.INFO.items
     delete_package(models, "tiny")
     demo = load_package(REPO / "models" / "demo-en-de")
     save_package(models / "other", demo.model, demo.tokenizer)
     state.package_info(models / "other")
-    assert str(models / "tiny") not in state._INFO
+    assert (str(models / "tiny"), "summary") not in state.INFO.items
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from playground.package import (SHIPPED_MODELS_DIR, delete_package, export_zip, 
 from playground.sharing import MB, PERSONAL, Library, Quotas, Visitor, models_location, shared_mode
 from playground.tokenizer import train_tokenizer
 
-ALICE, BOB = Visitor.browser("a" * 32), Visitor.browser("b" * 32)
+ALICE, BOB = Visitor("anon:alice"), Visitor("anon:bob")
 CAROL = Visitor.signed("carol")
 DEMO = "demo-en-de"
 
@@ -211,3 +211,72 @@ def test_mode_and_models_folder_from_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("PLAYGROUND_MAX_RUN_MINUTES", "2.5")
     quotas = Quotas.from_env(shared=True)
     assert quotas.models_per_visitor == 7 and quotas.run_minutes == 2.5 and quotas.bytes_per_visitor == 200 * MB
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Issue 25: a visitor is a person, not a session
+
+
+def test_visitor_tokens_are_issued_and_signed_by_the_server(tmp_path):
+    from playground.sharing import issue_token, server_secret, verify_token
+
+    secret = server_secret(tmp_path)
+    assert server_secret(tmp_path) == secret and (tmp_path / ".browser-secret").stat().st_mode & 0o077 == 0
+    token = issue_token(secret)
+    visitor = Visitor.browser(token, secret, "10.0.0.1")
+    assert visitor.key == f"anon:{verify_token(token, secret)}" and visitor.address == "10.0.0.1"
+    visitor_id, signature = token.split(".")
+    # a self-chosen token, another visitor's id with a made-up signature, another server's token: nobody
+    for forged in ("a" * 32, f"{visitor_id}.{'A' * 22}", f"{'b' * 24}.{signature}", issue_token(b"another secret" * 3),
+                   token + "x", None, 12):
+        assert Visitor.browser(forged, secret) is None, forged
+
+
+def test_anonymous_visitors_are_bounded_per_address_and_signed_in_ones_are_not(tmp_path, tiny):
+    library = shared(tmp_path, models_per_visitor=5, models_per_address=3)
+    classroom = [Visitor(f"anon:pupil{i}", address="192.0.2.7") for i in range(4)]
+    for pupil in classroom[:3]:
+        make(library, tiny, "m", pupil)
+    with pytest.raises(PackageError, match=r"visitors from your network hold 3 models .* sign in with Hugging Face"):
+        make(library, tiny, "m", classroom[3])  # a fresh token does not buy more room
+    make(library, tiny, "m", Visitor("anon:elsewhere", address="198.51.100.1"))
+    make(library, tiny, "m", Visitor("hf:teacher", signed_in=True))  # same network, signed in: counts as their own
+    library.adopt(classroom[0], Visitor("hf:pupil0", signed_in=True))  # signing in takes the model out of the pool
+    make(library, tiny, "m", classroom[3])
+
+
+def test_a_full_folder_frees_the_heaviest_anonymous_holder_first_and_never_a_signed_in_one(tmp_path, tiny):
+    library = shared(tmp_path, models_per_visitor=10, bytes_total=10 * MB)
+    crowd = [Visitor(f"anon:bot{i}", address="203.0.113.9") for i in range(4)]  # one address, many tokens
+    for i, bot in enumerate(crowd):
+        make(library, tiny, f"bot{i}", bot)
+    make(library, tiny, "light", Visitor("anon:light", address="198.51.100.2"))
+    make(library, tiny, "carols", CAROL)
+    size = library.total_bytes() // 6
+    library.quotas = Quotas(models_per_visitor=10, bytes_total=6 * size + size // 2)
+    newcomer = Visitor("anon:new", address="198.51.100.3")
+    # fresh models, none old enough to free: the heaviest holder (the crowd's address) gives way, least recent first
+    registry = library.read_registry()
+    assert library.make_room(size, registry, newcomer) == ["bot0"]
+    # a member of the crowd cannot push out the lighter visitor, nor the signed-in one: refused, nothing deleted
+    with pytest.raises(PackageError, match="models folder of this Space is full"):
+        library.make_room(2 * size, library.read_registry(), crowd[1])
+    assert {"bot1", "bot2", "bot3", "light", "carols"} <= set(library.names(Visitor("hf:x", True, admin=True)))
+    # a signed-in visitor frees anonymous models whatever they hold, and never another signed-in one's
+    assert library.make_room(3 * size, library.read_registry(), Visitor("hf:dave", signed_in=True)) == ["bot1", "bot2"]
+    with pytest.raises(PackageError, match="models folder of this Space is full"):
+        library.make_room(6 * size, library.read_registry(), Visitor("hf:dave", signed_in=True))
+    assert (library.models_dir / "carols").is_dir() and (library.models_dir / "light").is_dir()
+
+
+def test_a_name_whose_operation_died_is_given_back(tmp_path, tiny):
+    library = shared(tmp_path)
+    library.add("killed", ALICE, 10_000)  # an import registered its name, then its process was killed
+    library.pending.clear()  # (a new process: nothing is pending)
+    registry = library.read_registry()
+    assert "killed" in registry and library.repair_registry() == []  # within the grace a name is just being made
+    registry["killed"]["created"] -= 120
+    library.write_registry(registry)
+    make(library, tiny, "kept", ALICE)
+    assert library.repair_registry() == ["killed"] and set(library.read_registry()) == {"kept"}
+    assert library.usage(ALICE)[0] == 1

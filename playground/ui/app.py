@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import functools
+import hashlib
+import hmac
 import logging
 import os
-import secrets
 import threading
 import time
 from pathlib import Path
@@ -13,8 +14,10 @@ from pathlib import Path
 import gradio as gr
 
 from playground.limits import env_int, max_data_bytes
-from playground.sharing import Library, Visitor, models_location, shared_mode
-from playground.ui import attention_tab, compare_tab, data_tab, inside_tab, models_tab, train_tab, translate_tab
+from playground.sharing import (Library, Visitor, address_key, issue_token, models_location, server_secret,
+                                shared_mode)
+from playground.ui import (attention_tab, compare_tab, data_tab, inside_tab, models_tab, sessions, train_tab,
+                          translate_tab)
 from playground.ui.state import Session, friendly, model_dropdown, model_names, oauth_available, release_session
 
 CONCURRENCY = 2  # events of one kind running at once (2 CPU cores on a free Space); training: 1 at a time
@@ -88,17 +91,11 @@ def mode_line(library: Library) -> str:
             f"{library.quotas.run_minutes or 0:g} minutes, one at a time.")
 
 
-def browser_secret(library: Library) -> str:
-    """The key that encrypts the visitor token in the browser; kept beside the models so that it (and with it
-    everybody's models) outlives a restart when the models do."""
-    path = library.models_dir / ".browser-secret"
-    try:
-        return path.read_text(encoding="utf-8").strip()
-    except OSError:
-        secret = secrets.token_urlsafe(24)
-        path.write_text(secret, encoding="utf-8")
-        os.chmod(path, 0o600)
-        return secret
+def storage_secret(secret: bytes) -> str:
+    """What gr.BrowserState encrypts the visitor token with in localStorage. Gradio sends it to every browser in
+    /config, so it is public: derived from the server's secret (stable across restarts, as the token must be), never
+    the secret itself. What keeps a token from being made up is its signature (playground.sharing.issue_token)."""
+    return hmac.new(secret, b"browser-storage", hashlib.sha256).hexdigest()[:32]
 
 
 def build_app(models_dir: str | os.PathLike | None = None, *, shared: bool | None = None) -> gr.Blocks:
@@ -111,10 +108,11 @@ def build_app(models_dir: str | os.PathLike | None = None, *, shared: bool | Non
     if models_dir is None:
         models_dir, persistent = models_location(shared)
     library = Library(models_dir, shared=shared, persistent=persistent)
-    start_sweeper(library.models_dir)
+    start_sweeper(library)
+    secret = server_secret(library.models_dir) if shared else b""
     with gr.Blocks(title="Transformer Playground", delete_cache=CACHE_CLEANUP) as demo:
         session = gr.State(Session())
-        token = gr.BrowserState("", storage_key="playground-visitor", secret=browser_secret(library) if shared else None)
+        token = gr.BrowserState("", storage_key="playground-visitor", secret=storage_secret(secret) if shared else None)
         with gr.Row():
             gr.Markdown(INTRO + f"  \n<small>Running on {device_line()}.</small>  \n"
                         f"<small>{mode_line(library)}</small>", elem_id="intro")
@@ -177,14 +175,18 @@ def build_app(models_dir: str | os.PathLike | None = None, *, shared: bool | Non
         for view in inside.redraw:
             inside_page.select(**view)
 
-        def welcome(session: Session, token: str | None, profile: gr.OAuthProfile | None):
+        def welcome(session: Session, token: str | None, profile: gr.OAuthProfile | None, request: gr.Request):
             """Name the visitor of this page (shared mode): the Hugging Face account when signed in (the models the
-            browser made before signing in come along), else the browser's random token (made on a first visit)."""
+            browser made before signing in come along), else the browser's token, which only this server can have
+            made (sharing.issue_token): a missing or made-up one gets a new one, a new anonymous visitor."""
             if not library.shared:
                 return gr.skip()
-            if not Visitor.is_token(token):
-                token = secrets.token_urlsafe(24)
-            session.visitor = Visitor.browser(token)
+            address = address_key(sessions.request_address(request), secret)
+            visitor = Visitor.browser(token, secret, address)
+            if visitor is None:
+                token = issue_token(secret)
+                visitor = Visitor.browser(token, secret, address)
+            session.visitor = visitor
             if profile is not None:
                 signed = Visitor.signed(profile.username)
                 library.adopt(session.visitor, signed)
@@ -201,44 +203,67 @@ def build_app(models_dir: str | os.PathLike | None = None, *, shared: bool | Non
         demo.unload(release)
     # shared: no overall cap, so a pile of queued runs never turns a quick call away ("queue is full"); runs
     # queue behind their own concurrency id and each visitor has at most one (sharing.Library.run_slot)
-    demo.queue(default_concurrency_limit=CONCURRENCY, max_size=None if shared else QUEUE_SIZE)
+    demo.queue(default_concurrency_limit=CONCURRENCY, max_size=None if shared else QUEUE_SIZE, api_open=not shared)
+    if shared:
+        queue_everything(demo)
+        sessions.start_session_sweeper(demo)
     return demo
+
+
+def queue_everything(demo: gr.Blocks) -> None:
+    """Shared mode: every event through the queue, where its concurrency limit holds. api_open=False refuses a
+    direct POST /gradio_api/run/… only for queued events; an unqueued one (a quick private step) would still run
+    there, as many at once as a stranger sends."""
+    for fn in demo.fns.values():
+        fn.queue = True
 
 
 _SWEEPERS: set[Path] = set()  # models folders with a sweeper thread in this process
 
 
-def start_sweeper(models_dir: Path) -> None:
-    """Remove leftovers (crashed imports and saves, dead reservations, orphaned snapshots, old download folders) now
-    and every PLAYGROUND_SWEEP_S seconds (default 600), in a daemon thread: one per models folder and process."""
+def start_sweeper(library: Library) -> None:
+    """Remove leftovers (crashed imports and saves, dead reservations, orphaned snapshots, old download folders, the
+    registry entries of operations that died before writing their package) now and every PLAYGROUND_SWEEP_S seconds
+    (default 600), in a daemon thread: one per models folder and process."""
     from playground.package import sweep_leftovers
 
+    models_dir = library.models_dir
     key = models_dir.resolve()
     if key in _SWEEPERS:
         return
     _SWEEPERS.add(key)
     every = env_int("PLAYGROUND_SWEEP_S", 600)
 
+    def sweep() -> None:
+        for path in sweep_leftovers(models_dir):
+            log.info("removed leftover %s", path)
+        for name in library.repair_registry():
+            log.info("freed the name %s of an operation that died before writing it", name)
+
     def sweep_forever() -> None:
         while True:
             time.sleep(every)
             try:
-                for path in sweep_leftovers(models_dir):
-                    log.info("removed leftover %s", path)
+                sweep()
             except OSError:
                 log.exception("sweeping leftovers failed")
 
-    sweep_leftovers(models_dir)  # before the first page: nothing of a crashed run is listed
+    sweep()  # before the first page: nothing of a crashed run is listed
     threading.Thread(target=sweep_forever, name="playground-sweeper", daemon=True).start()
 
 
-def launch_options() -> dict:
+def launch_options(shared: bool | None = None) -> dict:
     """Theme, CSS (Gradio 6 takes them in launch(), not in Blocks()), the upload limit Gradio enforces (the data
-    reader's own, playground.limits.max_data_bytes) and how many sessions Gradio keeps (PLAYGROUND_MAX_SESSIONS)."""
+    reader's own, playground.limits.max_data_bytes), how many sessions Gradio keeps (PLAYGROUND_MAX_SESSIONS) and,
+    shared, the bounds on uploads per client address and in all (sessions.UploadBounds)."""
+    from starlette.middleware import Middleware
+
+    shared = shared_mode() if shared is None else shared
     # no "Runs" link in the footer: Gradio's history of a browser's calls, easily taken for training runs
     return {"theme": gr.themes.Soft(), "css": CSS, "max_file_size": max_data_bytes(),
             "state_session_capacity": env_int("PLAYGROUND_MAX_SESSIONS", 1000),
-            "footer_links": ["api", "gradio", "settings"], "run_history": False}
+            "footer_links": ["api", "gradio", "settings"], "run_history": False,
+            "app_kwargs": {"middleware": [Middleware(sessions.UploadBounds)]} if shared else None}
 
 
 def launch(demo: gr.Blocks, **kwargs):

@@ -16,7 +16,7 @@ from playground.errors import PlaygroundError
 from playground.foreground import quick
 from playground.sharing import Library
 from playground.ui.state import (MODELS, Session, answers, default_model, friendly, model_names, model_picker,
-                                 package_folder, package_info, quick_call, request_lines)
+                                 package_folder, package_info, package_probe, quick_call, request_lines)
 
 KINDS = [("Cross-attention (decoder → encoder)", "cross"), ("Encoder self-attention", "encoder"),
          ("Decoder self-attention (masked)", "decoder")]
@@ -120,10 +120,9 @@ def read_probe(library: Library, session: Session | None, name: str | None) -> l
     if not name:
         return []
     try:
-        training = package_info(package_folder(library, session, name))["training"] or {}
+        return package_probe(package_folder(library, session, name))
     except PlaygroundError:
         return []
-    return list((training.get("history") or {}).get("probe") or [])
 
 
 def probe_figure(probe: list, index: int):

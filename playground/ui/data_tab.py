@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pandas as pd
 
 from playground import plots
 from playground.errors import DataError
+from playground.ui import sessions
 from playground.ui.state import Session, answers, friendly
 
 PREVIEW_ROWS = 20
@@ -145,7 +147,9 @@ def _adopt(session: Session, data, description: str, val_fraction: float | None)
         raise DataError(f"These {len(data.pairs):,} pairs take {held / 1e6:,.1f} MB in memory; a session may hold at "
                         f"most {limit / 1e6:,.1f} MB (the operator sets PLAYGROUND_MAX_SESSION_DATA_MB). Upload a "
                         "smaller sample.")
+    sessions.check_room(session, held)  # all sessions together, not only this one
     session.data, session.description = data, description
+    sessions.holding(session)
     session.src_lang, session.tgt_lang = data.src_lang or "src", data.tgt_lang or "tgt"
     if val_fraction is not None:
         session.val_fraction = float(val_fraction)
@@ -169,6 +173,7 @@ def load_files(session: Session, files, val_fraction: float = 0.05):
     new = [str(Path(f if isinstance(f, str) else f.name)) for f in files or []]
     files = [*[f for f in session.waiting_files if f not in new], *new]  # the box may hold the waiting one already
     session.waiting_files = []
+    sessions.check_room(session, sum(os.path.getsize(f) for f in files if os.path.isfile(f)))  # before reading
     try:
         data, description = read_upload(files, (session.src_lang, session.tgt_lang))
     except DataError as err:

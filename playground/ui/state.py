@@ -3,7 +3,8 @@
 Each browser session gets its own `Session` (held in a `gr.State`, so Gradio copies a fresh one per visitor):
 its data, its training run and the last results the tabs show. The only module-level state is two caches: the
 loaded models, keyed by folder and weights file modification time, so a retrained package is loaded afresh; and
-the packages' JSON files (`package_info`), read again only when a file of the package changes.
+the packages' JSON files (`package_info`, `package_probe`), read again only when a file of the package changes and
+bounded in bytes.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import importlib.util
 import inspect
 import logging
 import os
+import sys
 import threading
 import uuid
 from collections import OrderedDict
@@ -23,6 +25,7 @@ from typing import Any
 import gradio as gr
 
 from playground.errors import PackageError, PlaygroundError, is_rust_panic
+from playground.limits import env_int
 from playground.sharing import PERSONAL, Library, Visitor
 
 log = logging.getLogger("playground.ui")
@@ -111,7 +114,8 @@ class Session:
         return self.data.pairs if self.data is not None else []
 
     def release(self) -> None:
-        """Drop what this session holds (its tab closed); a run it started keeps its own copy of the data."""
+        """Drop what this session holds (its tab closed, or it sat idle); a run it started keeps its own copy of the
+        data. Who the visitor is stays: a visitor coming back still has their models."""
         self.data, self._stats, self.translations, self.attention = None, None, [], None
         self.waiting_files = []
 
@@ -132,7 +136,10 @@ def release_session(demo: gr.Blocks, state: gr.State, request: gr.Request) -> No
     stored = holder.session_data.get(request.session_hash) if holder and request.session_hash else None
     session = stored.state_data.pop(state._id, None) if stored else None
     if isinstance(session, Session):
+        from playground.ui.sessions import FREED
+
         session.release()
+        FREED.set()
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -241,14 +248,20 @@ def answers(fn, outputs: list, note) -> dict:
 
 def visitor_of(library: Library, session: Session | None) -> Visitor:
     """Who this session is: the one person of a personal app; in a shared one the visitor the page load named
-    (signed in, or the browser's token), else (an API client) a visitor of its own for the session. No session
+    (signed in, or the token the server gave the browser), else (an API client) a visitor of its own for the
+    session, from the client address of its first request (anonymous visitors are bounded per address); a session
+    that expired while idle (playground.ui.sessions) is the visitor it was. No session
     (building the page, before anybody asks) sees what everybody may see."""
     if not library.shared:
         return PERSONAL
     if session is None:
         return NOBODY
     if session.visitor is None:
-        session.visitor = Visitor.session(uuid.uuid4().hex)
+        from playground.sharing import address_key, server_secret
+        from playground.ui.sessions import current_address, known_visitor
+
+        address = address_key(current_address(), server_secret(library.models_dir))
+        session.visitor = known_visitor() or Visitor.session(uuid.uuid4().hex, address)
     return session.visitor
 
 
@@ -292,33 +305,92 @@ def package_folder(library: Library, session: Session | None, name: str | None) 
     return library.folder(name, visitor_of(library, session))
 
 
-_INFO: OrderedDict[str, tuple[tuple, dict]] = OrderedDict()  # folder -> (its files' stamps; package_info)
-INFO_CACHE_SIZE = 64  # packages whose JSON files are kept (training.json may be megabytes)
+def deep_size(value) -> int:
+    """Bytes a JSON-like value takes as Python objects (each container and scalar counted; shared ones as often as
+    they are referenced, so an upper bound): what keeping it costs, which its file size does not say (a 16 MB
+    training.json of empty dicts is ~390 MB of objects)."""
+    total, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        total += sys.getsizeof(item)
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return total
+
+
+class JsonCache:
+    """Values read from a package's JSON files, kept while the files are unchanged, most recently used first, within
+    a budget in bytes (deep_size), not a count: a value larger than a quarter of the budget is returned, not kept."""
+
+    def __init__(self, budget_bytes: int):
+        self.budget = budget_bytes
+        self.items: OrderedDict[tuple[str, str], tuple[tuple, Any, int]] = OrderedDict()  # key -> (stamp, value, size)
+        self.held = 0
+        self.lock = threading.Lock()
+
+    def get(self, folder: Path, kind: str, read):
+        """read(folder)'s value for this folder, read again only when a file of the folder changed."""
+        key = (str(folder), kind)
+        try:
+            stamp = tuple(sorted((p.name, s.st_size, s.st_mtime_ns) for p in folder.iterdir() for s in [p.stat()]))
+        except OSError:
+            self.drop(lambda k: k[0] == key[0])
+            return read(folder)  # no such folder (any more): the reader says so
+        with self.lock:
+            cached = self.items.get(key)
+            if cached is not None and cached[0] == stamp:
+                self.items.move_to_end(key)
+                return cached[1]
+        self.drop(lambda k: k == key or not Path(k[0]).is_dir())  # a broken new version must not leave the old one
+        value = read(folder)
+        size = deep_size(value)
+        if size <= self.budget // 4:
+            with self.lock:
+                self.items[key] = (stamp, value, size)
+                self.held += size
+                while self.held > self.budget:
+                    self.held -= self.items.popitem(last=False)[1][2]
+        return value
+
+    def drop(self, which) -> None:
+        with self.lock:
+            for key in [k for k in self.items if which(k)]:
+                self.held -= self.items.pop(key)[2]
+
+
+INFO = JsonCache(env_int("PLAYGROUND_INFO_CACHE_MB", 32) * 1024**2)
 
 
 def package_info(folder: str | Path) -> dict:
-    """playground.package.package_info (config.json, training.json with the whole history, file sizes), read
-    again only when a file of the package changes: the pickers and tables refresh on every tab switch, and the
-    Attention tab's probe slider reads the history at every move. Shared between calls: never modify it. The cache
-    keeps the most recently used packages that still exist: a deleted package's files leave memory with it."""
+    """playground.package.package_info without the training history (config.json, training.json's summary, file
+    sizes), read again only when a file of the package changes: the pickers and tables refresh on every tab switch.
+    Shared between calls: never modify it. The cache (INFO) keeps the most recently used packages that still exist,
+    within PLAYGROUND_INFO_CACHE_MB: a deleted package's files leave memory with it, and no package holds the
+    server's memory by the size of its history; package_probe reads that."""
     from playground.package import package_info as read_info
 
-    folder = Path(folder)
-    try:
-        stamp = tuple(sorted((p.name, s.st_size, s.st_mtime_ns) for p in folder.iterdir() for s in [p.stat()]))
-    except OSError:
-        _INFO.pop(str(folder), None)
-        return read_info(folder)  # no such folder (any more): package_info says so
-    cached = _INFO.get(str(folder))
-    if cached is None or cached[0] != stamp:
-        for gone in [key for key in _INFO if not Path(key).is_dir()]:
-            del _INFO[gone]
-        _INFO.pop(str(folder), None)  # a broken new version must not leave the old one cached
-        cached = _INFO[str(folder)] = (stamp, read_info(folder))
-        while len(_INFO) > INFO_CACHE_SIZE:
-            _INFO.popitem(last=False)
-    _INFO.move_to_end(str(folder))
-    return cached[1]
+    def summary(folder: Path) -> dict:
+        info = read_info(folder)
+        if info["training"]:
+            info["training"] = {k: v for k, v in info["training"].items() if k != "history"}
+        return info
+
+    return INFO.get(Path(folder), "summary", summary)
+
+
+def package_probe(folder: str | Path) -> list:
+    """The recorded cross-attention of a package's probe pair, one entry per validation (the Attention tab's slider
+    reads it at every move): training.json's history, read on demand and cached as package_info is."""
+    from playground.package import read_training
+
+    def probe(folder: Path) -> list:
+        training = read_training(folder) or {}
+        return list((training.get("history") or {}).get("probe") or [])
+
+    return INFO.get(Path(folder), "probe", probe)
 
 
 class ModelCache:
