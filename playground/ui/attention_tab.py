@@ -16,7 +16,7 @@ from playground.errors import PlaygroundError
 from playground.foreground import quick
 from playground.sharing import Library
 from playground.ui.state import (MODELS, Session, answers, default_model, friendly, model_names, model_picker,
-                                 package_folder, package_info, package_probe, quick_call, request_lines)
+                                 package_folder, package_probe, quick_call, request_lines)
 
 KINDS = [("Cross-attention (decoder → encoder)", "cross"), ("Encoder self-attention", "encoder"),
          ("Decoder self-attention (masked)", "decoder")]
