@@ -202,6 +202,9 @@ def test_row8_the_time_cap_covers_tokenizer_training_and_cuts_validations(tmp_pa
         return slow(*args, **kwargs)
 
     monkeypatch.setattr(train_module, "train_tokenizer", slow_tokenizer)
+    # a fitted run's validations also decode only their share of the minutes (playground.schedule), which may end
+    # them before the cap does; here the share is the whole run, so what stops the decoding is the cap itself
+    monkeypatch.setattr(train_module, "VALIDATION_SHARE", train_module.VALIDATIONS_PER_RUN)
     cfg = tiny_cfg(max_steps=None, max_minutes=0.05, eval_every=1, eval_sentences=600, max_len=128,
                    batch_tokens=1024)
     trainer = Trainer(cfg, data, tmp_path / "run")
