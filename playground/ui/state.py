@@ -24,7 +24,7 @@ from typing import Any
 
 import gradio as gr
 
-from playground.errors import PackageError, PlaygroundError, is_rust_panic
+from playground.errors import PackageError, PlaygroundError, is_rust_panic, reraising
 from playground.limits import env_int
 from playground.sharing import PERSONAL, Library, Visitor
 
@@ -165,26 +165,7 @@ def reaches_people(err: BaseException) -> bool:
 
 def friendly(fn):
     """Turn PlaygroundError (and any other exception) raised by a handler into a readable gr.Error."""
-    if inspect.isgeneratorfunction(fn):
-        @functools.wraps(fn)
-        def generator_wrapper(*args, **kwargs):
-            try:
-                yield from fn(*args, **kwargs)
-            except BaseException as err:  # noqa: BLE001 - everything reaches people as a sentence
-                if not reaches_people(err):
-                    raise
-                raise _as_gradio_error(err) from err
-        return generator_wrapper
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except BaseException as err:  # noqa: BLE001
-            if not reaches_people(err):
-                raise
-            raise _as_gradio_error(err) from err
-    return wrapper
+    return reraising(fn, reaches_people, _as_gradio_error)
 
 
 def refusal(err: PlaygroundError) -> str:

@@ -24,7 +24,7 @@ import os
 import gradio as gr
 
 from playground import errors
-from playground.errors import GpuUnavailable, PlaygroundError
+from playground.errors import GpuUnavailable, PlaygroundError, reraising
 
 try:  # on every Gradio Space; inert unless SPACES_ZERO_GPU
     import spaces as _spaces
@@ -103,22 +103,7 @@ def _carried(err: PlaygroundError) -> gr.Error:
 
 def _inside(fn):
     """fn as it runs inside the GPU call: a PlaygroundError leaves as a gr.Error that names it."""
-    if inspect.isgeneratorfunction(fn):
-        @functools.wraps(fn)
-        def generator(*args, **kwargs):
-            try:
-                yield from fn(*args, **kwargs)
-            except PlaygroundError as err:
-                raise _carried(err) from None
-        return generator
-
-    @functools.wraps(fn)
-    def function(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except PlaygroundError as err:
-            raise _carried(err) from None
-    return function
+    return reraising(fn, lambda err: isinstance(err, PlaygroundError), _carried, chain=False)
 
 
 def arrived(err: gr.Error) -> Exception:
@@ -136,22 +121,9 @@ def arrived(err: gr.Error) -> Exception:
 
 def _outside(call, fn):
     """The GPU call as this process calls it: what arrives as a gr.Error is turned back (arrived)."""
-    if inspect.isgeneratorfunction(fn):
-        @functools.wraps(fn)
-        def generator(*args, **kwargs):
-            try:
-                yield from call(*args, **kwargs)
-            except gr.Error as err:
-                raise arrived(err) from None
-        return generator
-
-    @functools.wraps(fn)
-    def function(*args, **kwargs):
-        try:
-            return call(*args, **kwargs)
-        except gr.Error as err:
-            raise arrived(err) from None
-    return function
+    translated = reraising(call, lambda err: isinstance(err, gr.Error), arrived, chain=False,
+                           generator=inspect.isgeneratorfunction(fn))  # spaces' wrapper may hide that fn yields
+    return functools.wraps(fn)(translated)
 
 
 def gpu(fn, *, duration):
