@@ -13,7 +13,6 @@ import numpy as np
 
 from playground import plots
 from playground.errors import PlaygroundError
-from playground.foreground import quick
 from playground.sharing import Library
 from playground.ui.state import (MODELS, Session, answers, default_model, friendly, model_names, model_picker,
                                  package_folder, package_probe, quick_call, request_lines)
@@ -143,8 +142,8 @@ def probe_figure(probe: list, index: int):
 def build(session: gr.State, library: Library) -> AttentionTab:
     first_probe = read_probe(library, None, default_model(model_names(library, None)))
     # on the CPU on ZeroGPU too (playground.ui.zerogpu); a training step waits for it (playground.foreground)
-    maps_of = quick(quick_call(compute_maps, "Shorten the sentence (the model's own translation of it is "
-                                             "decoded first), or teacher-force a shorter target."))
+    maps_of = quick_call(compute_maps, "Shorten the sentence (the model's own translation of it is decoded first), "
+                                       "or teacher-force a shorter target.")
 
     @friendly
     def show_attention(session: Session, model: str, source: str, target_mode: str = TARGET_MODES[0],

@@ -11,7 +11,6 @@ import pandas as pd
 
 from playground import plots
 from playground.errors import PlaygroundError
-from playground.foreground import quick
 from playground.sharing import Library
 from playground.ui.state import MODELS, Session, answers, model_names, package_folder, quick_call, request_lines
 
@@ -127,8 +126,7 @@ def build(session: gr.State, library: Library) -> CompareTab:
         session.compared_runs = len(runs)
         return note, *tables(runs), *run_figures(runs, x_axis)
 
-    translate_columns = quick(quick_call(greedy_columns, "Send fewer or shorter sentences, or compare fewer "
-                                                         "models."))
+    translate_columns = quick_call(greedy_columns, "Send fewer or shorter sentences, or compare fewer models.")
 
     def translate_each(session: Session, names: list[str] | None, text: str):
         """The sentences translated greedily by each chosen model: one column per model."""

@@ -40,16 +40,18 @@ CACHE_SIZE = 4  # loaded models kept in memory
 
 
 def quick_call(fn, advice: str):
-    """A quick call (translate, attention, steps) under the time limit one may take (limits.time_limit): past it,
-    the decoding loop raises a PlaygroundError saying `advice`, and the worker is free again, whether the client
-    still waits or has gone. Set inside the call, so it also holds in a ZeroGPU worker process."""
+    """A quick call (translate, attention, steps, compare): under the time limit one may take (limits.time_limit;
+    past it the decoding loop raises a PlaygroundError saying `advice`, and the worker is free again, whether the
+    client still waits or has gone), and marked so that a CPU training step waits for it (foreground.quick)."""
+    from playground.foreground import quick
+
     @functools.wraps(fn)
     def limited(*args, **kwargs):
         from playground import limits
 
         with limits.time_limit(limits.quick_call_seconds(), advice):
             return fn(*args, **kwargs)
-    return limited
+    return quick(limited)
 
 
 def request_lines(text: str | None, what: str = "text") -> tuple[list[str], str]:

@@ -11,7 +11,6 @@ import pandas as pd
 
 from playground import plots
 from playground.errors import PlaygroundError
-from playground.foreground import quick
 from playground.ui import steps_view
 from playground.sharing import Library
 from playground.ui.state import (DEMO_MODEL, MODELS, Session, answers, friendly, model_picker, package_folder,
@@ -134,9 +133,9 @@ def next_token_view(library: Library, session: Session, row: int, k: int = TOP_K
 
 def build(session: gr.State, library: Library) -> TranslateTab:
     # on the CPU on ZeroGPU too (playground.ui.zerogpu); a training step waits for them (playground.foreground)
-    decode = quick(quick_call(run_translation, TOO_SLOW))
-    next_rows = quick(quick_call(next_token_rows, TOO_SLOW))
-    steps = quick(quick_call(decode_steps, "Lower the max output length or the beam size."))
+    decode = quick_call(run_translation, TOO_SLOW)
+    next_rows = quick_call(next_token_rows, TOO_SLOW)
+    steps = quick_call(decode_steps, "Lower the max output length or the beam size.")
 
     def next_view(session: Session, row: int, k: int = TOP_K):
         return next_token_view(library, session, row, k, next_rows)
