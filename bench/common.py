@@ -25,21 +25,21 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from playground.allocator import loaded_allocator, restart_with_fast_allocator  # noqa: E402
+from playground.runtime.allocator import loaded_allocator, restart_with_fast_allocator  # noqa: E402
 
 restart_with_fast_allocator()  # measure what the app and the CLI run on (PLAYGROUND_ALLOCATOR=system: glibc's)
 
 import torch  # noqa: E402
 
-from playground import events  # noqa: E402
-from playground.builtin_data import DATASETS_DIR  # noqa: E402
-from playground.config import setting_types  # noqa: E402
-from playground.batching import collate, make_batches, pad_multiple  # noqa: E402
-from playground.data import load_parallel  # noqa: E402
-from playground.device import sync  # noqa: E402
-from playground.model import TransformerConfig  # noqa: E402
-from playground.presets import preset_config  # noqa: E402
-from playground.train import Trainer, TrainData  # noqa: E402
+from playground.training import events  # noqa: E402
+from playground.data.builtin import DATASETS_DIR  # noqa: E402
+from playground.training.config import setting_types  # noqa: E402
+from playground.data.batching import collate, make_batches, pad_multiple  # noqa: E402
+from playground.data.load import load_parallel  # noqa: E402
+from playground.runtime.device import sync  # noqa: E402
+from playground.core.model import TransformerConfig  # noqa: E402
+from playground.training.presets import preset_config  # noqa: E402
+from playground.training.trainer import Trainer, TrainData  # noqa: E402
 
 Pair = tuple[str, str]
 Encoded = list[tuple[list[int], list[int]]]

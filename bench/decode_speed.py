@@ -21,13 +21,13 @@ from pathlib import Path
 import common  # first: puts the repository on sys.path
 import torch
 
-from playground.batching import pad_batch
-from playground.decode import DecodeOptions, beam_search, greedy_or_sample, source_ids, translate
-from playground.device import autocast, resolve_device
-from playground.model import Transformer
-from playground.package import load_package
-from playground.presets import preset_config
-from playground.tokenizer import PairTokenizer, train_tokenizer
+from playground.data.batching import pad_batch
+from playground.core.decode import DecodeOptions, beam_search, greedy_or_sample, source_ids, translate
+from playground.runtime.device import autocast, resolve_device
+from playground.core.model import Transformer
+from playground.packages.store import load_package
+from playground.training.presets import preset_config
+from playground.core.tokenizer import PairTokenizer, train_tokenizer
 
 Search = Callable[[Transformer, torch.Tensor], list[list[int]]]  # padded sources [B,S] -> token ids per sentence
 

@@ -16,7 +16,7 @@ from unittest import mock
 import common  # first: puts the repository on sys.path
 import torch
 
-import playground.model as model_module
+import playground.core.model as model_module
 from train_throughput import measure
 
 

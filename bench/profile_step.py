@@ -25,8 +25,8 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from common import ProjectRunner
-from playground.device import sync
-from playground.train import Trainer
+from playground.runtime.device import sync
+from playground.training.trainer import Trainer
 
 PHASES = ("batch + loop", "forward", "loss", "backward", "clip", "optimizer", "other")
 OP_KINDS = [  # first match wins; self time of every op lands in exactly one kind

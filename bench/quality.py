@@ -11,13 +11,13 @@ import time
 
 import common  # first: puts the repository on sys.path
 
-from playground import events
-from playground.decode import DecodeOptions, translate
-from playground.device import resolve_device
-from playground.metrics import score
-from playground.package import Package, load_package
-from playground.presets import preset_config
-from playground.train import TrainData, run_training
+from playground.training import events
+from playground.core.decode import DecodeOptions, translate
+from playground.runtime.device import resolve_device
+from playground.core.metrics import score
+from playground.packages.store import Package, load_package
+from playground.training.presets import preset_config
+from playground.training.trainer import TrainData, run_training
 
 PROGRESS_EVERY_S = 60.0
 

@@ -1,6 +1,6 @@
 """A visitor's translate while another visitor's run trains, in one process as on a CPU Space: latency p50/p95 with
 nothing training, with a run training as before (every step at once), with the run yielding to quick calls
-(playground/foreground.py: what the app does), and with the run on fewer threads (a dedicated training thread with
+(playground/runtime/foreground.py: what the app does), and with the run on fewer threads (a dedicated training thread with
 torch.set_num_threads(1), which the app cannot do per run: see foreground.py). Rounds alternate the modes.
 
     python bench/quick_calls.py [--rounds 3] [--calls 20]
@@ -20,13 +20,13 @@ import common  # first: puts the repository on sys.path
 
 import torch
 
-from playground.builtin_data import DATASETS_DIR
-from playground.data import load_parallel, split_pairs
-from playground.decode import DecodeOptions, translate
-from playground.foreground import quick
-from playground.package import SHIPPED_MODELS_DIR, load_package
-from playground.presets import preset_config
-from playground.train import Trainer, TrainData
+from playground.data.builtin import DATASETS_DIR
+from playground.data.load import load_parallel, split_pairs
+from playground.core.decode import DecodeOptions, translate
+from playground.runtime.foreground import quick
+from playground.packages.store import SHIPPED_MODELS_DIR, load_package
+from playground.training.presets import preset_config
+from playground.training.trainer import Trainer, TrainData
 
 MODES = ("idle", "training", "yielding", "1 training thread")
 
@@ -101,7 +101,7 @@ def main() -> None:
                     continue
                 marked = quick(call) if mode == "yielding" else call
                 waits = contextlib.nullcontext() if mode == "yielding" else \
-                    mock.patch("playground.train.yield_to_quick_calls", lambda device: 0.0)  # as before
+                    mock.patch("playground.training.trainer.yield_to_quick_calls", lambda device: 0.0)  # as before
                 with waits, Run(data, out, 1 if mode == "1 training thread" else None) as run:
                     began, steps = time.perf_counter(), run.steps
                     times[mode] += latencies(marked, args.calls, rng)

@@ -20,10 +20,12 @@ import common  # noqa: F401 - puts the repository root on sys.path
 import numpy as np
 import torch
 
-from playground import limits, plots
-from playground.decode import DecodeOptions, attention_maps, decode_tokens, source_ids, translate
-from playground.model import Transformer, TransformerConfig
-from playground.package import load_package
+from playground import limits
+
+from playground.insight import plots
+from playground.core.decode import DecodeOptions, attention_maps, decode_tokens, source_ids, translate
+from playground.core.model import Transformer, TransformerConfig
+from playground.packages.store import load_package
 
 DEMO = Path(__file__).resolve().parents[1] / "models" / "demo-en-de"
 # a model of the paper's base shape with an 8k vocabulary: the largest a free CPU Space serves in practice

@@ -79,11 +79,11 @@ def translate_times(translator, requests: int, pause_s: float) -> list[float]:
 def heaviest_lines(method: str) -> int:
     """The most lines one translate request to the demo model may send: each line may decode up to the package's
     longest output (x 5 beams), and the request's total is bounded by limits.max_decode_tokens()."""
-    from playground.decode import output_limit
+    from playground.core.decode import output_limit
     from playground.limits import max_decode_tokens
-    from playground.model import TransformerConfig
-    from playground.package import read_json
-    from playground.ui.translate_tab import MAX_SENTENCES
+    from playground.core.model import TransformerConfig
+    from playground.packages.store import read_json
+    from playground.ui.tabs.translate import MAX_SENTENCES
 
     cfg = TransformerConfig(**read_json(REPO_ROOT / "models" / "demo-en-de" / "config.json")["model"])
     per_line = output_limit(cfg, cfg.max_len, None) * (5 if method == "beam" else 1)

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import common  # first: puts the repository on sys.path
 
-from playground import events
-from playground.builtin_data import DATASETS_DIR
-from playground.data import load_parallel, split_pairs
-from playground.decode import translate
-from playground.metrics import score
-from playground.package import load_package
-from playground.presets import preset_config
-from playground.train import TrainData, run_training
+from playground.training import events
+from playground.data.builtin import DATASETS_DIR
+from playground.data.load import load_parallel, split_pairs
+from playground.core.decode import translate
+from playground.core.metrics import score
+from playground.packages.store import load_package
+from playground.training.presets import preset_config
+from playground.training.trainer import TrainData, run_training
 
 BAR = 0.90  # the demo model's exact-match bar (tests/test_demo_model.py)
 

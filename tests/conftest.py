@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from playground.model import Transformer, TransformerConfig
-from playground.tokenizer import train_tokenizer
-from playground.train import TrainConfig, TrainData
+from playground.core.model import Transformer, TransformerConfig
+from playground.core.tokenizer import train_tokenizer
+from playground.training.trainer import TrainConfig, TrainData
 
 PAIRS = [("the cat sees the dog", "die Katze sieht den Hund"), ("a dog runs", "ein Hund läuft"),
          ("the small bird sings", "der kleine Vogel singt"), ("we see a red ball", "wir sehen einen roten Ball")] * 3

@@ -1,4 +1,4 @@
-"""The entry points restart the interpreter once with a fast allocator preloaded (playground/allocator.py)."""
+"""The entry points restart the interpreter once with a fast allocator preloaded (playground/runtime/allocator.py)."""
 
 import os
 import subprocess
@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from playground.allocator import SETTING, fast_allocator
+from playground.runtime.allocator import SETTING, fast_allocator
 
-REPORT = ("from playground.allocator import restart_with_fast_allocator, loaded_allocator\n"
+REPORT = ("from playground.runtime.allocator import restart_with_fast_allocator, loaded_allocator\n"
           "restart_with_fast_allocator()\n"
           "import os, sys; print(loaded_allocator(), os.environ.get('PLAYGROUND_ALLOCATOR'), sys.argv[1:])\n")
 

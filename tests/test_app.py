@@ -18,7 +18,7 @@ import torch  # noqa: E402
 from gradio_client import Client, handle_file  # noqa: E402
 from conftest import free_port, refusal_of  # noqa: E402
 
-from playground import plots  # noqa: E402
+from playground.insight import plots  # noqa: E402
 from playground.ui.app import build_app  # noqa: E402
 
 MODEL = "tiny-test"

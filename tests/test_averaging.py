@@ -4,14 +4,14 @@ import pytest
 import torch
 from conftest import DATA, tiny_cfg
 
-from playground.averaging import average_packages
-from playground.cli import main
+from playground.training.averaging import average_packages
+from playground.cli.main import main
 from playground.errors import PackageError
-from playground.events import Averaged
-from playground.model import Transformer, TransformerConfig
-from playground.package import load_package, save_package
-from playground.tokenizer import train_tokenizer
-from playground.train import Trainer
+from playground.training.events import Averaged
+from playground.core.model import Transformer, TransformerConfig
+from playground.packages.store import load_package, save_package
+from playground.core.tokenizer import train_tokenizer
+from playground.training.trainer import Trainer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -16,11 +16,11 @@ import torch  # noqa: E402
 from conftest import DATA, app_in_subprocess, refusal_of, tiny_cfg  # noqa: E402
 
 from playground import limits  # noqa: E402
-from playground.decode import (DecodeOptions, attention_cells, attention_maps, check_decode_work,  # noqa: E402
+from playground.core.decode import (DecodeOptions, attention_cells, attention_maps, check_decode_work,  # noqa: E402
                                fitting_batch, source_ids, translate)
 from playground.errors import DataError, PackageError, PlaygroundError, TrainingError  # noqa: E402
-from playground.model import Transformer, TransformerConfig  # noqa: E402
-from playground.package import CONFIG, TRAINING, import_zip, load_package, save_package  # noqa: E402
+from playground.core.model import Transformer, TransformerConfig  # noqa: E402
+from playground.packages.store import CONFIG, TRAINING, import_zip, load_package, save_package  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 REPO = Path(__file__).resolve().parent.parent
@@ -81,7 +81,7 @@ def test_row1_attention_of_a_64_head_4096_position_package_is_cut_before_it_is_c
     assert maps["cross"].shape[:2] == (6, 64) and len(maps["src_tokens"]) == maps["encoder"].shape[-1] >= 4
     assert time.perf_counter() - start < 5
     # the Attention tab says so beside the button
-    from playground.ui.attention_tab import compute_maps, cut_note
+    from playground.ui.tabs.attention import compute_maps, cut_note
 
     att = compute_maps(str(package.path), "the cat " * 3000, "my target (teacher-forced)", "die Katze " * 3000)
     assert "✂️ The maps of all" in cut_note(att) and "PLAYGROUND_MAX_ATTENTION_CELLS" in cut_note(att)
@@ -95,7 +95,7 @@ def test_row1_attention_of_a_64_head_4096_position_package_is_cut_before_it_is_c
 def test_row1_the_all_heads_grid_refuses_more_maps_than_it_can_draw():
     import numpy as np
 
-    from playground.ui.attention_tab import MAX_GRID_MAPS, VIEWS, render
+    from playground.ui.tabs.attention import MAX_GRID_MAPS, VIEWS, render
 
     att = {"maps": {"cross": np.zeros((12, 16, 3, 3), dtype=np.float32)}, "src_tokens": list("abc"),
            "tgt_tokens": list("abc")}
@@ -142,7 +142,7 @@ def test_row3_a_request_past_its_characters_is_refused_and_long_lines_are_cut_an
 
 
 def test_row3_next_token_candidates_are_bounded():
-    from playground.ui.translate_tab import check_candidates
+    from playground.ui.tabs.translate import check_candidates
 
     with pytest.raises(PlaygroundError, match="from 1 to 20"):
         check_candidates(10**9)
@@ -190,8 +190,8 @@ def test_a_quick_call_past_its_time_is_stopped_between_decoding_steps(tokenizer)
 
 
 def test_row8_the_time_cap_covers_tokenizer_training_and_cuts_validations(tmp_path, monkeypatch):
-    from playground import train as train_module
-    from playground.train import TrainData, Trainer
+    from playground.training import trainer as train_module
+    from playground.training.trainer import TrainData, Trainer
 
     long_pairs = [(" ".join("abcdefghij"[(i + j) % 10] for j in range(60)),) * 2 for i in range(600)]
     data = TrainData(DATA.train, long_pairs, "seq", "rev", "long validation pairs")
@@ -202,7 +202,7 @@ def test_row8_the_time_cap_covers_tokenizer_training_and_cuts_validations(tmp_pa
         return slow(*args, **kwargs)
 
     monkeypatch.setattr(train_module, "train_tokenizer", slow_tokenizer)
-    # a fitted run's validations also decode only their share of the minutes (playground.schedule), which may end
+    # a fitted run's validations also decode only their share of the minutes (playground.training.schedule), which may end
     # them before the cap does; here the share is the whole run, so what stops the decoding is the cap itself
     monkeypatch.setattr(train_module, "VALIDATION_SHARE", train_module.VALIDATIONS_PER_RUN)
     cfg = tiny_cfg(max_steps=None, max_minutes=0.05, eval_every=1, eval_sentences=600, max_len=128,
@@ -262,7 +262,7 @@ def test_free_form_json_is_bounded_before_and_after_parsing(tmp_path, tokenizer)
 def test_adam_betas_outside_0_1_are_refused_with_their_range():
     with pytest.raises(TrainingError, match=r"Adam's betas must be two numbers in \[0, 1\) .*not 5, 0\.98"):
         tiny_cfg(betas=(5, 0.98))
-    from playground.ui.train_tab import build_config, preset_values
+    from playground.ui.tabs.train import build_config, preset_values
 
     with pytest.raises(TrainingError, match=r"betas must be two numbers in \[0, 1\)"):
         build_config({**preset_values("tiny"), "beta1": 5.0, "beta2": 0.98})
@@ -272,7 +272,7 @@ def test_a_parquet_of_many_row_groups_is_refused_before_reading(tmp_path):
     pa, pq = pytest.importorskip("pyarrow"), pytest.importorskip("pyarrow.parquet")
     path = tmp_path / "groups.parquet"
     pq.write_table(pa.table({"en": ["hello"] * 5000, "de": ["hallo"] * 5000}), path, row_group_size=1)
-    from playground.data import load_parallel
+    from playground.data.load import load_parallel
 
     start = time.perf_counter()
     with pytest.raises(DataError, match="cut into 5,000 row groups; this server reads at most 2,000"):

@@ -13,11 +13,11 @@ import pytest  # noqa: E402
 from conftest import free_port  # noqa: E402
 from gradio_client import Client  # noqa: E402
 
-from playground.cli import main  # noqa: E402
-from playground.compare import differing_settings, load_runs  # noqa: E402
+from playground.cli.main import main  # noqa: E402
+from playground.insight.compare import differing_settings, load_runs  # noqa: E402
 from playground.errors import PackageError  # noqa: E402
-from playground.events import Done  # noqa: E402
-from playground.train import TrainConfig, TrainData, run_training  # noqa: E402
+from playground.training.events import Done  # noqa: E402
+from playground.training.trainer import TrainConfig, TrainData, run_training  # noqa: E402
 
 PAIRS = [(" ".join(w), " ".join(reversed(w))) for w in
          [["a", "b", "c"], ["c", "d"], ["d", "e", "a", "b"], ["b", "b", "c", "e"], ["e", "d", "c"], ["a", "c", "e"]]] * 6

@@ -1,4 +1,4 @@
-"""Tests for playground.data: format detection, validation messages, drop counts, splitting and statistics."""
+"""Tests for playground.data.load: format detection, validation messages, drop counts, splitting and statistics."""
 
 import gzip
 import json
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from playground.data import DROP_REASONS, ParallelData, load_parallel, pair_stats, split_pairs
+from playground.data.load import DROP_REASONS, ParallelData, load_parallel, pair_stats, split_pairs
 from playground.errors import DataError
 
 PAIRS = [("Hello, world!", "Hallo, Welt!"), ("Good morning.", "Guten Morgen."), ("Thank you", "Danke schön")]

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from playground.decode import DecodeOptions, filter_logits, greedy_or_sample, next_token_table, translate
+from playground.core.decode import DecodeOptions, filter_logits, greedy_or_sample, next_token_table, translate
 from playground.errors import PlaygroundError
 
 SENTENCES = ["the cat sees the dog", "a dog runs", "the small bird sings", "we see a red ball a dog"]
@@ -131,7 +131,7 @@ def test_bad_options_get_a_clear_message(model, tokenizer):
 
 
 def test_inverse_cdf_sampling_follows_the_distribution():
-    from playground.decode import sample_tokens
+    from playground.core.decode import sample_tokens
 
     probs = torch.tensor([[0.1, 0.0, 0.6, 0.3]]).expand(20000, 4)
     drawn = sample_tokens(probs, torch.Generator().manual_seed(0))
@@ -153,9 +153,9 @@ def test_beam_scores_match_the_model_when_sentences_finish_at_different_steps(mo
 
 
 def test_long_sources_are_cut_as_the_trainer_cuts_them(tokenizer):
-    from playground.batching import encode_pairs
-    from playground.config import TrainConfig
-    from playground.decode import source_ids
+    from playground.data.batching import encode_pairs
+    from playground.training.config import TrainConfig
+    from playground.core.decode import source_ids
 
     train_cfg = TrainConfig(max_len=6, batch_tokens=64, max_steps=1)
     model_cfg = train_cfg.model_config(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, True)

@@ -4,11 +4,11 @@ from pathlib import Path
 
 import pytest
 
-from playground.builtin_data import DATASETS_DIR
-from playground.data import load_parallel
-from playground.decode import translate
-from playground.metrics import score
-from playground.package import load_package
+from playground.data.builtin import DATASETS_DIR
+from playground.data.load import load_parallel
+from playground.core.decode import translate
+from playground.core.metrics import score
+from playground.packages.store import load_package
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "models" / "demo-en-de"

@@ -12,12 +12,12 @@ import pytest
 import torch
 from conftest import DATA, TINY_MODEL_FLAGS, free_port, reverse_pairs, tiny_cfg
 
-from playground.cli import main
-from playground.data import load_parallel
+from playground.cli.main import main
+from playground.data.load import load_parallel
 from playground.errors import TrainingError
-from playground.events import Step
-from playground.package import load_package
-from playground.train import TrainConfig, TrainData, Trainer
+from playground.training.events import Step
+from playground.packages.store import load_package
+from playground.training.trainer import TrainConfig, TrainData, Trainer
 
 REPO = Path(__file__).resolve().parent.parent
 # Adam's first steps move each weight by about ±lr wherever |gradient| >> eps, so a gradient that is zero in theory

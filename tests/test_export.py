@@ -15,16 +15,16 @@ import pytest
 import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-from playground.builtin_data import DATASETS_DIR
-from playground.batching import pad_batch
-from playground.decode import DecodeOptions, source_ids, translate
+from playground.data.builtin import DATASETS_DIR
+from playground.data.batching import pad_batch
+from playground.core.decode import DecodeOptions, source_ids, translate
 from playground.errors import PlaygroundError
 from playground.export import export_package
 from playground.export.ctranslate2 import translate_with_ctranslate2
 from playground.export.transformers import TARGET_TOKENIZER_DIR, residual_permutation
-from playground.model import Transformer, TransformerConfig, sinusoidal_table
-from playground.package import load_package, save_package
-from playground.tokenizer import PairTokenizer, train_tokenizer
+from playground.core.model import Transformer, TransformerConfig, sinusoidal_table
+from playground.packages.store import load_package, save_package
+from playground.core.tokenizer import PairTokenizer, train_tokenizer
 
 DEMO = Path(__file__).resolve().parent.parent / "models" / "demo-en-de"
 ROWS = [line.split("\t") for line in (DATASETS_DIR / "mini-translation" / "test.tsv").read_text("utf-8").splitlines()[1:]]
@@ -156,7 +156,7 @@ def test_unexportable_settings_are_refused_by_name(settings, message, tokenizers
 
 
 def test_cli_export_and_refusals(tmp_path, capsys):
-    from playground.cli import main
+    from playground.cli.main import main
 
     assert main(["export", "--model", str(DEMO), "--format", "transformers", "--out", str(tmp_path / "hf")]) == 0
     assert json.loads((tmp_path / "hf" / "config.json").read_text())["model_type"] == "pegasus"

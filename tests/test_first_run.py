@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from playground import events as ev
-from playground.data import split_pairs
-from playground.presets import preset_config
-from playground.train import TrainData, Trainer
+from playground.training import events as ev
+from playground.data.load import split_pairs
+from playground.training.presets import preset_config
+from playground.training.trainer import TrainData, Trainer
 
 MULTI30K = Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k"
 MULTI30K = MULTI30K if MULTI30K.is_dir() else Path("/work/shared/data/multi30k")
@@ -62,7 +62,7 @@ def test_a_half_minute_run_on_a_busy_cpu_learns_with_a_smooth_rate(tmp_path, bus
 
 
 def test_the_progress_line_only_moves_forward_and_says_what_the_run_does():
-    from playground.ui.train_tab import Progress
+    from playground.ui.tabs.train import Progress
 
     cfg = preset_config("tiny", max_minutes=1.0)
     progress = Progress("first", cfg)  # a minutes budget: no steps budget
@@ -81,8 +81,8 @@ def test_the_progress_line_only_moves_forward_and_says_what_the_run_does():
 
 
 def test_n_best_lists_distinct_sentences_and_counts_identical_samples():
-    from playground.decode import DecodeOptions, distinct_hypotheses, translate
-    from playground.package import load_package
+    from playground.core.decode import DecodeOptions, distinct_hypotheses, translate
+    from playground.packages.store import load_package
 
     demo = load_package(Path(__file__).resolve().parents[1] / "models" / "demo-en-de", "cpu")
     beams = translate(demo.model, demo.tokenizer, ["Today a student swims."], DecodeOptions("beam", nbest=5))[0]
@@ -99,9 +99,9 @@ def test_n_best_lists_distinct_sentences_and_counts_identical_samples():
 
 
 def test_what_the_page_shows_is_marked_when_it_is_no_longer_what_was_asked(tmp_path):
-    from playground.package import load_package
-    from playground.ui.data_tab import forget_files, load_builtin, load_files
-    from playground.ui.inside_tab import language_warning
+    from playground.packages.store import load_package
+    from playground.ui.tabs.data import forget_files, load_builtin, load_files
+    from playground.ui.tabs.inside import language_warning
     from playground.ui.state import Session
 
     session = Session()

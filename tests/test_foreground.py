@@ -7,9 +7,9 @@ import time
 
 from conftest import DATA, tiny_cfg
 
-from playground import events
-from playground.foreground import QuickCalls, quick
-from playground.train import Trainer
+from playground.training import events
+from playground.runtime.foreground import QuickCalls, quick
+from playground.training.trainer import Trainer
 
 
 def test_waiting_ends_with_the_quick_call_or_after_the_longest_wait():
@@ -33,7 +33,7 @@ def test_waiting_ends_with_the_quick_call_or_after_the_longest_wait():
 
 
 def test_no_step_starts_while_a_quick_call_runs(tmp_path, monkeypatch):
-    monkeypatch.setattr("playground.foreground.MAX_WAIT_S", 600.0)  # the cap is the test above's; here: no cap
+    monkeypatch.setattr("playground.runtime.foreground.MAX_WAIT_S", 600.0)  # the cap is the test above's; here: no cap
     trainer = Trainer(tiny_cfg(max_steps=100_000, eval_every=100_000), DATA, tmp_path / "run")
     step_times: list[float] = []
 

@@ -23,13 +23,15 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from conftest import app_in_subprocess, refusal_of  # noqa: E402
 
-from playground import limits, memory  # noqa: E402
-from playground.cli import main  # noqa: E402
-from playground.config import TrainConfig  # noqa: E402
+from playground import limits  # noqa: E402
+
+from playground.runtime import memory
+from playground.cli.main import main  # noqa: E402
+from playground.training.config import TrainConfig  # noqa: E402
 from playground.errors import PackageError, PlaygroundError, TrainingError  # noqa: E402
-from playground.model import Transformer, TransformerConfig  # noqa: E402
-from playground.sharing import Library  # noqa: E402
-from playground.package import (CARD, CONFIG, TRAINING, WEIGHTS, check_package, delete_package, import_zip,  # noqa: E402
+from playground.core.model import Transformer, TransformerConfig  # noqa: E402
+from playground.serving.library import Library  # noqa: E402
+from playground.packages.store import (CARD, CONFIG, TRAINING, WEIGHTS, check_package, delete_package, import_zip,  # noqa: E402
                                 is_package, is_shipped, list_packages, load_package, package_info, reserve_name,
                                 reserved, save_package, sweep_leftovers)
 
@@ -139,9 +141,9 @@ def test_1_the_memory_limit_comes_from_the_cgroup_then_the_host(monkeypatch):
     monkeypatch.setattr(limits, "_read_number", files.get)
 
     # /train and /estimate: the run the issue saw accepted (11.8 GB under a 6 GB limit) is refused, with the numbers
-    from playground.estimate import estimate_training
-    from playground.memory import check_training_fits
-    from playground.train import TrainConfig
+    from playground.training.estimate import estimate_training
+    from playground.runtime.memory import check_training_fits
+    from playground.training.trainer import TrainConfig
 
     cfg = TrainConfig(d_model=1536, n_heads=8, n_encoder_layers=6, n_decoder_layers=6, d_ff=2048, vocab_size=8000,
                       max_steps=10, device="cpu", precision="fp32")
@@ -161,7 +163,7 @@ def test_1_the_memory_limit_comes_from_the_cgroup_then_the_host(monkeypatch):
 
 def test_2_a_mistyped_training_record_is_refused_at_import_and_shown_broken_on_disk(package, tmp_path):
     from playground.ui.app import build_app
-    from playground.ui.models_tab import models_frame
+    from playground.ui.tabs.models import models_frame
 
     models = tmp_path / "models"
     good = load_package(package)
@@ -212,7 +214,7 @@ def zip_claiming(folder: Path, dest: Path, name: str, claimed: int) -> Path:
 
 def test_3_a_card_bomb_is_refused_and_no_reader_reads_past_its_limit(package, tmp_path, monkeypatch):
     from playground.ui import state
-    from playground.ui.models_tab import card
+    from playground.ui.tabs.models import card
 
     bomb = zip_claiming(package, tmp_path / "bomb.zip", CARD, 1_500_000_000)
     with pytest.raises(PackageError, match=r"README\.md in the zip expands to 1,500,000,000 bytes; at most 262,144"):
@@ -249,7 +251,7 @@ def test_3_a_card_bomb_is_refused_and_no_reader_reads_past_its_limit(package, tm
 
 
 def test_4_a_session_keeps_its_pairs_packed():
-    from playground.data import PackedPairs, pair_stats, split_pairs
+    from playground.data.load import PackedPairs, pair_stats, split_pairs
 
     pairs = [(f"the {i}th sentence", f"der {i}. Satz ü") for i in range(2000)] + [("émoji 🙂", "")]
     packed = PackedPairs(pairs)
@@ -332,8 +334,7 @@ def test_5_reservations_live_in_the_process_and_a_fork_can_take_its_own(tmp_path
     reservations' lock (ZeroGPU forks its worker from the server) gets a lock of its own instead of a deadlock."""
     import threading
 
-    from playground import package as package_module
-
+    from playground.packages import store as package_module
     with reserve_name(tmp_path, "x", exact=True):
         assert not any(tmp_path.iterdir())
     held, release = threading.Event(), threading.Event()
@@ -461,7 +462,7 @@ def test_7_info_checks_what_loading_checks_and_never_prints_a_traceback(package,
     ("seed", 2**70, "seed must be a whole number from 0 to 9223372036854775807"),
 ])
 def test_7_wrong_typed_form_values_name_their_field(field, value, message):
-    from playground.ui.train_tab import build_config, preset_values
+    from playground.ui.tabs.train import build_config, preset_values
 
     with pytest.raises(TrainingError, match=message):
         build_config({**preset_values("tiny"), field: value})
@@ -470,8 +471,8 @@ def test_7_wrong_typed_form_values_name_their_field(field, value, message):
 @pytest.mark.parametrize("field, value", [("dropout", 1.5), ("dropout", -0.1), ("attention_dropout", 1.0)])
 def test_7_a_dropout_outside_0_1_is_refused_before_training(field, value, capsys):
     """A probability outside [0, 1) would train on zeroed or rescaled activations (model.keep_mask does no check)."""
-    from playground.cli import main
-    from playground.ui.train_tab import build_config, preset_values
+    from playground.cli.main import main
+    from playground.ui.tabs.train import build_config, preset_values
 
     label = field.replace("_", " ").capitalize()  # the form names the field and its range
     with pytest.raises(TrainingError, match=rf"{label} must be from 0 to below 1, not {value:g}"):
@@ -484,7 +485,7 @@ def test_7_a_dropout_outside_0_1_is_refused_before_training(field, value, capsys
 
 
 def test_7_a_huge_decoding_seed_is_refused_with_a_message(package):
-    from playground.ui.translate_tab import decode_options, run_translation
+    from playground.ui.tabs.translate import decode_options, run_translation
 
     opts = decode_options("sample", 1.0, 0, 1.0, 2**70, 5, 1.0, 1, 20)
     with pytest.raises(PlaygroundError, match="seed must be a whole number from 0 to 9223372036854775807"):

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from playground.errors import PlaygroundError
-from playground.hub import hub_card, hub_token, push_package
+from playground.serving.hub import hub_card, hub_token, push_package
 
 DEMO = Path(__file__).resolve().parent.parent / "models" / "demo-en-de"
 

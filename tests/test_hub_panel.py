@@ -15,8 +15,8 @@ import pytest  # noqa: E402
 from conftest import free_port, refusal_of  # noqa: E402
 from gradio_client import Client  # noqa: E402
 
-from playground.sharing import Library  # noqa: E402
-from playground.ui import hub_panel  # noqa: E402
+from playground.serving.library import Library  # noqa: E402
+from playground.ui.tabs import hub_panel  # noqa: E402
 from playground.ui.state import Session  # noqa: E402
 from test_hub import DEMO, RecordingApi  # noqa: E402
 
@@ -55,7 +55,7 @@ def test_repeated_exports_replace_each_other(client):
     """Each download used to leave its own folder in /tmp for 10 minutes: a loop could fill the disk."""
     import tempfile
 
-    from playground.package import temp_prefix
+    from playground.packages.store import temp_prefix
 
     def ours() -> set:
         return set(Path(tempfile.gettempdir()).glob(temp_prefix("package") + "*"))

@@ -4,11 +4,11 @@ import time
 
 import pytest
 
-from playground.builtin_data import DATASETS_DIR
-from playground.data import load_parallel
-from playground.decode import translate
-from playground.metrics import score
-from playground.train import TrainConfig, TrainData, Trainer
+from playground.data.builtin import DATASETS_DIR
+from playground.data.load import load_parallel
+from playground.core.decode import translate
+from playground.core.metrics import score
+from playground.training.trainer import TrainConfig, TrainData, Trainer
 
 ASSETS = DATASETS_DIR / "reverse"
 pytestmark = pytest.mark.usefixtures("one_thread")

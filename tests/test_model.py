@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from playground.model import Dropout, Transformer, TransformerConfig, keep_mask
+from playground.core.model import Dropout, Transformer, TransformerConfig, keep_mask
 
 
 def tiny_config(**changes) -> TransformerConfig:

@@ -8,7 +8,7 @@ import torch
 from safetensors.torch import save_file
 
 from playground.errors import PackageError
-from playground.package import (check_name, delete_package, export_zip, import_zip, list_packages, load_package,
+from playground.packages.store import (check_name, delete_package, export_zip, import_zip, list_packages, load_package,
                                 package_info, reserve_name, save_package, sweep_leftovers)
 
 SRC = torch.tensor([[5, 6, 7, 3, 0]])
@@ -52,7 +52,7 @@ def test_saving_again_replaces_the_package_atomically(saved, model, tokenizer):
 
 
 def test_a_crash_mid_save_leaves_the_old_package_loadable(saved, model, tokenizer, monkeypatch):
-    import playground.package as package_module
+    import playground.packages.store as package_module
 
     def crash(*args, **kwargs):
         raise KeyboardInterrupt

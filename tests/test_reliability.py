@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from playground.errors import PackageError
-from playground.package import export_zip, import_zip, list_packages, load_package, save_package
+from playground.packages.store import export_zip, import_zip, list_packages, load_package, save_package
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -69,8 +69,8 @@ def test_training_killed_hard_leaves_a_package_that_loads_and_resumes(tmp_path):
 def package_files(tmp_path_factory):
     import torch
 
-    from playground.model import Transformer, TransformerConfig
-    from playground.tokenizer import train_tokenizer
+    from playground.core.model import Transformer, TransformerConfig
+    from playground.core.tokenizer import train_tokenizer
 
     tokenizer = train_tokenizer([("a b c", "c b a"), ("b c d", "d c b")] * 3, kind="word", vocab_size=20)
     cfg = TransformerConfig(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, d_model=8, n_heads=2,

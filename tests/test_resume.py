@@ -1,4 +1,4 @@
-"""One resume policy (playground.checkpoint.resume_config) for the CLI and the web app: a resumed run takes its
+"""One resume policy (playground.training.checkpoint.resume_config) for the CLI and the web app: a resumed run takes its
 package's saved settings, the budgets given are added to what it did, and the model's settings cannot change."""
 
 import json
@@ -6,14 +6,14 @@ import json
 import pytest
 from conftest import DATA, TINY_MODEL_FLAGS, reverse_pairs, tiny_cfg
 
-from playground.checkpoint import resume_config
-from playground.cli import main
-from playground.config import RESUME_SETTINGS, TrainConfig
+from playground.training.checkpoint import resume_config
+from playground.cli.main import main
+from playground.training.config import RESUME_SETTINGS, TrainConfig
 from playground.errors import TrainingError
-from playground.events import Step
-from playground.presets import PRESETS, preset_config
-from playground.schedule import learning_rate
-from playground.train import Trainer
+from playground.training.events import Step
+from playground.training.presets import PRESETS, preset_config
+from playground.training.schedule import learning_rate
+from playground.training.trainer import Trainer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 RUN_FLAGS = ["--eval-every", "100", "--eval-sentences", "2", "--precision", "fp32", "--device", "cpu"]

@@ -20,10 +20,10 @@ import torch  # noqa: E402
 from conftest import free_port, refusal_of  # noqa: E402
 from gradio_client import Client, handle_file  # noqa: E402
 
-from playground.model import Transformer, TransformerConfig  # noqa: E402
-from playground.package import export_zip, load_package, save_package  # noqa: E402
-from playground.sharing import REGISTRY  # noqa: E402
-from playground.tokenizer import train_tokenizer  # noqa: E402
+from playground.core.model import Transformer, TransformerConfig  # noqa: E402
+from playground.packages.store import export_zip, load_package, save_package  # noqa: E402
+from playground.serving.library import REGISTRY  # noqa: E402
+from playground.core.tokenizer import train_tokenizer  # noqa: E402
 from playground.ui.app import build_app  # noqa: E402
 
 pytestmark = pytest.mark.sessions
@@ -209,7 +209,7 @@ def test_a_second_run_of_the_same_visitor_waits_for_the_first(space):
 
 
 def test_eviction_frees_old_anonymous_models_least_recently_used_first(tmp_path, package_zip, monkeypatch):
-    from playground.sharing import Library
+    from playground.serving.library import Library
 
     libraries = []  # the app's Library: its registry lives in memory, the file is only what it writes
     monkeypatch.setattr("playground.ui.app.Library",
@@ -254,10 +254,10 @@ def test_personal_mode_shows_everything_and_keeps_the_shipped_models(tmp_path, p
 def test_a_refused_run_reserves_no_name_and_evicts_nobody(tmp_path):
     """The tab's one-run rule is checked before the Library is asked for a name (which may evict old models)."""
     from playground.errors import TrainingError
-    from playground.sharing import Library
-    from playground.ui import data_tab
+    from playground.serving.library import Library
+    from playground.ui.tabs import data as data_tab
     from playground.ui.state import Session
-    from playground.ui.train_tab import _train, preset_values
+    from playground.ui.tabs.train import _train, preset_values
 
     library = Library(tmp_path / "models", shared=True)
     session = Session()
@@ -272,9 +272,9 @@ def test_a_translation_row_is_looked_up_again_by_name_for_its_visitor(tmp_path):
     """The next-token view of a table row resolves the row's model now, for this visitor: a model deleted since,
     or a name another visitor holds now, is "no such model", never loaded."""
     from playground.errors import PackageError
-    from playground.sharing import Library
+    from playground.serving.library import Library
     from playground.ui.state import Session
-    from playground.ui.translate_tab import next_token_view
+    from playground.ui.tabs.translate import next_token_view
 
     session = Session()
     session.translations.append({"model": "someone-elses", "src_ids": [5], "out_ids": [6], "text": "x"})

@@ -1,4 +1,4 @@
-"""The core of a shared app (playground/sharing.py): who sees which package, quotas, and the order eviction frees
+"""The core of a shared app (playground/serving/library.py): who sees which package, quotas, and the order eviction frees
 space in; the shipped packages read-only in both modes; no visitor identity inside an exported zip."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from playground.errors import PackageError, TrainingError
-from playground.model import Transformer, TransformerConfig
-from playground.package import (SHIPPED_MODELS_DIR, delete_package, export_zip, is_shipped, save_package,
+from playground.core.model import Transformer, TransformerConfig
+from playground.packages.store import (SHIPPED_MODELS_DIR, delete_package, export_zip, is_shipped, save_package,
                                 snapshots_folder)
-from playground.sharing import MB, PERSONAL, Library, Quotas, Visitor, models_location, shared_mode
-from playground.tokenizer import train_tokenizer
+from playground.serving.library import MB, PERSONAL, Library, Quotas, Visitor, models_location, shared_mode
+from playground.core.tokenizer import train_tokenizer
 
 ALICE, BOB = Visitor("anon:alice"), Visitor("anon:bob")
 CAROL = Visitor.signed("carol")
@@ -187,7 +187,7 @@ def test_snapshots_count_toward_the_quotas_and_go_with_their_package(tmp_path, t
 
 
 def test_average_last_is_capped():
-    from playground.config import MAX_AVERAGE_LAST, TrainConfig
+    from playground.training.config import MAX_AVERAGE_LAST, TrainConfig
 
     with pytest.raises(TrainingError, match=f"average-last from 0 to {MAX_AVERAGE_LAST}"):
         TrainConfig(max_steps=1, average_last=1000)
@@ -218,7 +218,7 @@ def test_mode_and_models_folder_from_the_environment(monkeypatch, tmp_path):
 
 
 def test_visitor_tokens_are_issued_and_signed_by_the_server(tmp_path):
-    from playground.sharing import issue_token, server_secret, verify_token
+    from playground.serving.library import issue_token, server_secret, verify_token
 
     secret = server_secret(tmp_path)
     assert server_secret(tmp_path) == secret and (tmp_path / ".browser-secret").stat().st_mode & 0o077 == 0

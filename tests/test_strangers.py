@@ -24,10 +24,10 @@ import torch  # noqa: E402
 from conftest import free_port, refusal_of  # noqa: E402
 from gradio_client import Client, handle_file  # noqa: E402
 
-from playground.model import Transformer, TransformerConfig  # noqa: E402
-from playground.package import export_zip, save_package  # noqa: E402
-from playground.sharing import REGISTRY  # noqa: E402
-from playground.tokenizer import train_tokenizer  # noqa: E402
+from playground.core.model import Transformer, TransformerConfig  # noqa: E402
+from playground.packages.store import export_zip, save_package  # noqa: E402
+from playground.serving.library import REGISTRY  # noqa: E402
+from playground.core.tokenizer import train_tokenizer  # noqa: E402
 
 pytestmark = pytest.mark.sessions
 
@@ -314,7 +314,7 @@ def call_queued(url: str, api_name: str, data: list, session_hash: str, address:
 def test_6_visitors_are_issued_by_the_server_and_bounded_per_address(tmp_path):
     from test_shared_space import serving
 
-    from playground.sharing import address_key, verify_token
+    from playground.serving.library import address_key, verify_token
 
     upload = export_zip(tiny_package(tmp_path / "mine"), tmp_path)
     size = sum(p.stat().st_size for p in (tmp_path / "mine").iterdir())

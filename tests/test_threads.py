@@ -1,4 +1,4 @@
-"""PyTorch's thread count follows the container's CPU quota (playground/threads.py), read from fake cgroup files."""
+"""PyTorch's thread count follows the container's CPU quota (playground/runtime/threads.py), read from fake cgroup files."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from playground.threads import available_cpus, cpu_quota
+from playground.runtime.threads import available_cpus, cpu_quota
 
 HOST_CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
@@ -62,7 +62,7 @@ def test_no_cgroup_files_means_no_limit(tmp_path):
 def test_torch_pools_follow_the_quota_at_start_up(tmp_path, quota, expected):
     """In a fresh interpreter, as at the app's and the CLI's start: both of PyTorch's pools get the quota's count."""
     root, proc = v2_tree(tmp_path, {"": quota})
-    code = ("import torch; from pathlib import Path; from playground.threads import configure_threads; "
+    code = ("import torch; from pathlib import Path; from playground.runtime.threads import configure_threads; "
             f"configure_threads(Path({str(root)!r}), Path({str(proc)!r})); "
             "print(torch.get_num_threads(), torch.get_num_interop_threads())")
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
@@ -73,7 +73,7 @@ def test_torch_pools_follow_the_quota_at_start_up(tmp_path, quota, expected):
 
 def test_the_operators_omp_num_threads_wins(tmp_path):
     root, proc = v2_tree(tmp_path, {"": "max 100000"})  # the quota alone would give every CPU
-    code = ("import torch; from pathlib import Path; from playground.threads import configure_threads; "
+    code = ("import torch; from pathlib import Path; from playground.runtime.threads import configure_threads; "
             f"print(configure_threads(Path({str(root)!r}), Path({str(proc)!r})), torch.get_num_threads())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "OMP_NUM_THREADS": "1"}, cwd=Path(__file__).resolve().parent.parent,

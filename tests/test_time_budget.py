@@ -7,12 +7,12 @@ import random
 import pytest
 from conftest import tiny_cfg, reverse_pairs
 
-from playground import events as ev
-from playground.checkpoint import load_run, resume_config
-from playground.estimate import estimate_training
-from playground.presets import preset_config
-from playground.schedule import VALIDATIONS_PER_RUN, eval_interval, fit_warmup
-from playground.train import TrainData, Trainer
+from playground.training import events as ev
+from playground.training.checkpoint import load_run, resume_config
+from playground.training.estimate import estimate_training
+from playground.training.presets import preset_config
+from playground.training.schedule import VALIDATIONS_PER_RUN, eval_interval, fit_warmup
+from playground.training.trainer import TrainData, Trainer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 SYLLABLES = "ka lo mi ne tu ra se vi do pa ge li mo fa nu be ri so ta ve".split()
@@ -84,7 +84,7 @@ def test_auto_validations_are_spread_over_the_planned_steps():
 
 
 def test_the_form_says_auto_with_a_zero():
-    from playground.ui.train_tab import build_config, preset_values
+    from playground.ui.tabs.train import build_config, preset_values
 
     values = preset_values("tiny")
     assert values["eval_every"] == 0  # the field reads "Validate every (steps, 0 = auto)"

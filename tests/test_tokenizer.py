@@ -1,4 +1,4 @@
-"""Tests for playground.tokenizer: exact round trips for every kind, fixed special ids, saving and loading."""
+"""Tests for playground.core.tokenizer: exact round trips for every kind, fixed special ids, saving and loading."""
 
 import json
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from playground.errors import DataError, PackageError
-from playground.tokenizer import (
+from playground.core.tokenizer import (
     BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, TGT_TOKENIZER_FILE, TOKENIZER_FILE, TOKENIZER_KINDS, UNK_ID,
     PairTokenizer, train_tokenizer,
 )
@@ -151,7 +151,7 @@ def test_bad_training_input():
 def test_bpe_dropout_is_seeded_and_exact_at_zero():
     import random
 
-    from playground.tokenizer import BpeDropout
+    from playground.core.tokenizer import BpeDropout
 
     tokenizer = train_tokenizer(PAIRS * 20, kind="bpe", vocab_size=150)
     sentences = [src for src, _ in PAIRS] + ["a word the training never saw: Quokka!"]
@@ -167,7 +167,7 @@ def test_bpe_dropout_is_seeded_and_exact_at_zero():
 
 
 def test_bpe_dropout_refuses_other_kinds_and_bad_rates():
-    from playground.tokenizer import BpeDropout
+    from playground.core.tokenizer import BpeDropout
 
     with pytest.raises(DataError, match="needs the bpe tokenizer"):
         BpeDropout(train_tokenizer(PAIRS, kind="word", vocab_size=50).src_tokenizer, 0.1)

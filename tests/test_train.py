@@ -8,15 +8,15 @@ import pytest
 import torch
 from conftest import DATA, reverse_pairs, tiny_cfg
 
-from playground.batching import collate, encode_pairs, make_batches, token_counts
+from playground.data.batching import collate, encode_pairs, make_batches, token_counts
 from playground.errors import TrainingError
-from playground.events import Done, Error, Eval, Saved, Start, Step
-from playground.loss import label_smoothed_loss, smoothed_loss_sum
-from playground.memory import keep_allocator_compact
-from playground.package import load_package
-from playground.schedule import learning_rate
-from playground.tokenizer import EOS_ID, train_tokenizer
-from playground.train import Optimization, TrainConfig, TrainData, Trainer
+from playground.training.events import Done, Error, Eval, Saved, Start, Step
+from playground.training.loss import label_smoothed_loss, smoothed_loss_sum
+from playground.runtime.memory import keep_allocator_compact
+from playground.packages.store import load_package
+from playground.training.schedule import learning_rate
+from playground.core.tokenizer import EOS_ID, train_tokenizer
+from playground.training.trainer import Optimization, TrainConfig, TrainData, Trainer
 
 def events_of(trainer, stop_after=None):
     events = []
@@ -93,7 +93,7 @@ def test_batches_respect_the_token_budget_and_cover_every_pair_once():
 
 
 def test_encoded_pairs_hold_what_the_tokenizer_gives_in_chunks(monkeypatch):
-    monkeypatch.setattr("playground.batching.ENCODE_CHUNK", 7)  # several chunks, the last one short
+    monkeypatch.setattr("playground.data.batching.ENCODE_CHUNK", 7)  # several chunks, the last one short
     pairs = reverse_pairs(30)
     tok = train_tokenizer(pairs, kind="word", vocab_size=50)
     encoded = encode_pairs(tok, pairs, 3)  # cut to 3 tokens: some pairs are longer
@@ -198,7 +198,7 @@ def test_bf16_loss_is_close_to_fp32(tmp_path):
     torch.manual_seed(0)
     trainer = Trainer(tiny_cfg(), DATA, tmp_path / "run")
     batch = collate(trainer.train_set, trainer.batches[0], trainer.device)
-    from playground.device import autocast
+    from playground.runtime.device import autocast
 
     with torch.no_grad():
         fp32 = label_smoothed_loss(trainer.model(batch.src, batch.tgt_in), batch.tgt_out, 0.1, 0)[0]
@@ -217,8 +217,8 @@ def test_settings_errors_are_clear():
 
 
 def test_a_run_that_cannot_fit_in_memory_is_refused_before_it_starts(tmp_path, monkeypatch):
-    import playground.memory as memory
-    from playground.model import TransformerConfig
+    import playground.runtime.memory as memory
+    from playground.core.model import TransformerConfig
 
     base = TransformerConfig(src_vocab_size=37000, tgt_vocab_size=37000)  # the paper's base model
     need = memory.training_memory_bytes(base, 25000, "bf16")
@@ -243,7 +243,7 @@ def test_best_breaks_metric_ties_on_validation_loss(tmp_path):
 @pytest.mark.parametrize("changes", [dict(), dict(norm_placement="pre"), dict(positional_encoding="learned"),
                                      dict(tie_embeddings=False), dict(n_encoder_layers=1, n_decoder_layers=3)])
 def test_the_parameter_formula_matches_the_model(changes):
-    from playground.model import Transformer
+    from playground.core.model import Transformer
 
     model_cfg = tiny_cfg(**changes).model_config(77, 77, True)
     with torch.device("meta"):

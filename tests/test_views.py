@@ -1,4 +1,4 @@
-"""The "see inside" views: the pure data functions of playground.inspection (positional encodings, masks, decoding
+"""The "see inside" views: the pure data functions of playground.insight.inspection (positional encodings, masks, decoding
 step by step, batching, embeddings), their figures, and every view through gradio_client on the demo model and on
 small packages with the other architecture choices (learned positions, separate vocabularies)."""
 
@@ -16,12 +16,14 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from gradio_client import Client, handle_file  # noqa: E402
 
-from playground import inspection, plots  # noqa: E402
-from playground.batching import encode_pairs, make_batches, pad_batch  # noqa: E402
-from playground.decode import DecodeOptions, beam_search, source_ids, translate  # noqa: E402
-from playground.model import Transformer, TransformerConfig  # noqa: E402
-from playground.package import save_package  # noqa: E402
-from playground.tokenizer import PAD_ID, train_tokenizer  # noqa: E402
+from playground.insight import inspection  # noqa: E402
+
+from playground.insight import plots
+from playground.data.batching import encode_pairs, make_batches, pad_batch  # noqa: E402
+from playground.core.decode import DecodeOptions, beam_search, source_ids, translate  # noqa: E402
+from playground.core.model import Transformer, TransformerConfig  # noqa: E402
+from playground.packages.store import save_package  # noqa: E402
+from playground.core.tokenizer import PAD_ID, train_tokenizer  # noqa: E402
 from conftest import PAIRS, free_port, refusal_of  # noqa: E402
 
 DEMO = Path(__file__).resolve().parents[1] / "models" / "demo-en-de"

@@ -16,10 +16,10 @@ import spaces_standin
 import torch
 from conftest import reverse_pairs, tiny_cfg
 
-from playground.chunked import ChunkedRun, chunk_duration, train_chunk
-from playground.events import Done, Eval, Start, Step
-from playground.package import load_package
-from playground.train import TrainData, Trainer
+from playground.training.chunked import ChunkedRun, chunk_duration, train_chunk
+from playground.training.events import Done, Eval, Start, Step
+from playground.packages.store import load_package
+from playground.training.trainer import TrainData, Trainer
 
 DATA = TrainData(reverse_pairs(200), reverse_pairs(12, seed=1), "seq", "rev", "reverse test")
 STEPS = 600
@@ -90,8 +90,8 @@ def test_a_run_of_several_gpu_calls_is_the_run_in_one_piece(tmp_path, one_thread
     chunk_s = max(seconds / 4, 1.5)  # several calls' worth of training, whatever this machine's speed
 
     spaces = spaces_standin.install(monkeypatch, quota_s=10_000)
-    monkeypatch.setattr("playground.train.train_tokenizer", lambda *a, **k: pytest.fail("a call trained a tokenizer"))
-    monkeypatch.setattr("playground.train.encode_pairs", lambda *a, **k: pytest.fail("a call encoded the pairs"))
+    monkeypatch.setattr("playground.training.trainer.train_tokenizer", lambda *a, **k: pytest.fail("a call trained a tokenizer"))
+    monkeypatch.setattr("playground.training.trainer.encode_pairs", lambda *a, **k: pytest.fail("a call encoded the pairs"))
     chunk = spaces.GPU(duration=chunk_duration)(train_chunk)
     run = ChunkedRun(config(), DATA, tmp_path / "chunked", chunk_s=chunk_s, run_chunk=chunk)
     events = list(run.run())
@@ -247,7 +247,7 @@ def test_quick_views_run_on_the_cpu_and_spend_no_gpu_time(tmp_path, monkeypatch,
 
 def test_spaces_importable_but_not_zerogpu_trains_in_one_piece(tmp_path, monkeypatch, one_thread):
     from playground.ui import zerogpu
-    from playground.ui.train_tab import make_trainer
+    from playground.ui.tabs.train import make_trainer
 
     spaces = spaces_standin.install(monkeypatch, zero_gpu=False)
     monkeypatch.delenv("PLAYGROUND_GPU_CHUNK_S", raising=False)
@@ -262,7 +262,7 @@ def test_the_real_spaces_package_off_a_space_is_inert(tmp_path, monkeypatch, one
     import importlib
 
     from playground.ui import zerogpu
-    from playground.ui.train_tab import make_trainer
+    from playground.ui.tabs.train import make_trainer
 
     monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
     monkeypatch.delenv("PLAYGROUND_GPU_CHUNK_S", raising=False)

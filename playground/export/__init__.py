@@ -40,7 +40,7 @@ def export_package(package_folder: str, fmt: str, out: str, quantization: str = 
 
 
 def add_export_command(sub: argparse._SubParsersAction) -> None:
-    """`python -m playground export`, registered by playground.cli."""
+    """`python -m playground export`, registered by playground.cli.main."""
     ex = sub.add_parser("export", help="write a package for 🤗 transformers or CTranslate2",
                         description="Export a package: --format transformers writes a folder that "
                                     "AutoModelForSeq2SeqLM and AutoTokenizer load; --format ctranslate2 one that "

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from playground.errors import PlaygroundError
 from playground.export import QUANTIZATIONS, require
-from playground.model import Transformer
-from playground.tokenizer import BOS_ID, EOS_ID, SPECIAL_TOKENS, UNK_ID
+from playground.core.model import Transformer
+from playground.core.tokenizer import BOS_ID, EOS_ID, SPECIAL_TOKENS, UNK_ID
 
 
 def model_spec(model: Transformer, src_vocab: list[str], tgt_vocab: list[str]):
@@ -86,7 +86,7 @@ def vocabulary(tokenizer) -> list[str]:
 
 def export_ctranslate2(package_folder: str | os.PathLike, out: str | os.PathLike, quantization: str = "float32") -> Path:
     """Write a folder that ctranslate2.Translator loads; weights stored as `quantization`."""
-    from playground.package import load_package, write_json
+    from playground.packages.store import load_package, write_json
 
     out = Path(out)
     if out.exists() and any(out.iterdir()):

@@ -21,8 +21,8 @@ import torch
 
 from playground.errors import PlaygroundError
 from playground.export import require
-from playground.model import Transformer, TransformerConfig
-from playground.tokenizer import EOS_ID, SPECIAL_TOKENS
+from playground.core.model import Transformer, TransformerConfig
+from playground.core.tokenizer import EOS_ID, SPECIAL_TOKENS
 
 TARGET_TOKENIZER_DIR = "target_tokenizer"  # separate vocabularies: the target side's tokenizer, for decoding
 
@@ -163,8 +163,8 @@ def hf_tokenizer(tokenizer, max_len: int):
 
 def export_transformers(package_folder: str | os.PathLike, out: str | os.PathLike) -> Path:
     """Write the transformers folder (config, weights, generation config, tokenizer, model card) to `out`."""
-    from playground.hub import hub_card
-    from playground.package import load_package, write_json
+    from playground.serving.hub import hub_card
+    from playground.packages.store import load_package, write_json
 
     out = Path(out)
     if out.exists() and any(out.iterdir()):

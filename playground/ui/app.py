@@ -14,10 +14,16 @@ from pathlib import Path
 import gradio as gr
 
 from playground.limits import env_int, max_data_bytes
-from playground.sharing import (Library, Visitor, address_key, issue_token, models_location, server_secret,
+from playground.serving.library import (Library, Visitor, address_key, issue_token, models_location, server_secret,
                                 shared_mode)
-from playground.ui import (attention_tab, compare_tab, data_tab, inside_tab, models_tab, sessions, train_tab,
-                          translate_tab)
+from playground.ui import sessions
+from playground.ui.tabs import attention as attention_tab
+from playground.ui.tabs import compare as compare_tab
+from playground.ui.tabs import data as data_tab
+from playground.ui.tabs import inside as inside_tab
+from playground.ui.tabs import models as models_tab
+from playground.ui.tabs import train as train_tab
+from playground.ui.tabs import translate as translate_tab
 from playground.ui.state import Session, friendly, model_dropdown, model_names, oauth_available, release_session
 
 CONCURRENCY = 2  # events of one kind running at once (2 CPU cores on a free Space); training: 1 at a time
@@ -94,7 +100,7 @@ def mode_line(library: Library) -> str:
 def storage_secret(secret: bytes) -> str:
     """What gr.BrowserState encrypts the visitor token with in localStorage. Gradio sends it to every browser in
     /config, so it is public: derived from the server's secret (stable across restarts, as the token must be), never
-    the secret itself. What keeps a token from being made up is its signature (playground.sharing.issue_token)."""
+    the secret itself. What keeps a token from being made up is its signature (playground.serving.library.issue_token)."""
     return hmac.new(secret, b"browser-storage", hashlib.sha256).hexdigest()[:32]
 
 
@@ -225,7 +231,7 @@ def start_sweeper(library: Library) -> None:
     """Remove leftovers (crashed imports and saves, dead reservations, orphaned snapshots, old download folders, the
     registry entries of operations that died before writing their package) now and every PLAYGROUND_SWEEP_S seconds
     (default 600), in a daemon thread: one per models folder and process."""
-    from playground.package import sweep_leftovers
+    from playground.packages.store import sweep_leftovers
 
     models_dir = library.models_dir
     key = models_dir.resolve()

@@ -26,7 +26,7 @@ from collections import OrderedDict, deque
 
 from playground.errors import DataError
 from playground.limits import MB, env_int, memory_limit_bytes
-from playground.sharing import env_flag, env_number
+from playground.serving.library import env_flag, env_number
 
 log = logging.getLogger("playground.ui")
 FREED = threading.Event()  # something big was let go since the last sweep: give the memory back then
@@ -161,7 +161,7 @@ def give_back_memory() -> None:
 
     gc.collect()
     process = ctypes.CDLL(None)
-    release = getattr(process, "MallocExtension_ReleaseFreeMemory", None)  # tcmalloc (playground.allocator)
+    release = getattr(process, "MallocExtension_ReleaseFreeMemory", None)  # tcmalloc (playground.runtime.allocator)
     if release is not None:
         release()
     elif hasattr(process, "malloc_trim"):  # glibc

@@ -26,7 +26,7 @@ import gradio as gr
 
 from playground.errors import PackageError, PlaygroundError, is_rust_panic, reraising
 from playground.limits import env_int
-from playground.sharing import PERSONAL, Library, Visitor
+from playground.serving.library import PERSONAL, Library, Visitor
 
 log = logging.getLogger("playground.ui")
 
@@ -43,7 +43,7 @@ def quick_call(fn, advice: str):
     """A quick call (translate, attention, steps, compare): under the time limit one may take (limits.time_limit;
     past it the decoding loop raises a PlaygroundError saying `advice`, and the worker is free again, whether the
     client still waits or has gone), and marked so that a CPU training step waits for it (foreground.quick)."""
-    from playground.foreground import quick
+    from playground.runtime.foreground import quick
 
     @functools.wraps(fn)
     def limited(*args, **kwargs):
@@ -92,12 +92,12 @@ def oauth_available() -> bool:
 class Session:
     """One browser session's data, training run and last results (never shared between sessions)."""
 
-    data: Any = None  # playground.data.ParallelData of the loaded data, or None
+    data: Any = None  # playground.data.load.ParallelData of the loaded data, or None
     description: str = ""  # where the data came from ("built-in: numbers", "corpus.tsv")
     src_lang: str = "src"
     tgt_lang: str = "tgt"
     val_fraction: float = 0.05
-    trainer: Any = None  # the running playground.train.Trainer, so that Stop can reach it
+    trainer: Any = None  # the running playground.training.trainer.Trainer, so that Stop can reach it
     run_dir: str | None = None  # package folder of this session's latest run
     estimated: bool = False  # the Train tab has timed a configuration for this session
     estimate: tuple | None = None  # (the settings timed, as a dict; the steps expected): compared after the run
@@ -112,7 +112,7 @@ class Session:
 
     @property
     def pairs(self) -> list[tuple[str, str]]:
-        """The loaded pairs themselves, packed (playground.data.PackedPairs; swapping the direction replaces them)."""
+        """The loaded pairs themselves, packed (playground.data.load.PackedPairs; swapping the direction replaces them)."""
         return self.data.pairs if self.data is not None else []
 
     def release(self) -> None:
@@ -122,8 +122,8 @@ class Session:
         self.waiting_files = []
 
     def stats(self):
-        """playground.data.pair_stats of the loaded pairs (cached until the data or its direction changes)."""
-        from playground.data import pair_stats
+        """playground.data.load.pair_stats of the loaded pairs (cached until the data or its direction changes)."""
+        from playground.data.load import pair_stats
 
         pairs = self.pairs
         if self._stats is None or self._stats[0] is not pairs:
@@ -240,7 +240,7 @@ def visitor_of(library: Library, session: Session | None) -> Visitor:
     if session is None:
         return NOBODY
     if session.visitor is None:
-        from playground.sharing import address_key, server_secret
+        from playground.serving.library import address_key, server_secret
         from playground.ui.sessions import current_address, known_visitor
 
         address = address_key(current_address(), server_secret(library.models_dir))
@@ -348,12 +348,12 @@ INFO = JsonCache(env_int("PLAYGROUND_INFO_CACHE_MB", 32) * 1024**2)
 
 
 def package_info(folder: str | Path) -> dict:
-    """playground.package.package_info without the training history (config.json, training.json's summary, file
+    """playground.packages.store.package_info without the training history (config.json, training.json's summary, file
     sizes), read again only when a file of the package changes: the pickers and tables refresh on every tab switch.
     Shared between calls: never modify it. The cache (INFO) keeps the most recently used packages that still exist,
     within PLAYGROUND_INFO_CACHE_MB: a deleted package's files leave memory with it, and no package holds the
     server's memory by the size of its history; package_probe reads that."""
-    from playground.package import package_info as read_info
+    from playground.packages.store import package_info as read_info
 
     def summary(folder: Path) -> dict:
         info = read_info(folder)
@@ -367,7 +367,7 @@ def package_info(folder: str | Path) -> dict:
 def package_probe(folder: str | Path) -> list:
     """The recorded cross-attention of a package's probe pair, one entry per validation (the Attention tab's slider
     reads it at every move): training.json's history, read on demand and cached as package_info is."""
-    from playground.package import read_training
+    from playground.packages.store import read_training
 
     def probe(folder: Path) -> list:
         training = read_training(folder) or {}
@@ -385,7 +385,7 @@ class ModelCache:
         self.lock = threading.Lock()
 
     def get(self, folder: str | Path):
-        from playground.package import WEIGHTS, load_package
+        from playground.packages.store import WEIGHTS, load_package
         from playground.ui.zerogpu import quick_device
 
         folder = Path(folder).resolve()

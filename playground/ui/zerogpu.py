@@ -12,7 +12,7 @@
   title="ZeroGPU worker error"). So a refusal raised inside a call (PlaygroundError) crosses as a gr.Error with a
   title that names it, and comes out on this side as the PlaygroundError it was, to be shown beside its control.
 - ZeroGPU's own refusals (a spent daily quota, the runs limit, an aborted task, no GPU in time) come out as
-  playground.errors.GpuUnavailable: a training run pauses on it (playground.chunked) instead of failing.
+  playground.errors.GpuUnavailable: a training run pauses on it (playground.training.chunked) instead of failing.
 """
 
 from __future__ import annotations
@@ -78,14 +78,14 @@ def training_slots() -> int:
 
 def quick_device():
     """Where the quick views load models: the CPU on ZeroGPU (CUDA works only inside a GPU call), else 'auto'."""
-    from playground.device import resolve_device
+    from playground.runtime.device import resolve_device
 
     return resolve_device(QUICK_CALL_DEVICE if on_zerogpu() else "auto")
 
 
 def device_line() -> str:
     """What the page's first lines say this app runs on."""
-    from playground.device import describe, resolve_device
+    from playground.runtime.device import describe, resolve_device
 
     if on_zerogpu():
         return (f"ZeroGPU: training runs on a GPU lent for each part of a run, from the visitor's daily GPU time; "
