@@ -1,5 +1,5 @@
-"""Dropout's masks in the project's own training step: `model.keep_mask` (16 random bits an element, four from each
-64-bit draw of the run's generator) against `model.bernoulli_mask` (a number per element, what F.dropout draws),
+"""Dropout's masks in the project's own training step: `dropout.keep_mask` (16 random bits an element, four from each
+64-bit draw of the run's generator) against `dropout.bernoulli_mask` (a number per element, what F.dropout draws),
 in one process and in alternating windows (A B, B A, ...) of Trainer.run()'s steps, small preset on Multi30k, so that
 the machine's load hits both alike: tokens/s.
 
@@ -16,19 +16,19 @@ from unittest import mock
 import common  # first: puts the repository on sys.path
 import torch
 
-import playground.core.model as model_module
+import playground.core.dropout as dropout_module
 from train_throughput import measure
 
 
 class MaskedRunner:
-    """The project's training loop, its dropout masks drawn by `masks` (what model.Dropout calls) for each step."""
+    """The project's training loop, its dropout masks drawn by `masks` (what dropout.Dropout calls) for each step."""
 
     def __init__(self, name: str, runner: common.ProjectRunner,
                  masks: Callable[[torch.Tensor, float, torch.Generator], torch.Tensor]):
         self.name, self.runner, self.masks = name, runner, masks
 
     def step(self) -> int:
-        with mock.patch.object(model_module, "keep_mask", self.masks):
+        with mock.patch.object(dropout_module, "keep_mask", self.masks):
             return self.runner.step()
 
 
@@ -44,8 +44,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-") as out_dir:
         trainer = common.project_trainer(args.data, args.max_pairs, "auto", args.device, args.seed, Path(out_dir))
         project = common.ProjectRunner(trainer)
-        mine, stock = (MaskedRunner("keep_mask (16-bit draws)", project, model_module.keep_mask),
-                       MaskedRunner("bernoulli_mask (F.dropout's)", project, model_module.bernoulli_mask))
+        mine, stock = (MaskedRunner("keep_mask (16-bit draws)", project, dropout_module.keep_mask),
+                       MaskedRunner("bernoulli_mask (F.dropout's)", project, dropout_module.bernoulli_mask))
         windows = measure([mine, stock], trainer.device, args.warmup_steps, args.windows, args.steps_per_window)
         project.close()
 

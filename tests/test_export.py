@@ -22,7 +22,8 @@ from playground.errors import PlaygroundError
 from playground.export import export_package
 from playground.export.ctranslate2 import translate_with_ctranslate2
 from playground.export.transformers import TARGET_TOKENIZER_DIR, residual_permutation
-from playground.core.model import Transformer, TransformerConfig, sinusoidal_table
+from playground.core.model import Transformer, TransformerConfig
+from playground.core.positional import sinusoidal_table
 from playground.packages.store import load_package, save_package
 from playground.core.tokenizer import PairTokenizer, train_tokenizer
 

@@ -470,7 +470,7 @@ def test_7_wrong_typed_form_values_name_their_field(field, value, message):
 
 @pytest.mark.parametrize("field, value", [("dropout", 1.5), ("dropout", -0.1), ("attention_dropout", 1.0)])
 def test_7_a_dropout_outside_0_1_is_refused_before_training(field, value, capsys):
-    """A probability outside [0, 1) would train on zeroed or rescaled activations (model.keep_mask does no check)."""
+    """A probability outside [0, 1) would train on zeroed or rescaled activations (dropout.keep_mask does no check)."""
     from playground.cli.main import main
     from playground.ui.tabs.train import build_config, preset_values
 

@@ -1,7 +1,8 @@
 import pytest
 import torch
 
-from playground.core.model import Dropout, Transformer, TransformerConfig, keep_mask
+from playground.core.dropout import Dropout, keep_mask
+from playground.core.model import Transformer, TransformerConfig
 
 
 def tiny_config(**changes) -> TransformerConfig:

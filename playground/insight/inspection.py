@@ -19,7 +19,8 @@ from playground.data.batching import collate, encode_pairs, make_batches, pad_ba
 from playground.core.decode import (DecodeOptions, Hypothesis, beam_search, filter_logits, model_device,
                                next_token_logprobs, sample_tokens, source_ids, top_candidates, translate)
 from playground.errors import DataError, PlaygroundError
-from playground.core.model import Transformer, causal_mask
+from playground.core.attention import causal_mask
+from playground.core.model import Transformer
 from playground.core.tokenizer import SPECIAL_TOKENS
 
 Pair = tuple[str, str]

@@ -1,0 +1,53 @@
+"""Embeddings and positional encoding, §3.4 and §3.5 of "Attention Is All You Need".
+
+§3.4: token embeddings of dimension d_model, multiplied by sqrt(d_model), and (with tie_embeddings) the same matrix
+as the pre-softmax output projection. §3.5: the model has no recurrence, so a positional encoding is added to the
+embeddings: the sinusoids PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(...), or, as the paper's
+variant in Table 3 (E), learned position embeddings. Dropout follows the sum (§5.4).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn as nn
+
+from playground.core.dropout import Dropout
+
+if TYPE_CHECKING:
+    from playground.core.model import TransformerConfig
+
+
+def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
+    """PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(...): [max_len, d_model]."""
+    position = torch.arange(max_len, dtype=torch.float32)[:, None]
+    inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
+    table = torch.zeros(max_len, d_model)
+    table[:, 0::2] = torch.sin(position * inv_freq)
+    table[:, 1::2] = torch.cos(position * inv_freq[: d_model // 2])
+    return table
+
+
+class Embedding(nn.Module):
+    """Token embedding * sqrt(d_model) + positional encoding, then dropout."""
+
+    def __init__(self, cfg: TransformerConfig, vocab_size: int, tokens: nn.Embedding | None = None):
+        super().__init__()
+        self.scale = math.sqrt(cfg.d_model)
+        self.tokens = tokens if tokens is not None else nn.Embedding(vocab_size, cfg.d_model, padding_idx=cfg.pad_id)
+        if cfg.positional_encoding == "learned":
+            self.positions = nn.Embedding(cfg.max_len, cfg.d_model)
+        else:  # derivable, so not saved with the weights
+            self.register_buffer("table", sinusoidal_table(cfg.max_len, cfg.d_model), persistent=False)
+        self.drop = Dropout(cfg.dropout)
+
+    def position_encoding(self, start: int, length: int) -> torch.Tensor:
+        """[length, D]: what is added to the tokens at positions start .. start + length - 1."""
+        if hasattr(self, "positions"):
+            return self.positions.weight[start : start + length]
+        return self.table[start : start + length]
+
+    def forward(self, ids: torch.Tensor, start: int = 0) -> torch.Tensor:
+        return self.drop(self.tokens(ids) * self.scale + self.position_encoding(start, ids.size(1)))  # [B,T,D]
