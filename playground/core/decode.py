@@ -9,9 +9,9 @@ import torch.nn.functional as F
 
 from playground.limits import (MB, check_time, max_attention_cells, max_decode_bytes, max_decode_tokens,
                                max_line_chars)
-from playground.data.batching import pad_batch, sentence_tokens
 from playground.errors import PlaygroundError
 from playground.core.model import Transformer, TransformerConfig
+from playground.core.tokenizer import pad_batch, sentence_tokens
 
 METHODS = ("greedy", "sample", "beam")
 

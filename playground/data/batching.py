@@ -1,6 +1,5 @@
 """Batches as the paper makes them: pairs grouped by length into batches of about `batch_tokens` tokens (fairseq's
-max-tokens), each side padded to its batch's longest sentence. Also the padding that decoding uses, and how many
-positions the model needs for sentences of `max_len` tokens."""
+max-tokens), each side padded to its batch's longest sentence."""
 
 from __future__ import annotations
 
@@ -12,21 +11,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from playground.core.tokenizer import BOS_ID, EOS_ID, PAD_ID, PairTokenizer
+from playground.core.tokenizer import BOS_ID, EOS_ID, PairTokenizer, pad_batch
 
 EncodedPair = tuple[list[int], list[int]]
-SPECIAL_POSITIONS = 2  # room for <bos>/<eos> on top of a sentence's own tokens
 ENCODE_CHUNK = 2048  # pairs tokenised at a time: the tokenizer's per-sentence objects exist for this many only
-
-
-def model_positions(max_len: int) -> int:
-    """Positions the model needs for sentences of up to `max_len` tokens (TrainConfig.max_len)."""
-    return max_len + SPECIAL_POSITIONS
-
-
-def sentence_tokens(positions: int) -> int:
-    """The inverse of model_positions: the sentence tokens a model with `positions` positions was trained on."""
-    return positions - SPECIAL_POSITIONS
 
 
 @dataclass
@@ -55,13 +43,6 @@ def pad_multiple(device: torch.device) -> int:
     """Padded lengths: multiples of 8 suit GPU tensor cores; on a CPU every pad token is pure waste (measured:
     rounding to 8 turned 5% padding into 22% on Multi30k)."""
     return 8 if device.type == "cuda" else 1
-
-
-def pad_batch(seqs: list[list[int]], length: int | None = None, pad_id: int = PAD_ID) -> torch.Tensor:
-    """[B, length] token ids, each row padded after its tokens (length: the longest row by default). Padded as
-    lists, so the tensor is made in one call (a tensor per row took 2.4x as long)."""
-    length = length or max(len(s) for s in seqs)
-    return torch.tensor([s + [pad_id] * (length - len(s)) for s in seqs], dtype=torch.long)
 
 
 class TokenRows:

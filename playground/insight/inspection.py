@@ -15,13 +15,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from playground.data.batching import collate, encode_pairs, make_batches, pad_batch, sentence_tokens
+from playground.data.batching import collate, encode_pairs, make_batches
 from playground.core.decode import (DecodeOptions, Hypothesis, beam_search, filter_logits, model_device,
                                next_token_logprobs, sample_tokens, source_ids, top_candidates, translate)
 from playground.errors import DataError, PlaygroundError
 from playground.core.attention import causal_mask
 from playground.core.model import Transformer
-from playground.core.tokenizer import SPECIAL_TOKENS
+from playground.core.tokenizer import SPECIAL_TOKENS, pad_batch, sentence_tokens
 
 Pair = tuple[str, str]
 SIDES = ("source", "target")
@@ -30,7 +30,7 @@ MAX_FREQUENCY_PAIRS = 5_000  # pairs encoded to rank tokens by frequency for the
 
 
 def train_max_len(model: Transformer) -> int:
-    """The trainer's max_len for this model (batching.sentence_tokens)."""
+    """The trainer's max_len for this model (tokenizer.sentence_tokens)."""
     return sentence_tokens(model.cfg.max_len)
 
 
