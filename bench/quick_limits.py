@@ -23,7 +23,8 @@ import torch
 from playground import limits
 
 from playground.insight import plots
-from playground.core.decode import DecodeOptions, attention_maps, decode_tokens, source_ids, translate
+from playground.core.attention_maps import attention_maps
+from playground.core.decode import DecodeOptions, decode_tokens, source_ids, translate
 from playground.core.model import Transformer, TransformerConfig
 from playground.packages.store import load_package
 

@@ -16,8 +16,8 @@ import torch  # noqa: E402
 from conftest import DATA, app_in_subprocess, refusal_of, tiny_cfg  # noqa: E402
 
 from playground import limits  # noqa: E402
-from playground.core.decode import (DecodeOptions, attention_cells, attention_maps, check_decode_work,  # noqa: E402
-                               fitting_batch, source_ids, translate)
+from playground.core.attention_maps import attention_cells, attention_maps  # noqa: E402
+from playground.core.decode import DecodeOptions, check_decode_work, fitting_batch, source_ids, translate  # noqa: E402
 from playground.errors import DataError, PackageError, PlaygroundError, TrainingError  # noqa: E402
 from playground.core.model import Transformer, TransformerConfig  # noqa: E402
 from playground.packages.store import CONFIG, TRAINING, import_zip, load_package, save_package  # noqa: E402

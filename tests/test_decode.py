@@ -1,7 +1,8 @@
 import pytest
 import torch
 
-from playground.core.decode import DecodeOptions, filter_logits, greedy_or_sample, next_token_table, translate
+from playground.core.decode import DecodeOptions, filter_logits, greedy_or_sample, translate
+from playground.insight.inspection import next_token_table
 from playground.errors import PlaygroundError
 
 SENTENCES = ["the cat sees the dog", "a dog runs", "the small bird sings", "we see a red ball a dog"]

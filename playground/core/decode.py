@@ -1,4 +1,11 @@
-"""Search: greedy, sampling (temperature, top-k, top-p) and beam search, batched and with a key/value cache."""
+"""Search: greedy, sampling (temperature, top-k, top-p) and beam search, batched and with a key/value cache.
+
+The paper translates with beam search (§6.1: beam size 4, length penalty α = 0.6, output up to the input length
++ 50, stopping early when possible); here a finished hypothesis scores sum(log p) / length^α, each sentence may
+output up to 2 x its source length + 10 tokens, and it stops once it has `beam_size` finished hypotheses. Each step
+feeds one token per row through Transformer.decode_step, whose key/value cache (core/kv_cache.py) holds the rest.
+Also the bounds on one request (tokens decoded, decoder memory) and `translate`, sentences in and text out.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +14,11 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from playground.limits import (MB, check_time, max_attention_cells, max_decode_bytes, max_decode_tokens,
-                               max_line_chars)
-from playground.errors import PlaygroundError
-from playground.core.model import Transformer, TransformerConfig
+from playground.core.attention_maps import attention_maps
+from playground.core.model import Transformer, TransformerConfig, model_device
 from playground.core.tokenizer import pad_batch, sentence_tokens
+from playground.errors import PlaygroundError
+from playground.limits import MB, check_time, max_decode_bytes, max_decode_tokens, max_line_chars
 
 METHODS = ("greedy", "sample", "beam")
 
@@ -224,6 +231,31 @@ def greedy_or_sample(model: Transformer, src: torch.Tensor, opts: DecodeOptions)
     return SearchResult(hypotheses)
 
 
+def best_continuations(scores: torch.Tensor, logp: torch.Tensor,
+                       count: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The `count` best one-token continuations over each sentence's K beams. scores [n, K]: each beam's summed
+    log-probability; logp [n*K, V]: its next-token log-probabilities. Returns, each [n, count], best first: the
+    continuation's summed log-probability, the beam it extends, its token and that token's log-probability."""
+    n, K = scores.shape
+    logp = logp.view(n, K, -1)
+    V = logp.size(-1)
+    top_scores, top_index = (scores[:, :, None] + logp).view(n, K * V).topk(count, dim=1)
+    beam, token = top_index // V, top_index % V
+    return top_scores, beam, token, logp[torch.arange(n, device=logp.device)[:, None], beam, token]
+
+
+def extend_history(history: torch.Tensor, beam: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
+    """history [n, K, t] of the beams that `beam` [n, K] picks (a beam can be picked twice), followed by new [n, K]:
+    [n, K, t + 1]."""
+    return torch.cat([history.gather(1, beam[:, :, None].expand_as(history)), new[:, :, None]], dim=2)
+
+
+def scored_hypothesis(ids: list[int], token_logprobs: list[float], length_penalty: float) -> Hypothesis:
+    """A finished beam, scored sum(log p) / length ** length_penalty (§6.1's length penalty α): with α = 0 the
+    plain sum, which favours short outputs; larger α favours longer ones."""
+    return Hypothesis(ids, token_logprobs, sum(token_logprobs) / (len(ids) ** length_penalty))
+
+
 @torch.inference_mode()
 def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
                 trace: list[dict] | None = None) -> SearchResult:
@@ -246,21 +278,12 @@ def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
     tokens = torch.full((B * K,), cfg.bos_id, dtype=torch.long, device=device)
     sentence = torch.arange(B, device=device)  # which sentence each live group of K rows belongs to
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
-
-    def finish(b: int, ids: list[int], lps: list[float]) -> Hypothesis:
-        total = sum(lps)
-        finished[b].append(Hypothesis(ids, lps, total / (len(ids) ** opts.length_penalty)))
-        return finished[b][-1]
-
     for step in range(max_len):
         check_time()
         n = sentence.numel()
         logp = F.log_softmax(model.decode_step(tokens, state).float(), dim=-1)  # [n*K, V]
-        V = logp.size(-1)
-        candidates = (scores[:, :, None] + logp.view(n, K, V)).view(n, K * V)
-        top_scores, top_index = candidates.topk(2 * K, dim=1)  # at most K of them end in <eos>
-        beam, token = top_index // V, top_index % V  # [n, 2K]
-        token_lp = logp.view(n, K, V)[torch.arange(n, device=device)[:, None], beam, token]
+        # 2K candidates: at most K of them end in <eos>, so K open ones remain
+        top_scores, beam, token, token_lp = best_continuations(scores, logp, 2 * K)  # 4 x [n, 2K]
         is_eos = token == cfg.eos_id
         at_limit = (step + 1 >= limits[sentence])[:, None]  # [n, 1]: this sentence's last step
 
@@ -273,15 +296,16 @@ def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
                 b = sentence[i].item()
                 if len(finished[b]) < K and top_scores[i, j] > float("-inf"):
                     k = beam[i, j].item()
-                    hyp = finish(b, hist[i][k] + [token[i, j].item()], hist_lp[i][k] + [token_lp[i, j].item()])
+                    hyp = scored_hypothesis(hist[i][k] + [token[i, j].item()], hist_lp[i][k] + [token_lp[i, j].item()],
+                                            opts.length_penalty)
+                    finished[b].append(hyp)
                     ended.append({"sentence": b, "parent": k, "hypothesis": hyp})
 
         # the K best candidates that do not end become the next beams
         open_scores = top_scores.masked_fill(is_eos, float("-inf"))
         scores, pick = open_scores.topk(K, dim=1)  # [n, K]
         beam, token, token_lp = beam.gather(1, pick), token.gather(1, pick), token_lp.gather(1, pick)
-        history = torch.cat([history.gather(1, beam[:, :, None].expand_as(history)), token[:, :, None]], dim=2)
-        history_lp = torch.cat([history_lp.gather(1, beam[:, :, None].expand_as(history_lp)), token_lp[:, :, None]], dim=2)
+        history, history_lp = extend_history(history, beam, token), extend_history(history_lp, beam, token_lp)
         if trace is not None:
             trace.append({"sentences": sentence.tolist(), "parents": beam.tolist(), "tokens": token.tolist(),
                           "scores": scores.tolist(), "finished": ended})
@@ -326,10 +350,6 @@ def distinct_hypotheses(hypotheses: list[Hypothesis]) -> list[tuple[Hypothesis, 
     return [(h, count) for h, count in merged.values()]
 
 
-def model_device(model: Transformer) -> torch.device:
-    return next(model.parameters()).device
-
-
 def translate(model: Transformer, tokenizer, sentences: list[str], opts: DecodeOptions | None = None) -> list[Translation]:
     """Translate many sentences: sorted by length into batches (less padding), results in input order."""
     opts = opts or DecodeOptions()
@@ -354,72 +374,3 @@ def translate(model: Transformer, tokenizer, sentences: list[str], opts: DecodeO
         for t in results:
             t.attention = attention_maps(model, tokenizer, t.source_ids, [model.cfg.bos_id] + t.best.ids)
     return results
-
-
-def attention_cells(cfg: TransformerConfig, source: int, target: int) -> int:
-    """Attention weights of one pair over the three kinds: heads x (encoder layers x S^2 + decoder layers x
-    (T^2 + T x S))."""
-    return cfg.n_heads * (cfg.n_encoder_layers * source**2 + cfg.n_decoder_layers * (target**2 + target * source))
-
-
-def fit_attention(cfg: TransformerConfig, src_ids: list[int], tgt_in_ids: list[int]) -> tuple[list[int], list[int]]:
-    """The pair cut to the longest prefixes whose attention maps stay within max_attention_cells(), so the
-    maps are bounded before they are computed (the caller says what was cut); PlaygroundError when the model has so
-    many layers x heads that not even a few tokens fit."""
-    allowed = max_attention_cells()
-    if attention_cells(cfg, len(src_ids), len(tgt_in_ids)) <= allowed:
-        return src_ids, tgt_in_ids
-    keep = 1
-    while attention_cells(cfg, min(len(src_ids), keep + 1), min(len(tgt_in_ids), keep + 1)) <= allowed:
-        keep += 1
-    if keep < 4:
-        raise PlaygroundError(
-            f"This model's {cfg.n_encoder_layers}+{cfg.n_decoder_layers} layers x {cfg.n_heads} heads leave room for "
-            f"fewer than 4 tokens in the {allowed:,} attention weights one request may draw here (the operator sets "
-            "PLAYGROUND_MAX_ATTENTION_CELLS).")
-    return src_ids[:keep], tgt_in_ids[:keep]
-
-
-@torch.inference_mode()
-def attention_maps(model: Transformer, tokenizer, src_ids: list[int], tgt_in_ids: list[int]) -> dict:
-    """Teacher-forced attention of one pair: {"encoder"|"decoder"|"cross": float32 array [L,H,queries,keys],
-    "src_tokens": labels for source positions, "tgt_tokens": labels for target-input positions}. A pair whose maps
-    would pass max_attention_cells() is cut first (fit_attention): "cut" then holds the lengths it had."""
-    lengths = len(src_ids), len(tgt_in_ids)
-    src_ids, tgt_in_ids = fit_attention(model.cfg, src_ids, tgt_in_ids)
-    model.eval()
-    device = model_device(model)
-    src = torch.tensor([src_ids], device=device)
-    tgt = torch.tensor([tgt_in_ids], device=device)
-    _, att = model(src, tgt, return_attention=True)
-    maps = {kind: torch.stack([w[0] for w in ws]).float().cpu().numpy() for kind, ws in att.items()}
-    maps["src_tokens"] = tokenizer.src_tokens(src_ids)
-    maps["tgt_tokens"] = tokenizer.tgt_tokens(tgt_in_ids)
-    maps["cut"] = lengths if lengths != (len(src_ids), len(tgt_in_ids)) else None
-    return maps
-
-
-@torch.inference_mode()
-def next_token_logprobs(model: Transformer, src_ids: list[int], out_ids: list[int]) -> torch.Tensor:
-    """[T, V] float32 log-probabilities on the CPU of the next token at each output position, teacher-forced on the
-    output: the distributions the search saw."""
-    model.eval()
-    device = model_device(model)
-    src = torch.tensor([src_ids], device=device)
-    tgt_in = torch.tensor([[model.cfg.bos_id] + out_ids[:-1]], device=device)
-    return model(src, tgt_in)[0].float().log_softmax(-1).cpu()
-
-
-def top_candidates(probs: torch.Tensor, k: int) -> list[list[tuple[int, float]]]:
-    """Per row of probs [T, V]: the k most likely token ids with their probabilities, best first."""
-    top = probs.topk(min(int(k), probs.size(-1)), dim=-1)
-    return [list(zip(ids, ps)) for ids, ps in zip(top.indices.tolist(), top.values.tolist())]
-
-
-def next_token_table(model: Transformer, tokenizer, src_ids: list[int], out_ids: list[int], k: int = 5) -> list[dict]:
-    """For each produced token: the model's top-k next tokens (teacher-forced on the output) with probabilities."""
-    probs = next_token_logprobs(model, src_ids, out_ids).exp()
-    token = tokenizer.tgt_tokens
-    return [{"step": t + 1, "chosen": token([chosen])[0], "chosen_prob": probs[t, chosen].item(),
-             "top": [(token([i])[0], p) for i, p in top]}
-            for t, (chosen, top) in enumerate(zip(out_ids, top_candidates(probs, k)))]

@@ -282,3 +282,8 @@ class Transformer(nn.Module):
         logits, _, _ = self.decode(tokens[:, None], state.memory_kv, state.src_mask, cache=state.caches, start=state.length)
         state.length += 1
         return logits[:, -1]
+
+
+def model_device(model: nn.Module) -> torch.device:
+    """The device the model's weights are on."""
+    return next(model.parameters()).device

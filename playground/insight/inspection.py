@@ -15,13 +15,20 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from playground.data.batching import collate, encode_pairs, make_batches
-from playground.core.decode import (DecodeOptions, Hypothesis, beam_search, filter_logits, model_device,
-                               next_token_logprobs, sample_tokens, source_ids, top_candidates, translate)
-from playground.errors import DataError, PlaygroundError
 from playground.core.attention import causal_mask
-from playground.core.model import Transformer
+from playground.core.decode import (
+    DecodeOptions,
+    Hypothesis,
+    beam_search,
+    filter_logits,
+    sample_tokens,
+    source_ids,
+    translate,
+)
+from playground.core.model import Transformer, model_device
 from playground.core.tokenizer import SPECIAL_TOKENS, pad_batch, sentence_tokens
+from playground.data.batching import collate, encode_pairs, make_batches
+from playground.errors import DataError, PlaygroundError
 
 Pair = tuple[str, str]
 SIDES = ("source", "target")
@@ -91,6 +98,32 @@ def mask_batch(model: Transformer, tokenizer, pairs: Sequence[Pair], n_pairs: in
 
 # ----------------------------------------------------------------------------------------------------------
 # Decoding step by step
+
+
+@torch.inference_mode()
+def next_token_logprobs(model: Transformer, src_ids: list[int], out_ids: list[int]) -> torch.Tensor:
+    """[T, V] float32 log-probabilities on the CPU of the next token at each output position, teacher-forced on the
+    output: the distributions the search saw."""
+    model.eval()
+    device = model_device(model)
+    src = torch.tensor([src_ids], device=device)
+    tgt_in = torch.tensor([[model.cfg.bos_id] + out_ids[:-1]], device=device)
+    return model(src, tgt_in)[0].float().log_softmax(-1).cpu()
+
+
+def top_candidates(probs: torch.Tensor, k: int) -> list[list[tuple[int, float]]]:
+    """Per row of probs [T, V]: the k most likely token ids with their probabilities, best first."""
+    top = probs.topk(min(int(k), probs.size(-1)), dim=-1)
+    return [list(zip(ids, ps)) for ids, ps in zip(top.indices.tolist(), top.values.tolist())]
+
+
+def next_token_table(model: Transformer, tokenizer, src_ids: list[int], out_ids: list[int], k: int = 5) -> list[dict]:
+    """For each produced token: the model's top-k next tokens (teacher-forced on the output) with probabilities."""
+    probs = next_token_logprobs(model, src_ids, out_ids).exp()
+    token = tokenizer.tgt_tokens
+    return [{"step": t + 1, "chosen": token([chosen])[0], "chosen_prob": probs[t, chosen].item(),
+             "top": [(token([i])[0], p) for i, p in top]}
+            for t, (chosen, top) in enumerate(zip(out_ids, top_candidates(probs, k)))]
 
 
 @dataclass

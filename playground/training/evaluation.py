@@ -10,7 +10,8 @@ import time
 import torch
 
 from playground.data.batching import EncodedPair, collate, make_batches, pad_multiple
-from playground.core.decode import DecodeOptions, attention_maps, translate
+from playground.core.attention_maps import attention_maps
+from playground.core.decode import DecodeOptions, translate
 from playground.runtime.device import autocast
 from playground.limits import TimeLimit, time_limit
 from playground.training.loss import smoothed_loss_sum

@@ -74,8 +74,9 @@ def sliders(att: dict | None, kind: str, layer: int, head: int):
 
 def compute_maps(folder: str, source: str, target_mode: str, target: str) -> dict:
     """Every attention map of one pair with the package in `folder`: plain values in, numpy arrays out. The texts come
-    cut to a line's characters (request_lines); the maps are bounded by decode.fit_attention, which cuts the pair if needed ("cut": the token counts it had)."""
-    from playground.core.decode import DecodeOptions, attention_maps, check_decode_work, cut_line, source_ids, translate
+    cut to a line's characters (request_lines); the maps are bounded by attention_maps.fit_attention, which cuts the pair if needed ("cut": the token counts it had)."""
+    from playground.core.attention_maps import attention_maps
+    from playground.core.decode import DecodeOptions, check_decode_work, cut_line, source_ids, translate
     from playground.insight.inspection import check_source
 
     package = MODELS.get(folder)

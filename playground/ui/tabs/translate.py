@@ -90,8 +90,8 @@ def run_translation(folder: str, sentences: list[str], opts, samples: int = 1):
 
 
 def next_token_rows(folder: str, src_ids: list[int], out_ids: list[int], k: int) -> list[dict]:
-    """playground.core.decode.next_token_table for the package in `folder` (plain lists in and out)."""
-    from playground.core.decode import next_token_table
+    """playground.insight.inspection.next_token_table for the package in `folder` (plain lists in and out)."""
+    from playground.insight.inspection import next_token_table
 
     package = MODELS.get(folder)
     return next_token_table(package.model, package.tokenizer, src_ids, out_ids, k)
