@@ -22,7 +22,7 @@ import torch
 
 from playground import limits
 
-from playground.insight import plots
+from playground.insight import model_plots
 from playground.core.attention_maps import attention_maps
 from playground.core.decode import DecodeOptions, decode_tokens, source_ids, translate
 from playground.core.model import Transformer, TransformerConfig
@@ -76,7 +76,8 @@ def main() -> None:
     maps, seconds, rise = peak_rise(lambda: attention_maps(wide, demo.tokenizer, ids + [3], [2] + ids))
     cells = sum(maps[k].size for k in ("encoder", "decoder", "cross"))
     grid = np.asarray(maps["cross"])[:, :, :, :]
-    figure, draw_s, draw_rise = peak_rise(lambda: plots.attention_grid(grid, maps["src_tokens"], maps["tgt_tokens"]))
+    figure, draw_s, draw_rise = peak_rise(
+        lambda: model_plots.attention_grid(grid, maps["src_tokens"], maps["tgt_tokens"]))
     report["attention"] = {"cells": cells, "kept_tokens": len(maps["src_tokens"]), "cpu_s": round(seconds, 2),
                            "peak_rise_mb": round(rise), "grid_draw_cpu_s": round(draw_s, 2),
                            "grid_json_mb": round(len(figure.to_json()) / 1e6, 1)}

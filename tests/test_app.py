@@ -18,7 +18,7 @@ import torch  # noqa: E402
 from gradio_client import Client, handle_file  # noqa: E402
 from conftest import free_port, refusal_of  # noqa: E402
 
-from playground.insight import plots  # noqa: E402
+from playground.insight import model_plots, plots  # noqa: E402
 from playground.ui.app import build_app  # noqa: E402
 
 MODEL = "tiny-test"
@@ -262,6 +262,6 @@ def test_plots_are_pure_figures():
     fig = plots.loss_figure(steps, [1 / s for s in steps], [{"step": 100, "val_loss": 0.5}])
     assert len(fig.data[0].x) <= plots.MAX_POINTS + 1 and fig.data[2].name == "validation"
     assert plots.ema([1.0, 1.0, 1.0]) == pytest.approx([1.0, 1.0, 1.0])  # bias-corrected
-    assert plots.token_labels(["the", "cat", "the"]) == ["0:the", "1:cat", "2:the"]
-    grid = plots.attention_grid(np.random.rand(2, 3, 4, 5), list("abcde"), list("wxyz"))
+    assert model_plots.token_labels(["the", "cat", "the"]) == ["0:the", "1:cat", "2:the"]
+    grid = model_plots.attention_grid(np.random.rand(2, 3, 4, 5), list("abcde"), list("wxyz"))
     assert len(grid.data) == 6

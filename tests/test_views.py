@@ -18,7 +18,7 @@ from gradio_client import Client, handle_file  # noqa: E402
 
 from playground.insight import inspection  # noqa: E402
 
-from playground.insight import plots
+from playground.insight import decoding_plots, model_plots, plots
 from playground.data.batching import encode_pairs, make_batches  # noqa: E402
 from playground.core.decode import DecodeOptions, beam_search, source_ids, translate  # noqa: E402
 from playground.core.model import Transformer, TransformerConfig  # noqa: E402
@@ -221,20 +221,22 @@ def test_embedding_map_of_separate_vocabularies():
 def test_every_view_has_a_figure(model, tokenizer):
     peaked(model)
     table = inspection.positional_encoding(model)
-    assert plots.positional_heatmap(table).data[0].z.shape == table.shape
-    assert [t.name for t in plots.positional_curves(table, [0, 8]).data] == ["dim 0", "dim 8"]
+    assert model_plots.positional_heatmap(table).data[0].z.shape == table.shape
+    assert [t.name for t in model_plots.positional_curves(table, [0, 8]).data] == ["dim 0", "dim 8"]
     batch = inspection.mask_batch(model, tokenizer, PAIRS, 3)
-    assert plots.padding_mask_figure(batch.padding_mask, batch.src_tokens).data[0].text is not None
-    assert len(plots.attention_mask_figure(batch.look_ahead_mask, batch.tgt_tokens[0], batch.tgt_tokens[0]).data) == 1
+    assert model_plots.padding_mask_figure(batch.padding_mask, batch.src_tokens).data[0].text is not None
+    look_ahead = model_plots.attention_mask_figure(batch.look_ahead_mask, batch.tgt_tokens[0], batch.tgt_tokens[0])
+    assert len(look_ahead.data) == 1
     _, steps = inspection.sampling_steps(model, tokenizer, SENTENCE, DecodeOptions("greedy", max_len=5))
-    fig = plots.sampling_steps_figure(steps)
+    fig = decoding_plots.sampling_steps_figure(steps)
     assert "✓" in fig.data[0].text[0][0] and "●" in str(fig.data[0].text)
     _, nodes = inspection.beam_steps(model, tokenizer, SENTENCE, DecodeOptions("beam", beam_size=2, max_len=6))
-    assert {t.name for t in plots.beam_tree_figure(nodes).data} >= {"open beam", "best hypothesis"}
+    assert {t.name for t in decoding_plots.beam_tree_figure(nodes).data} >= {"open beam", "best hypothesis"}
     random_batches, grouped = inspection.compare_batching(tokenizer, PAIRS, 256, 30)
     assert len(plots.batching_figure(random_batches, grouped, 256).data) == 5
     emb = inspection.embedding_map(model, tokenizer, PAIRS, 20)
-    assert len(plots.embedding_figure(emb.coords, emb.labels, emb.groups, emb.explained).data) == len(set(emb.groups))
+    emb_figure = model_plots.embedding_figure(emb.coords, emb.labels, emb.groups, emb.explained)
+    assert len(emb_figure.data) == len(set(emb.groups))
 
 
 # ----------------------------------------------------------------------------------------------------------

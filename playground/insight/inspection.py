@@ -1,7 +1,8 @@
 """The data behind the "see inside" views: the figures of the seed articles, computed on the user's own model and
-data. Positional encodings, the padding and look-ahead masks of a real batch, decoding step by step (greedy versus
-sampling, and the beams of beam search), the padding that batching by length saves, and a 2-D map of the token
-embeddings. Pure functions of a model, its tokenizer and sentence pairs: no Gradio, no plotting (see plots.py).
+data. Positional encodings (§3.5), the padding and look-ahead masks of a real batch (§3.2.3), decoding step by step
+(the next-token table of a translation, greedy versus sampling, and the beams of beam search, §6.1), the padding
+that batching by length saves (§5.1), and a 2-D map of the token embeddings (§3.4). Pure functions of a model, its
+tokenizer and sentence pairs: no Gradio, no plotting (see model_plots.py, decoding_plots.py and plots.py).
 """
 
 from __future__ import annotations
@@ -16,15 +17,8 @@ import numpy as np
 import torch
 
 from playground.core.attention import causal_mask
-from playground.core.decode import (
-    DecodeOptions,
-    Hypothesis,
-    beam_search,
-    filter_logits,
-    sample_tokens,
-    source_ids,
-    translate,
-)
+from playground.core.decode import (DecodeOptions, Hypothesis, beam_search, filter_logits, sample_tokens, source_ids,
+                                    translate)
 from playground.core.model import Transformer, model_device
 from playground.core.tokenizer import SPECIAL_TOKENS, pad_batch, sentence_tokens
 from playground.data.batching import collate, encode_pairs, make_batches

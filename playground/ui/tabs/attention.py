@@ -11,7 +11,7 @@ from pathlib import Path
 import gradio as gr
 import numpy as np
 
-from playground.insight import plots
+from playground.insight import model_plots, plots
 from playground.errors import PlaygroundError
 from playground.serving.library import Library
 from playground.ui.state import (MODELS, Session, answers, default_model, friendly, model_names, model_picker,
@@ -57,11 +57,11 @@ def render(att: dict | None, kind: str, view: str, layer: int, head: int):
         if n_layers * n_heads > MAX_GRID_MAPS:
             return plots.empty_figure(f"{n_layers} layers × {n_heads} heads are more maps than the grid draws at once "
                                       f"({MAX_GRID_MAPS}): pick one head, or the mean over heads.", height=400)
-        return plots.attention_grid(weights, keys, queries, f"{name}: all {n_layers} layers × {n_heads} heads")
+        return model_plots.attention_grid(weights, keys, queries, f"{name}: all {n_layers} layers × {n_heads} heads")
     if view == VIEWS[1]:
-        return plots.attention_heatmap(weights[layer].mean(axis=0), keys, queries,
-                                       f"{name}: layer {layer}, mean over {n_heads} heads")
-    return plots.attention_heatmap(weights[layer, head], keys, queries, f"{name}: layer {layer}, head {head}")
+        return model_plots.attention_heatmap(weights[layer].mean(axis=0), keys, queries,
+                                             f"{name}: layer {layer}, mean over {n_heads} heads")
+    return model_plots.attention_heatmap(weights[layer, head], keys, queries, f"{name}: layer {layer}, head {head}")
 
 
 def sliders(att: dict | None, kind: str, layer: int, head: int):
@@ -134,10 +134,10 @@ def probe_figure(probe: list, index: int):
     cross = np.asarray(p["cross"], dtype=float)
     layers = [f"layer {i}" for i in range(cross.shape[0])] if cross.ndim == 3 else ["last layer"]
     cross = cross.reshape(1, len(layers), *cross.shape[-2:])  # one row of [queries, keys] maps, one per layer
-    return plots.attention_grid(cross, p["src_tokens"], p["tgt_tokens"],
-                                f"Cross-attention of a validation pair at step {p['step']:,} "
-                                f"(validation {index + 1} of {len(probe)})",
-                                row_titles=["mean over heads"], column_titles=layers)
+    return model_plots.attention_grid(cross, p["src_tokens"], p["tgt_tokens"],
+                                      f"Cross-attention of a validation pair at step {p['step']:,} "
+                                      f"(validation {index + 1} of {len(probe)})",
+                                      row_titles=["mean over heads"], column_titles=layers)
 
 
 def build(session: gr.State, library: Library) -> AttentionTab:

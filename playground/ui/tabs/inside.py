@@ -1,6 +1,7 @@
 """Inside tab: the articles' figures drawn from the chosen model and this session's data — the positional encoding,
 the padding and look-ahead masks of a real batch, the padding that batching by length saves, and a map of the
-token embeddings. The data behind each view comes from playground.insight.inspection, the figures from playground.insight.plots."""
+token embeddings. The data behind each view comes from playground.insight.inspection, the figures from
+playground.insight.model_plots and playground.insight.plots."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from playground.insight import plots
+from playground.insight import model_plots, plots
 from playground.serving.library import Library
 from playground.ui.state import Session, answers, friendly, load_model, model_picker
 
@@ -51,8 +52,8 @@ def positional_view(session: Session, library: Library, model: str | None, side:
              "training sentences get no gradient and keep their random start." if learned else
              "PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(…): each pair of dimensions is a wave, "
              "slower and slower along the dimensions."))
-    return (plots.positional_heatmap(table, f"Positional encoding of {package.name} ({side})"),
-            plots.positional_curves(table, dims, "Chosen dimensions over the positions"),
+    return (model_plots.positional_heatmap(table, f"Positional encoding of {package.name} ({side})"),
+            model_plots.positional_curves(table, dims, "Chosen dimensions over the positions"),
             gr.update(choices=list(range(cfg.d_model)), value=dims), note)
 
 
@@ -87,12 +88,12 @@ def masks_view(session: Session, library: Library, model: str | None, n_pairs: i
             "decoder cannot read the word it must predict; the padding after a target sentence lies in that "
             "hidden future for every real token.")
     src, tgt = batch.src_tokens[row], batch.tgt_tokens[row]
-    return (plots.padding_mask_figure(batch.padding_mask, batch.src_tokens,
-                                      "Padding mask of the source batch (blue = 1: attended, grey = 0: padding)"),
-            plots.attention_mask_figure(batch.self_attention_mask(row), src, src,
-                                        f"Pair {row + 1}: padding mask in encoder self-attention"),
-            plots.attention_mask_figure(batch.look_ahead_mask, tgt, tgt,
-                                        f"Pair {row + 1}: look-ahead mask of the decoder (grey = the future)"),
+    return (model_plots.padding_mask_figure(batch.padding_mask, batch.src_tokens,
+                                            "Padding mask of the source batch (blue = 1: attended, grey = 0: padding)"),
+            model_plots.attention_mask_figure(batch.self_attention_mask(row), src, src,
+                                              f"Pair {row + 1}: padding mask in encoder self-attention"),
+            model_plots.attention_mask_figure(batch.look_ahead_mask, tgt, tgt,
+                                              f"Pair {row + 1}: look-ahead mask of the decoder (grey = the future)"),
             note)
 
 
@@ -131,8 +132,8 @@ def embeddings_view(session: Session, library: Library, model: str | None, n_tok
              "languages live in one space, coloured by the side of your data they occur on." if tied else
              "source and target embedding tables, projected together.") +
             " Hover for a token; drag to zoom.")
-    return plots.embedding_figure(emb.coords, emb.labels, emb.groups, emb.explained,
-                                  f"Token embeddings of {package.name}: first two principal components"), note
+    return model_plots.embedding_figure(emb.coords, emb.labels, emb.groups, emb.explained,
+                                        f"Token embeddings of {package.name}: first two principal components"), note
 
 
 # ----------------------------------------------------------------------------------------------------------

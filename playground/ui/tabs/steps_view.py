@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from playground.insight import plots
+from playground.insight import decoding_plots
 
 # one table shows either kind of step: the columns line up so that one set of widths suits both
 SAMPLING_COLUMNS = ["step", "token taken", "greedy ✓ (p)", "sampled ● (p)", "top candidates: p → p when sampling"]
@@ -33,7 +33,7 @@ def sampling_view(package, source: str, opts, k: int):
             f"{differ} of {len(steps)} steps. The table gives each candidate's probability under the model and under "
             "the sampling settings (temperature reshapes it, top-k and top-p cut the tail to 0).")
     title = f"{package.name}: top {k} next tokens at each step (✓ greedy, ● sampled; colour = model probability)"
-    return plots.sampling_steps_figure(steps, title), table, note
+    return decoding_plots.sampling_steps_figure(steps, title), table, note
 
 
 def beam_view(package, source: str, opts):
@@ -49,4 +49,4 @@ def beam_view(package, source: str, opts):
             f"{opts.beam_size} best continuations by summed log-probability; a hypothesis ends with `<eos>` (★) and "
             f"is then scored log p / length^α. Best: “{best.text}” (score {best.score:.3f}; orange path).")
     title = f"{package.name}: beam search on “{source.strip()[:60]}”"
-    return plots.beam_tree_figure(nodes, title), table, note
+    return decoding_plots.beam_tree_figure(nodes, title), table, note

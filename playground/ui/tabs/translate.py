@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import gradio as gr
 import pandas as pd
 
-from playground.insight import plots
+from playground.insight import decoding_plots
 from playground.errors import PlaygroundError
 from playground.ui.tabs import steps_view
 from playground.serving.library import Library
@@ -119,7 +119,7 @@ def next_token_view(library: Library, session: Session, row: int, k: int = TOP_K
     """Figure and table of the model's top-k next tokens at each step of one output row (1 = the first row). The
     row's model is looked up again by name: it may have been deleted, or its name taken by somebody else's since."""
     if not session.translations:
-        return plots.next_token_figure([]), pd.DataFrame(columns=NEXT_COLUMNS)
+        return decoding_plots.next_token_figure([]), pd.DataFrame(columns=NEXT_COLUMNS)
     row, k = int(row), check_candidates(k)
     if not 1 <= row <= len(session.translations):
         raise PlaygroundError(f"There is no row {row}: the table has {len(session.translations)} rows (1 = the first).")
@@ -128,7 +128,7 @@ def next_token_view(library: Library, session: Session, row: int, k: int = TOP_K
     title = f"Row {row}: “{entry['text'][:60]}” — top {int(k)} next tokens at each step"
     table = pd.DataFrame([[r["step"], r["chosen"], round(r["chosen_prob"], 4),
                            ", ".join(f"{tok} ({p:.2f})" for tok, p in r["top"])] for r in rows], columns=NEXT_COLUMNS)
-    return plots.next_token_figure(rows, title), table
+    return decoding_plots.next_token_figure(rows, title), table
 
 
 def build(session: gr.State, library: Library) -> TranslateTab:
@@ -254,7 +254,7 @@ def build(session: gr.State, library: Library) -> TranslateTab:
                         "previous tokens (not its own guesses) and shows the next tokens it scored highest at each "
                         "step.")
             row_note = gr.Markdown()
-            next_plot = gr.Plot(plots.next_token_figure([]), show_label=False)
+            next_plot = gr.Plot(decoding_plots.next_token_figure([]), show_label=False)
             next_table = gr.Dataframe(pd.DataFrame(columns=NEXT_COLUMNS), label="Next-token table", interactive=False,
                                       wrap=True, column_widths=NEXT_WIDTHS)
             with gr.Accordion("Step by step: greedy versus sampling, and beam search", open=False,
@@ -264,7 +264,8 @@ def build(session: gr.State, library: Library) -> TranslateTab:
                             "top-k, top-p, seed); with beam search, the beams and their scores.")
                 steps_btn = gr.Button("Step through the first sentence", elem_id="translate-steps-button")
                 steps_note = gr.Markdown()
-                steps_plot = gr.Plot(plots.sampling_steps_figure([]), show_label=False, elem_id="translate-steps-plot")
+                steps_plot = gr.Plot(decoding_plots.sampling_steps_figure([]), show_label=False,
+                                     elem_id="translate-steps-plot")
                 steps_table = gr.Dataframe(pd.DataFrame(columns=steps_view.SAMPLING_COLUMNS), label="Steps",
                                            interactive=False, wrap=True, max_height=400,
                                            column_widths=steps_view.COLUMN_WIDTHS)
