@@ -21,7 +21,7 @@ from pathlib import Path
 import common  # first: puts the repository on sys.path
 import torch
 
-from playground.core.tokenizer import pad_batch
+from playground.core.sequences import pad_batch
 from playground.core.decode import DecodeOptions, beam_search, greedy_or_sample, source_ids, translate
 from playground.runtime.device import autocast, resolve_device
 from playground.core.model import Transformer

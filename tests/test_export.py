@@ -16,7 +16,7 @@ import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from playground.data.builtin import DATASETS_DIR
-from playground.core.tokenizer import pad_batch
+from playground.core.sequences import pad_batch
 from playground.core.decode import DecodeOptions, source_ids, translate
 from playground.errors import PlaygroundError
 from playground.export import export_package

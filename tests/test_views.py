@@ -23,7 +23,8 @@ from playground.data.batching import encode_pairs, make_batches  # noqa: E402
 from playground.core.decode import DecodeOptions, beam_search, source_ids, translate  # noqa: E402
 from playground.core.model import Transformer, TransformerConfig  # noqa: E402
 from playground.packages.store import save_package  # noqa: E402
-from playground.core.tokenizer import PAD_ID, pad_batch, train_tokenizer  # noqa: E402
+from playground.core.tokenizer import PAD_ID, train_tokenizer  # noqa: E402
+from playground.core.sequences import pad_batch  # noqa: E402
 from conftest import PAIRS, free_port, refusal_of  # noqa: E402
 
 DEMO = Path(__file__).resolve().parents[1] / "models" / "demo-en-de"

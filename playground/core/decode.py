@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from playground.core.attention_maps import attention_maps
 from playground.core.model import Transformer, TransformerConfig, model_device
-from playground.core.tokenizer import pad_batch, sentence_tokens
+from playground.core.sequences import pad_batch, sentence_tokens
 from playground.errors import PlaygroundError
 from playground.limits import MB, check_time, max_decode_bytes, max_decode_tokens, max_line_chars
 
@@ -350,7 +350,8 @@ def distinct_hypotheses(hypotheses: list[Hypothesis]) -> list[tuple[Hypothesis, 
     return [(h, count) for h, count in merged.values()]
 
 
-def translate(model: Transformer, tokenizer, sentences: list[str], opts: DecodeOptions | None = None) -> list[Translation]:
+def translate(model: Transformer, tokenizer, sentences: list[str],
+              opts: DecodeOptions | None = None) -> list[Translation]:
     """Translate many sentences: sorted by length into batches (less padding), results in input order."""
     opts = opts or DecodeOptions()
     opts.check()

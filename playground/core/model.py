@@ -273,13 +273,15 @@ class Transformer(nn.Module):
         memory, _ = self.encode(src)
         kv = self.memory_kv(memory)
         cfg = self.cfg
-        caches = [LayerCache(src.size(0), cfg.n_heads, cfg.d_model // cfg.n_heads, max_len, memory) for _ in self.decoder]
+        head_dim = cfg.d_model // cfg.n_heads
+        caches = [LayerCache(src.size(0), cfg.n_heads, head_dim, max_len, memory) for _ in self.decoder]
         return DecoderState(kv, self.src_key_mask(src), caches)
 
     @torch.inference_mode()
     def decode_step(self, tokens: torch.Tensor, state: DecoderState) -> torch.Tensor:
         """tokens [B] (the latest target token of each row) -> next-token logits [B,V]; advances the state."""
-        logits, _, _ = self.decode(tokens[:, None], state.memory_kv, state.src_mask, cache=state.caches, start=state.length)
+        logits, _, _ = self.decode(tokens[:, None], state.memory_kv, state.src_mask, cache=state.caches,
+                                   start=state.length)  # [B,1,V]
         state.length += 1
         return logits[:, -1]
 

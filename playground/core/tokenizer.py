@@ -9,8 +9,7 @@ The normaliser is NFC, not NFKC: NFKC rewrites ordinary text ("，" to ",", "…
 make round trips inexact for Chinese, Japanese and typographic punctuation. Special tokens have fixed ids 0-3.
 
 The paper (§5.1) encodes with byte-pair encoding and a vocabulary shared by source and target: the "bpe" kind with
-a joint vocabulary. Also here: how a sentence's tokens sit among the model's positions (<bos>/<eos> around them)
-and padding rows of ids into a batch tensor.
+a joint vocabulary.
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ from collections.abc import Iterable, Sequence
 from itertools import chain
 from pathlib import Path
 
-import torch
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
 from playground.errors import DataError, PackageError
@@ -42,24 +40,6 @@ SPACE_MARKER = "▁"  # U+2581, what Metaspace writes for a space
 _MAX_WORDPIECE_CHARS = 100  # WordPiece maps longer words to <unk>; we cut them into pieces of this size instead
 _CJK_CHARACTER = Regex(r"[\p{Han}\p{Hiragana}\p{Katakana}]")  # no spaces between words: one token each (as BERT)
 _MODEL_KINDS = {"BPE": "bpe", "WordPiece": "wordpiece", "Unigram": "unigram", "WordLevel": "word"}
-SPECIAL_POSITIONS = 2  # room for <bos>/<eos> on top of a sentence's own tokens
-
-
-def model_positions(max_len: int) -> int:
-    """Positions the model needs for sentences of up to `max_len` tokens (TrainConfig.max_len)."""
-    return max_len + SPECIAL_POSITIONS
-
-
-def sentence_tokens(positions: int) -> int:
-    """The inverse of model_positions: the sentence tokens a model with `positions` positions was trained on."""
-    return positions - SPECIAL_POSITIONS
-
-
-def pad_batch(seqs: list[list[int]], length: int | None = None, pad_id: int = PAD_ID) -> torch.Tensor:
-    """[B, length] token ids, each row padded after its tokens (length: the longest row by default). Padded as
-    lists, so the tensor is made in one call (a tensor per row took 2.4x as long)."""
-    length = length or max(len(s) for s in seqs)
-    return torch.tensor([s + [pad_id] * (length - len(s)) for s in seqs], dtype=torch.long)
 
 
 class PairTokenizer:
@@ -153,7 +133,8 @@ class PairTokenizer:
             src_json = src_path.read_text(encoding="utf-8")
             tgt_json = tgt_path.read_text(encoding="utf-8") if tgt_path.is_file() else None
         except (OSError, UnicodeDecodeError) as error:
-            raise PackageError(f"Cannot read the tokenizer in {folder}: {error}. Export the model package again.") from error
+            raise PackageError(
+                f"Cannot read the tokenizer in {folder}: {error}. Export the model package again.") from error
         return cls.from_json_strings(src_json, tgt_json)
 
     def to_json_strings(self) -> tuple[str, str | None]:
@@ -209,7 +190,9 @@ class BpeDropout:
             best_rank, best = None, -1
             for i in range(len(pieces) - 1):
                 rank = self.ranks.get((pieces[i], pieces[i + 1]))
-                if rank is not None and (best_rank is None or rank < best_rank) and not (self.p and rng.random() < self.p):
+                if rank is None or (best_rank is not None and rank >= best_rank):
+                    continue
+                if not (self.p and rng.random() < self.p):  # the merge survives this step's dropout
                     best_rank, best = rank, i
             if best_rank is None:
                 break
@@ -273,7 +256,8 @@ def _train_side(texts: Iterable[str], kind: str, vocab_size: int, min_frequency:
         raise DataError(f"Cannot train a tokenizer: the {side} text is empty.")
     needed = len(SPECIAL_TOKENS) + len(alphabet)
     if kind != "word" and vocab_size < needed:  # words need no full alphabet; the other kinds would lose characters
-        logger.warning("vocab_size %d is below the %d characters and special tokens; using %d", vocab_size, needed, needed)
+        logger.warning("vocab_size %d is below the %d characters and special tokens; using %d",
+                       vocab_size, needed, needed)
         vocab_size = needed
 
     tokenizer = Tokenizer(_model(kind))
@@ -313,7 +297,8 @@ def _model(kind: str) -> models.Model:
     if kind == "bpe":
         return models.BPE(unk_token=unk)
     if kind == "wordpiece":
-        return models.WordPiece(unk_token=unk, continuing_subword_prefix="", max_input_chars_per_word=_MAX_WORDPIECE_CHARS)
+        return models.WordPiece(unk_token=unk, continuing_subword_prefix="",
+                                max_input_chars_per_word=_MAX_WORDPIECE_CHARS)
     if kind == "unigram":
         return models.Unigram()
     return models.WordLevel(unk_token=unk)  # word and char
@@ -359,7 +344,8 @@ def _tokenizer_from_json(text: str, side: str) -> Tokenizer:
     try:
         tokenizer = Tokenizer.from_str(text)
     except Exception as error:  # tokenizers raises a bare Exception for any malformed JSON
-        raise PackageError(f"The {side} tokenizer file is corrupt ({error}). Export the model package again.") from error
+        raise PackageError(
+            f"The {side} tokenizer file is corrupt ({error}). Export the model package again.") from error
     _check_pipeline(tokenizer, side)
     return tokenizer
 

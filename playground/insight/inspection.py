@@ -20,7 +20,8 @@ from playground.core.attention import causal_mask
 from playground.core.decode import (DecodeOptions, Hypothesis, beam_search, filter_logits, sample_tokens, source_ids,
                                     translate)
 from playground.core.model import Transformer, model_device
-from playground.core.tokenizer import SPECIAL_TOKENS, pad_batch, sentence_tokens
+from playground.core.sequences import pad_batch, sentence_tokens
+from playground.core.tokenizer import SPECIAL_TOKENS
 from playground.data.batching import collate, encode_pairs, make_batches
 from playground.errors import DataError, PlaygroundError
 

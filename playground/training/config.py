@@ -9,7 +9,8 @@ from playground.errors import TrainingError
 from playground.limits import MAX_POSITIONS
 from playground.core.model import TransformerConfig
 from playground.training.schedule import SCHEDULES
-from playground.core.tokenizer import BOS_ID, EOS_ID, PAD_ID, model_positions, sentence_tokens
+from playground.core.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from playground.core.sequences import model_positions, sentence_tokens
 
 OPTIMIZERS = ("adam", "adamw")
 EARLY_STOP_METRICS = ("bleu", "chrf", "val_loss", "exact_match")
