@@ -95,14 +95,19 @@ def test_beam_nbest_is_sorted_distinct_and_at_least_as_good_as_greedy(model, tok
             assert t.best.score >= g.best.score - 1e-4
 
 
-def test_beam_scores_match_the_model(model, tokenizer):
-    peaked(model)
-    t = translate(model, tokenizer, SENTENCES[:1], DecodeOptions("beam", beam_size=3, nbest=3, max_len=8))[0]
+def assert_scores_match_the_model(model, t) -> None:
+    """Each hypothesis' token log-probabilities are the model's, teacher-forced on that hypothesis."""
     src = torch.tensor([t.source_ids])
     for h in t.hypotheses:
         tgt = torch.tensor([[model.cfg.bos_id] + h.ids[:-1]])
         logp = model(src, tgt)[0].log_softmax(-1).gather(1, torch.tensor(h.ids)[:, None]).squeeze(1)
         torch.testing.assert_close(logp, torch.tensor(h.token_logprobs), atol=1e-4, rtol=1e-4)
+
+
+def test_beam_scores_match_the_model(model, tokenizer):
+    peaked(model)
+    t = translate(model, tokenizer, SENTENCES[:1], DecodeOptions("beam", beam_size=3, nbest=3, max_len=8))[0]
+    assert_scores_match_the_model(model, t)
 
 
 def test_attention_maps_on_request(model, tokenizer):
@@ -146,11 +151,7 @@ def test_beam_scores_match_the_model_when_sentences_finish_at_different_steps(mo
     results = translate(model, tokenizer, SENTENCES, DecodeOptions("beam", beam_size=3, nbest=3))
     assert len({len(t.best.ids) for t in results}) > 1
     for t in results:
-        src = torch.tensor([t.source_ids])
-        for h in t.hypotheses:
-            tgt = torch.tensor([[model.cfg.bos_id] + h.ids[:-1]])
-            logp = model(src, tgt)[0].log_softmax(-1).gather(1, torch.tensor(h.ids)[:, None]).squeeze(1)
-            torch.testing.assert_close(logp, torch.tensor(h.token_logprobs), atol=1e-4, rtol=1e-4)
+        assert_scores_match_the_model(model, t)
 
 
 def test_long_sources_are_cut_as_the_trainer_cuts_them(tokenizer):
