@@ -16,7 +16,7 @@ import threading
 import time
 from unittest import mock
 
-import common  # first: puts the repository on sys.path
+import common  # first: the allocator is chosen before PyTorch loads
 
 import torch
 
@@ -57,13 +57,8 @@ class Run:
 
 
 def latencies(call, calls: int, rng: random.Random) -> list[float]:
-    times = []
-    for _ in range(calls):
-        began = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - began)
-        time.sleep(rng.uniform(0.1, 0.4))  # a person reads the result before the next
-    return times
+    # a person reads the result before the next
+    return common.call_times(call, calls, after=lambda _: time.sleep(rng.uniform(0.1, 0.4)))
 
 
 def p95(values: list[float]) -> float:

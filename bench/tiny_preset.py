@@ -7,7 +7,7 @@ own time budget, then the demo model's bar on the held-out pairs (exact match >=
 from __future__ import annotations
 
 
-import common  # first: puts the repository on sys.path
+import common  # first: the allocator is chosen before PyTorch loads
 
 from playground.training import events
 from playground.data.builtin import DATASETS_DIR

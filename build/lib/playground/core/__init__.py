@@ -1,0 +1,1 @@
+"""The paper: the Transformer (model.py, attention.py, positional.py), its tokenizer, search and metrics."""

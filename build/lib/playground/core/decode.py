@@ -1,0 +1,425 @@
+"""Search: greedy, sampling (temperature, top-k, top-p) and beam search, batched and with a key/value cache."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+from playground.limits import (MB, check_time, max_attention_cells, max_decode_bytes, max_decode_tokens,
+                               max_line_chars)
+from playground.data.batching import pad_batch, sentence_tokens
+from playground.errors import PlaygroundError
+from playground.core.model import Transformer, TransformerConfig
+
+METHODS = ("greedy", "sample", "beam")
+
+
+@dataclass
+class DecodeOptions:
+    method: str = "greedy"
+    max_len: int | None = None  # target tokens; default 2 * source length + 10, capped by the model
+    temperature: float = 1.0
+    top_k: int = 0  # 0 = no limit
+    top_p: float = 1.0  # 1.0 = no nucleus cut
+    seed: int | None = 0
+    beam_size: int = 5
+    length_penalty: float = 1.0  # beam scores are sum(log p) / length ** length_penalty
+    nbest: int = 1
+    batch_size: int = 64
+    return_attention: bool = False
+
+    def check(self) -> None:
+        problems = []
+        if self.method not in METHODS:
+            problems.append(f"method must be one of {', '.join(METHODS)}, not {self.method!r}")
+        if self.temperature <= 0:
+            problems.append("temperature must be above 0 (use greedy for temperature → 0)")
+        if not 0 < self.top_p <= 1:
+            problems.append("top-p must be in (0, 1]")
+        if self.top_k < 0:
+            problems.append("top-k must be 0 (off) or positive")
+        if self.beam_size < 1 or self.nbest < 1 or self.batch_size < 1:
+            problems.append("beam size, n-best and batch size must be at least 1")
+        if self.seed is not None and not 0 <= self.seed < 2**63:  # torch's generators take 64-bit seeds
+            problems.append(f"seed must be a whole number from 0 to {2**63 - 1}")
+        if self.method == "beam" and self.nbest > self.beam_size:
+            problems.append(f"n-best ({self.nbest}) cannot exceed the beam size ({self.beam_size})")
+        if problems:
+            raise PlaygroundError("Invalid decoding options: " + "; ".join(problems) + ".")
+
+
+@dataclass
+class Hypothesis:
+    ids: list[int]  # target tokens without <bos>, ending with <eos> when the model stopped
+    token_logprobs: list[float]
+    score: float  # sum of log-probabilities (beam: normalised by length ** length_penalty)
+    text: str = ""
+
+
+@dataclass
+class Translation:
+    source: str
+    source_ids: list[int]
+    hypotheses: list[Hypothesis]  # best first
+    attention: dict | None = None  # see attention_maps()
+
+    @property
+    def best(self) -> Hypothesis:
+        return self.hypotheses[0]
+
+    @property
+    def text(self) -> str:
+        return self.best.text
+
+
+@dataclass
+class SearchResult:
+    """Raw search output for one batch: per sentence, hypotheses best first."""
+
+    hypotheses: list[list[Hypothesis]] = field(default_factory=list)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Token-level helpers
+
+
+def cut_line(text: str) -> str:
+    """A line cut to the characters one line may have (playground.limits), before it is encoded: encoding a
+    megabyte only to keep its first max_len tokens costs time and memory for nothing."""
+    return text[: max_line_chars()]
+
+
+def source_ids(tokenizer, texts: list[str], cfg: TransformerConfig) -> list[list[int]]:
+    """Source tokens + <eos>, cut as the trainer cuts them (batching.encode_pairs), so inference never reaches a
+    position that training left unfilled; each text is cut by characters first (cut_line)."""
+    texts = [cut_line(text) for text in texts]
+    return [ids[: sentence_tokens(cfg.max_len)] + [cfg.eos_id] for ids in tokenizer.encode_src_batch(texts)]
+
+
+def output_limit(cfg: TransformerConfig, source_length: int, max_len: int | None) -> int:
+    """The most target tokens a sentence of `source_length` tokens (with <eos>) may decode (see length_limits)."""
+    return max(1, min(max_len if max_len else 2 * source_length + 10, cfg.max_len - 1))
+
+
+def decode_tokens(cfg: TransformerConfig, ids: list[list[int]], opts: DecodeOptions, draws: int = 1) -> int:
+    """The most tokens decoding these sources can take: each sentence's output limit x beams (x draws)."""
+    beams = opts.beam_size if opts.method == "beam" else 1
+    return sum(output_limit(cfg, len(i), opts.max_len) for i in ids) * beams * draws
+
+
+def check_decode_work(cfg: TransformerConfig, ids: list[list[int]], opts: DecodeOptions, draws: int = 1) -> None:
+    """Refuse a quick call whose decoding could take more than max_decode_tokens(), before it starts: the
+    sentences, the output length (the request's, else the package's positions) and the beams together."""
+    tokens, allowed = decode_tokens(cfg, ids, opts, draws), max_decode_tokens()
+    if tokens > allowed:
+        longest = max(output_limit(cfg, len(i), opts.max_len) for i in ids)
+        beams = f" x {opts.beam_size} beams" if opts.method == "beam" else ""
+        raise PlaygroundError(
+            f"This could decode up to {tokens:,} tokens ({len(ids)} sentence{'s' if len(ids) > 1 else ''} of up to "
+            f"{longest:,} output tokens{beams}{f' x {draws} draws' if draws > 1 else ''}); one request may decode "
+            f"at most {allowed:,} here (the operator sets PLAYGROUND_MAX_DECODE_TOKENS). Translate fewer sentences, "
+            "set a lower max output length or beam size, or use `python -m playground translate` for files.")
+
+
+def cache_bytes(cfg: TransformerConfig, source_length: int, output_length: int, beams: int) -> int:
+    """Memory decoding one sentence takes: the decoder's self-attention keys, values and their spare buffer for
+    output_length steps, the cross-attention keys and values of the source, and three rows of logits, per beam."""
+    per_beam = ((2 * cfg.n_decoder_layers + 1) * output_length * cfg.d_model
+                + 2 * cfg.n_decoder_layers * source_length * cfg.d_model + 3 * cfg.tgt_vocab_size)
+    return 4 * beams * per_beam
+
+
+def fitting_batch(cfg: TransformerConfig, ids: list[list[int]], opts: DecodeOptions) -> int:
+    """The batch size that keeps one batch's caches within max_decode_bytes() (at most opts.batch_size);
+    PlaygroundError when even one sentence does not fit."""
+    beams = opts.beam_size if opts.method == "beam" else 1
+    longest = max(len(i) for i in ids)
+    one = cache_bytes(cfg, longest, output_limit(cfg, longest, opts.max_len), beams)
+    allowed = max_decode_bytes()
+    if one > allowed:
+        raise PlaygroundError(
+            f"Decoding one sentence of {longest:,} tokens with {beams} beam{'s' if beams > 1 else ''} needs "
+            f"{one / MB:,.0f} MB of decoder memory; this server allows {allowed / MB:,.0f} MB (the "
+            "operator sets PLAYGROUND_MAX_DECODE_MB). Lower the beam size or the max output length.")
+    return max(1, min(opts.batch_size, allowed // one))
+
+
+def filter_logits(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
+    """Temperature, then keep the top-k tokens, then the smallest set whose probability reaches top-p."""
+    logits = logits / temperature
+    if top_k and top_k < logits.size(-1):
+        kth = logits.topk(top_k, dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_logits, order = logits.sort(dim=-1, descending=True)
+        cumulative = sorted_logits.softmax(-1).cumsum(-1)
+        # drop a token when the tokens before it already reach top_p (the first one always stays)
+        drop_sorted = (cumulative - sorted_logits.softmax(-1)) >= top_p
+        logits = logits.masked_fill(drop_sorted.scatter(-1, order, drop_sorted), float("-inf"))
+    return logits
+
+
+def sample_tokens(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """One token per row of probs [B,V] by inverse-CDF sampling: the same distribution as torch.multinomial at a
+    fraction of its cost for large vocabularies (bench/decode_speed.py)."""
+    cdf = probs.cumsum(-1)
+    u = torch.rand(probs.size(0), 1, generator=generator, device=probs.device) * cdf[:, -1:]
+    return torch.searchsorted(cdf, u, right=True).squeeze(1).clamp_(max=probs.size(-1) - 1)
+
+
+def length_limits(model: Transformer, src: torch.Tensor, max_len: int | None) -> torch.Tensor:
+    """Per sentence: at most max_len target tokens, by default 2 x its own source length + 10 (so a sentence
+    decodes the same alone or in a batch), and never past the model's positions (0 holds <bos>)."""
+    src_lengths = (src != model.cfg.pad_id).sum(1)
+    limits = torch.full_like(src_lengths, max_len) if max_len else 2 * src_lengths + 10
+    return limits.clamp(1, model.cfg.max_len - 1)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Searches over a padded source batch src [B,S]
+
+
+@torch.inference_mode()
+def greedy_or_sample(model: Transformer, src: torch.Tensor, opts: DecodeOptions) -> SearchResult:
+    """One token per step for every sentence; finished rows leave the batch so the rest runs on fewer."""
+    cfg, B = model.cfg, src.size(0)
+    limits = length_limits(model, src, opts.max_len)
+    max_len = int(limits.max())
+    generator = None
+    if opts.method == "sample":
+        generator = torch.Generator(device=src.device)
+        if opts.seed is None:
+            generator.seed()  # a fresh seed for this generator only: torch.seed() would re-seed everyone's global RNG
+        else:
+            generator.manual_seed(opts.seed)
+    state = model.start_decoding(src, max_len)
+    tokens = torch.full((B,), cfg.bos_id, dtype=torch.long, device=src.device)
+    rows = torch.arange(B, device=src.device)  # which sentence each live row belongs to
+    out_ids = torch.full((B, max_len), cfg.pad_id, dtype=torch.long, device=src.device)
+    out_lp = torch.zeros(B, max_len, device=src.device)
+    lengths = torch.zeros(B, dtype=torch.long, device=src.device)
+    for step in range(max_len):
+        check_time()
+        logp = F.log_softmax(model.decode_step(tokens, state).float(), dim=-1)  # [live, V]
+        if generator is None:
+            tokens = logp.argmax(-1)
+        else:
+            probs = filter_logits(logp, opts.temperature, opts.top_k, opts.top_p).softmax(-1)
+            tokens = sample_tokens(probs, generator)
+        out_ids[rows, step] = tokens
+        out_lp[rows, step] = logp.gather(1, tokens[:, None]).squeeze(1)
+        lengths[rows] = step + 1
+        live = (tokens != cfg.eos_id) & (state.length < limits[rows])
+        if not live.any():
+            break
+        if not live.all():
+            keep = live.nonzero().squeeze(1)
+            state.select(keep)
+            rows, tokens = rows[keep], tokens[keep]
+    hypotheses = []
+    for ids, lps, n in zip(out_ids.tolist(), out_lp.tolist(), lengths.tolist()):  # one copy to Python at the end
+        hypotheses.append([Hypothesis(ids[:n], lps[:n], sum(lps[:n]))])
+    return SearchResult(hypotheses)
+
+
+@torch.inference_mode()
+def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
+                trace: list[dict] | None = None) -> SearchResult:
+    """Beam search: K beams per sentence; a hypothesis ends at <eos>; a sentence ends with K finished ones.
+
+    With a `trace` list, one dict per step is appended (for the step-by-step view): "sentences" [n] (the sentence
+    of each live group), "parents" [n][K] (each new beam's beam at the previous step), "tokens" [n][K] and
+    "scores" [n][K] (summed log-probabilities) of the open beams, and "finished": the hypotheses that ended at this
+    step, as {"sentence", "parent", "hypothesis"}."""
+    cfg, B, K = model.cfg, src.size(0), opts.beam_size
+    limits = length_limits(model, src, opts.max_len)
+    max_len = int(limits.max())
+    device = src.device
+    state = model.start_decoding(src, max_len)  # encode each source once, then give each of its K beams a copy
+    state.select(torch.arange(B, device=device).repeat_interleave(K))
+    scores = torch.full((B, K), float("-inf"), device=device)
+    scores[:, 0] = 0.0  # all beams start identical: let only the first one expand
+    history = torch.empty(B, K, 0, dtype=torch.long, device=device)
+    history_lp = torch.empty(B, K, 0, device=device)
+    tokens = torch.full((B * K,), cfg.bos_id, dtype=torch.long, device=device)
+    sentence = torch.arange(B, device=device)  # which sentence each live group of K rows belongs to
+    finished: list[list[Hypothesis]] = [[] for _ in range(B)]
+
+    def finish(b: int, ids: list[int], lps: list[float]) -> Hypothesis:
+        total = sum(lps)
+        finished[b].append(Hypothesis(ids, lps, total / (len(ids) ** opts.length_penalty)))
+        return finished[b][-1]
+
+    for step in range(max_len):
+        check_time()
+        n = sentence.numel()
+        logp = F.log_softmax(model.decode_step(tokens, state).float(), dim=-1)  # [n*K, V]
+        V = logp.size(-1)
+        candidates = (scores[:, :, None] + logp.view(n, K, V)).view(n, K * V)
+        top_scores, top_index = candidates.topk(2 * K, dim=1)  # at most K of them end in <eos>
+        beam, token = top_index // V, top_index % V  # [n, 2K]
+        token_lp = logp.view(n, K, V)[torch.arange(n, device=device)[:, None], beam, token]
+        is_eos = token == cfg.eos_id
+        at_limit = (step + 1 >= limits[sentence])[:, None]  # [n, 1]: this sentence's last step
+
+        # hypotheses that end here: <eos> among the K best candidates, and every open beam at the length limit
+        ends = (is_eos | at_limit) & (torch.arange(2 * K, device=device) < K)
+        ended = []
+        if ends.any():
+            hist, hist_lp = history.tolist(), history_lp.tolist()
+            for i, j in ends.nonzero().tolist():
+                b = sentence[i].item()
+                if len(finished[b]) < K and top_scores[i, j] > float("-inf"):
+                    k = beam[i, j].item()
+                    hyp = finish(b, hist[i][k] + [token[i, j].item()], hist_lp[i][k] + [token_lp[i, j].item()])
+                    ended.append({"sentence": b, "parent": k, "hypothesis": hyp})
+
+        # the K best candidates that do not end become the next beams
+        open_scores = top_scores.masked_fill(is_eos, float("-inf"))
+        scores, pick = open_scores.topk(K, dim=1)  # [n, K]
+        beam, token, token_lp = beam.gather(1, pick), token.gather(1, pick), token_lp.gather(1, pick)
+        history = torch.cat([history.gather(1, beam[:, :, None].expand_as(history)), token[:, :, None]], dim=2)
+        history_lp = torch.cat([history_lp.gather(1, beam[:, :, None].expand_as(history_lp)), token_lp[:, :, None]], dim=2)
+        if trace is not None:
+            trace.append({"sentences": sentence.tolist(), "parents": beam.tolist(), "tokens": token.tolist(),
+                          "scores": scores.tolist(), "finished": ended})
+
+        done = at_limit[:, 0]
+        if ended:  # a sentence is also done once it has K finished hypotheses
+            done = done | torch.tensor([len(finished[b]) >= K for b in sentence.tolist()], device=device)
+        leaving = bool(done.any())
+        if leaving:  # sentences leave: the rest keep searching
+            if done.all():
+                break
+            keep = (~done).nonzero().squeeze(1)
+            sentence, scores, history, history_lp = sentence[keep], scores[keep], history[keep], history_lp[keep]
+            beam, token = beam[keep], token[keep]
+        else:
+            keep = torch.arange(n, device=device)
+        rows = (keep[:, None] * K + beam).view(-1)  # the new beams' parents' rows in the decoder state
+        state.select(rows, memory=leaving)  # among one source's beams the encoder side is the same
+        tokens = token.view(-1)
+
+    results = []
+    for hyps in finished:
+        hyps.sort(key=lambda h: h.score, reverse=True)
+        results.append(hyps[: opts.nbest])
+    return SearchResult(results)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Sentences in, translations out
+
+
+def distinct_hypotheses(hypotheses: list[Hypothesis]) -> list[tuple[Hypothesis, int]]:
+    """The hypotheses (best first) with those of the same text merged: (the best-scored one, how many there were).
+    Beam search can finish the same words as two token sequences ("Student." as "_Student ." and "_St udent ."),
+    and sampling draws the same sentence again and again."""
+    merged: dict[str, list] = {}
+    for h in hypotheses:
+        if h.text in merged:
+            merged[h.text][1] += 1
+        else:
+            merged[h.text] = [h, 1]
+    return [(h, count) for h, count in merged.values()]
+
+
+def model_device(model: Transformer) -> torch.device:
+    return next(model.parameters()).device
+
+
+def translate(model: Transformer, tokenizer, sentences: list[str], opts: DecodeOptions | None = None) -> list[Translation]:
+    """Translate many sentences: sorted by length into batches (less padding), results in input order."""
+    opts = opts or DecodeOptions()
+    opts.check()
+    model.eval()
+    device = model_device(model)
+    ids = source_ids(tokenizer, sentences, model.cfg)
+    if not ids:
+        return []
+    order = sorted(range(len(sentences)), key=lambda i: len(ids[i]))
+    search = beam_search if opts.method == "beam" else greedy_or_sample
+    results: list[Translation | None] = [None] * len(sentences)
+    batch_size = fitting_batch(model.cfg, ids, opts)
+    for start in range(0, len(order), batch_size):
+        chunk = order[start : start + batch_size]
+        found = search(model, pad_batch([ids[i] for i in chunk], pad_id=model.cfg.pad_id).to(device), opts)
+        for i, hyps in zip(chunk, found.hypotheses):
+            for h in hyps:
+                h.text = tokenizer.decode_tgt(h.ids)
+            results[i] = Translation(cut_line(sentences[i]), ids[i], hyps)
+    if opts.return_attention:
+        for t in results:
+            t.attention = attention_maps(model, tokenizer, t.source_ids, [model.cfg.bos_id] + t.best.ids)
+    return results
+
+
+def attention_cells(cfg: TransformerConfig, source: int, target: int) -> int:
+    """Attention weights of one pair over the three kinds: heads x (encoder layers x S^2 + decoder layers x
+    (T^2 + T x S))."""
+    return cfg.n_heads * (cfg.n_encoder_layers * source**2 + cfg.n_decoder_layers * (target**2 + target * source))
+
+
+def fit_attention(cfg: TransformerConfig, src_ids: list[int], tgt_in_ids: list[int]) -> tuple[list[int], list[int]]:
+    """The pair cut to the longest prefixes whose attention maps stay within max_attention_cells(), so the
+    maps are bounded before they are computed (the caller says what was cut); PlaygroundError when the model has so
+    many layers x heads that not even a few tokens fit."""
+    allowed = max_attention_cells()
+    if attention_cells(cfg, len(src_ids), len(tgt_in_ids)) <= allowed:
+        return src_ids, tgt_in_ids
+    keep = 1
+    while attention_cells(cfg, min(len(src_ids), keep + 1), min(len(tgt_in_ids), keep + 1)) <= allowed:
+        keep += 1
+    if keep < 4:
+        raise PlaygroundError(
+            f"This model's {cfg.n_encoder_layers}+{cfg.n_decoder_layers} layers x {cfg.n_heads} heads leave room for "
+            f"fewer than 4 tokens in the {allowed:,} attention weights one request may draw here (the operator sets "
+            "PLAYGROUND_MAX_ATTENTION_CELLS).")
+    return src_ids[:keep], tgt_in_ids[:keep]
+
+
+@torch.inference_mode()
+def attention_maps(model: Transformer, tokenizer, src_ids: list[int], tgt_in_ids: list[int]) -> dict:
+    """Teacher-forced attention of one pair: {"encoder"|"decoder"|"cross": float32 array [L,H,queries,keys],
+    "src_tokens": labels for source positions, "tgt_tokens": labels for target-input positions}. A pair whose maps
+    would pass max_attention_cells() is cut first (fit_attention): "cut" then holds the lengths it had."""
+    lengths = len(src_ids), len(tgt_in_ids)
+    src_ids, tgt_in_ids = fit_attention(model.cfg, src_ids, tgt_in_ids)
+    model.eval()
+    device = model_device(model)
+    src = torch.tensor([src_ids], device=device)
+    tgt = torch.tensor([tgt_in_ids], device=device)
+    _, att = model(src, tgt, return_attention=True)
+    maps = {kind: torch.stack([w[0] for w in ws]).float().cpu().numpy() for kind, ws in att.items()}
+    maps["src_tokens"] = tokenizer.src_tokens(src_ids)
+    maps["tgt_tokens"] = tokenizer.tgt_tokens(tgt_in_ids)
+    maps["cut"] = lengths if lengths != (len(src_ids), len(tgt_in_ids)) else None
+    return maps
+
+
+@torch.inference_mode()
+def next_token_logprobs(model: Transformer, src_ids: list[int], out_ids: list[int]) -> torch.Tensor:
+    """[T, V] float32 log-probabilities on the CPU of the next token at each output position, teacher-forced on the
+    output: the distributions the search saw."""
+    model.eval()
+    device = model_device(model)
+    src = torch.tensor([src_ids], device=device)
+    tgt_in = torch.tensor([[model.cfg.bos_id] + out_ids[:-1]], device=device)
+    return model(src, tgt_in)[0].float().log_softmax(-1).cpu()
+
+
+def top_candidates(probs: torch.Tensor, k: int) -> list[list[tuple[int, float]]]:
+    """Per row of probs [T, V]: the k most likely token ids with their probabilities, best first."""
+    top = probs.topk(min(int(k), probs.size(-1)), dim=-1)
+    return [list(zip(ids, ps)) for ids, ps in zip(top.indices.tolist(), top.values.tolist())]
+
+
+def next_token_table(model: Transformer, tokenizer, src_ids: list[int], out_ids: list[int], k: int = 5) -> list[dict]:
+    """For each produced token: the model's top-k next tokens (teacher-forced on the output) with probabilities."""
+    probs = next_token_logprobs(model, src_ids, out_ids).exp()
+    token = tokenizer.tgt_tokens
+    return [{"step": t + 1, "chosen": token([chosen])[0], "chosen_prob": probs[t, chosen].item(),
+             "top": [(token([i])[0], p) for i, p in top]}
+            for t, (chosen, top) in enumerate(zip(out_ids, top_candidates(probs, k)))]

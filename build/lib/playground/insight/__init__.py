@@ -1,0 +1,1 @@
+"""Looking inside a model: attention maps, the articles' figures, runs compared, and the plotly figures."""

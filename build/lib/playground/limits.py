@@ -1,0 +1,252 @@
+"""What one upload, one run or one session may use: the limits an operator sets by environment variable, and the
+memory this process may really use (its cgroup's limit, its address-space limit, then the host's).
+
+Every size is checked against these from headers and JSON before anything is allocated, so a hostile package or
+form is refused with a number instead of taking the server down.
+
+    PLAYGROUND_MAX_PARAMETERS     largest model loaded, trained or timed (default 300M: the paper's big model is 213M)
+    PLAYGROUND_MAX_<KIND>_BYTES   largest file of each kind in a package (CARD, CONFIG, TRAINING, RESUME_STATE,
+                                  TOKENIZER); weights follow from the parameter limit
+    PLAYGROUND_MAX_DATA_MB / _ROWS  largest data file read (default 200 MB, 2M rows)
+    PLAYGROUND_MAX_SESSION_DATA_MB  sentence pairs one web session may hold in memory (default 512)
+
+What one quick call (translate, attention, step-through, compare, next tokens) may cost, checked from the request and
+the package's config before any work starts (sized on a 2-core CPU: see "Sizing the quick-call limits" in
+docs/ARCHITECTURE.md):
+
+    PLAYGROUND_MAX_REQUEST_CHARS  characters of one request's text (default 50,000: 200 lines of 250)
+    PLAYGROUND_MAX_LINE_CHARS     characters of one line; longer lines are cut before they are encoded (default 2,000)
+    PLAYGROUND_MAX_DECODE_TOKENS  output tokens one call may decode: sentences x max length x beams (default 60,000)
+    PLAYGROUND_MAX_DECODE_MB      the decoder's key/value caches of one batch (default 256); batches shrink to fit
+    PLAYGROUND_MAX_ATTENTION_CELLS  attention weights one call computes and draws, layers x heads x positions^2 over
+                                  the three kinds (default 1,000,000: 4 MB of floats); longer pairs are cut
+    PLAYGROUND_QUICK_CALL_S       seconds one quick call may run; it is stopped there and its worker freed (default 20)
+    PLAYGROUND_MAX_HEADS / _LAYERS / _POSITIONS  the largest model shape served or trained (default 64 heads,
+                                  32 layers per side, 4,096 positions)
+    PLAYGROUND_MAX_PARQUET_ROW_GROUPS  row groups of one Parquet upload (default 2,000)
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from playground.errors import PlaygroundError
+
+KB, MB = 1024, 1024**2
+MAX_POSITIONS = 4096  # positions a model may have (sentence tokens + BOS/EOS); its tables and caches grow with them
+NO_LIMIT = 1 << 60  # cgroup v1 reports "unlimited" as a number near 2**63
+
+
+def env_int(name: str, default: int) -> int:
+    """An operator's integer setting; a value that is not a positive integer is a start-up error that says so."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(float(raw))
+    except ValueError:
+        raise ValueError(f"The environment variable {name}={raw!r} must be a positive number.") from None
+    if value < 1:
+        raise ValueError(f"The environment variable {name}={raw!r} must be a positive number.")
+    return value
+
+
+def max_parameters() -> int:
+    return env_int("PLAYGROUND_MAX_PARAMETERS", 300_000_000)
+
+
+# the files of a package, by kind: a card is kilobytes, a training record a few megabytes (its history grows with
+# the validations), a tokenizer a few megabytes for a 37k vocabulary
+FILE_KINDS = {"README.md": "CARD", "config.json": "CONFIG", "training.json": "TRAINING", "resume.json": "RESUME_STATE",
+              "tokenizer.json": "TOKENIZER", "tokenizer.tgt.json": "TOKENIZER"}
+FILE_DEFAULTS = {"CARD": 256 * KB, "CONFIG": 64 * KB, "TRAINING": 16 * MB, "RESUME_STATE": 1 * MB,
+                 "TOKENIZER": 64 * MB}
+HEADER_BYTES = 16 * MB  # a safetensors header (names, shapes, offsets) is kilobytes; its 8-byte length is checked
+
+
+def max_file_bytes(file_name: str) -> int:
+    """The most bytes a package file of this name may have (weights: 4 bytes per parameter, optimizer state 8)."""
+    if file_name == "model.safetensors":
+        return 4 * max_parameters() + HEADER_BYTES
+    if file_name == "resume.safetensors":
+        return 8 * max_parameters() + HEADER_BYTES
+    kind = FILE_KINDS.get(file_name)
+    if kind is None:
+        raise ValueError(f"{file_name} is not a package file")
+    return env_int(f"PLAYGROUND_MAX_{kind}_BYTES", FILE_DEFAULTS[kind])
+
+
+def env_name(file_name: str) -> str:
+    """The environment variable that raises the limit of this file (for messages)."""
+    kind = FILE_KINDS.get(file_name)
+    return f"PLAYGROUND_MAX_{kind}_BYTES" if kind else "PLAYGROUND_MAX_PARAMETERS"
+
+
+def max_data_bytes() -> int:
+    """Largest data file read (uncompressed); the web app's upload limit follows it."""
+    return env_int("PLAYGROUND_MAX_DATA_MB", 200) * MB
+
+
+def max_data_rows() -> int:
+    return env_int("PLAYGROUND_MAX_DATA_ROWS", 2_000_000)
+
+
+def max_session_data_bytes() -> int:
+    return env_int("PLAYGROUND_MAX_SESSION_DATA_MB", 512) * MB
+
+
+# ----------------------------------------------------------------------------------------------------------
+# What one quick call may cost
+
+
+def max_request_chars() -> int:
+    return env_int("PLAYGROUND_MAX_REQUEST_CHARS", 50_000)
+
+
+def max_line_chars() -> int:
+    return env_int("PLAYGROUND_MAX_LINE_CHARS", 2_000)
+
+
+def max_decode_tokens() -> int:
+    return env_int("PLAYGROUND_MAX_DECODE_TOKENS", 60_000)
+
+
+def max_decode_bytes() -> int:
+    return env_int("PLAYGROUND_MAX_DECODE_MB", 256) * MB
+
+
+def max_attention_cells() -> int:
+    return env_int("PLAYGROUND_MAX_ATTENTION_CELLS", 1_000_000)
+
+
+def quick_call_seconds() -> int:
+    return env_int("PLAYGROUND_QUICK_CALL_S", 20)
+
+
+def max_heads() -> int:
+    return env_int("PLAYGROUND_MAX_HEADS", 64)
+
+
+def max_layers() -> int:
+    return env_int("PLAYGROUND_MAX_LAYERS", 32)
+
+
+def max_positions() -> int:
+    return min(env_int("PLAYGROUND_MAX_POSITIONS", MAX_POSITIONS), MAX_POSITIONS)
+
+
+def max_parquet_row_groups() -> int:
+    return env_int("PLAYGROUND_MAX_PARQUET_ROW_GROUPS", 2_000)
+
+
+# objects + arrays in one package JSON file, counted in its bytes before it is parsed: 14 MB of Python objects at most.
+# A training record's history has a few per validation (its attention probe: layers x target positions lists), and
+# its byte limit stops it near 200 validations of a 6-layer model; 5.5 M empty {} (16 MB) would take 390 MB parsed.
+MAX_JSON_CONTAINERS = 200_000
+
+
+class TimeLimit(PlaygroundError):
+    """A quick call ran past its time limit and was stopped."""
+
+
+_call = threading.local()  # the deadline of the quick call running on this thread (Gradio runs each in a thread)
+
+
+@contextmanager
+def time_limit(seconds: float, advice: str):
+    """Run a quick call under a deadline: `check_time()` (called between decoding steps) raises TimeLimit past it,
+    saying `advice` (what to make smaller). Within another limit, the earlier deadline holds."""
+    outer = getattr(_call, "deadline", None)
+    mine = (time.monotonic() + seconds, seconds, advice)
+    _call.deadline = outer if outer is not None and outer[0] <= mine[0] else mine
+    try:
+        yield
+    finally:
+        _call.deadline = outer
+
+
+def check_time() -> None:
+    """Raise TimeLimit when the quick call on this thread is past its deadline (a no-op outside one)."""
+    deadline = getattr(_call, "deadline", None)
+    if deadline is not None and time.monotonic() > deadline[0]:
+        _call.deadline = None  # said once: the handler's own clean-up may call this again
+        raise TimeLimit(f"This took longer than the {deadline[1]:g} s one request may run on this server, so it was "
+                        f"stopped (the operator sets PLAYGROUND_QUICK_CALL_S). {deadline[2]}")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Memory this process may use
+
+
+def _read_number(path: str) -> int | None:
+    """An integer from a cgroup file; None for "max", a missing file or nonsense."""
+    try:
+        text = Path(path).read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _status_bytes(field: str) -> int | None:
+    """A kB field of /proc/self/status (VmSize, VmRSS, VmHWM) in bytes."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _host_available() -> int | None:
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def memory_limits() -> dict[str, tuple[int, int]]:
+    """{source: (limit bytes, bytes in use)} for each limit that applies to this process: cgroup v2, cgroup v1,
+    the address-space rlimit. Paths are the in-container views (/sys/fs/cgroup), as on a Space."""
+    found = {}
+    v2 = _read_number("/sys/fs/cgroup/memory.max")
+    if v2 is not None:
+        found["cgroup"] = (v2, _read_number("/sys/fs/cgroup/memory.current") or 0)
+    else:
+        v1 = _read_number("/sys/fs/cgroup/memory/memory.limit_in_bytes")
+        if v1 is not None and v1 < NO_LIMIT:
+            found["cgroup"] = (v1, _read_number("/sys/fs/cgroup/memory/memory.usage_in_bytes") or 0)
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY:
+        found["address space"] = (soft, _status_bytes("VmSize") or 0)
+    return found
+
+
+def available_memory_bytes() -> int | None:
+    """What this process can still allocate: the smallest of what its limits leave and the host's MemAvailable."""
+    candidates = [max(0, limit - used) for limit, used in memory_limits().values()]
+    host = _host_available()
+    if host is not None:
+        candidates.append(host)
+    return min(candidates) if candidates else None
+
+
+def memory_limit_bytes() -> int | None:
+    """The process's memory limit (its cgroup's or address-space limit, else the host's total), for messages."""
+    limits = [limit for limit, _ in memory_limits().values()]
+    if not limits:
+        try:
+            limits = [os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")]
+        except (ValueError, OSError):
+            return None
+    return min(limits)

@@ -1,0 +1,232 @@
+"""The shapes a package's JSON files must have (types, ranges, nesting depth), checked at import and at every read,
+so one hostile or broken file is refused with the field's name instead of breaking a listing, a card or the app.
+
+A schema is written with a few small classes: Int/Num (ranges), Str (length), Bool, Opt (None allowed), List (of
+one schema), Obj (named fields, some required; other keys are allowed only where `extra` says so).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from playground.errors import PackageError
+from playground.limits import MAX_POSITIONS
+
+MAX_DEPTH = 16  # the deepest real file (training.json's attention probes) nests 5 levels
+
+
+class Invalid(Exception):
+    """A value that does not fit; `where` is its path in the document (model.d_model, history.loss[3])."""
+
+    def __init__(self, where: str, problem: str):
+        super().__init__(f"{where}: {problem}" if where else problem)
+
+
+def _join(where: str, key: str | int) -> str:
+    return f"{where}[{key}]" if isinstance(key, int) else (f"{where}.{key}" if where else key)
+
+
+@dataclass(frozen=True)
+class Int:
+    lo: int = 0
+    hi: int = 2**62
+
+    def check(self, value, where: str) -> None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise Invalid(where, f"must be a whole number, not {type(value).__name__}")
+        if not self.lo <= value <= self.hi:
+            raise Invalid(where, f"must be between {self.lo:,} and {self.hi:,}, not {value:,}")
+
+
+@dataclass(frozen=True)
+class Num:
+    lo: float = float("-inf")
+    hi: float = float("inf")
+
+    def check(self, value, where: str) -> None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise Invalid(where, f"must be a number, not {type(value).__name__}")
+        if value == value and not self.lo <= value <= self.hi:  # NaN is a legal JSON record of a diverged loss
+            raise Invalid(where, f"must be between {self.lo} and {self.hi}, not {value}")
+
+
+@dataclass(frozen=True)
+class Str:
+    max_len: int = 1000
+
+    def check(self, value, where: str) -> None:
+        if not isinstance(value, str):
+            raise Invalid(where, f"must be text, not {type(value).__name__}")
+        if len(value) > self.max_len:
+            raise Invalid(where, f"is {len(value):,} characters long; at most {self.max_len:,}")
+
+
+@dataclass(frozen=True)
+class Bool:
+    def check(self, value, where: str) -> None:
+        if not isinstance(value, bool):
+            raise Invalid(where, f"must be true or false, not {type(value).__name__}")
+
+
+@dataclass(frozen=True)
+class Opt:
+    inner: object
+
+    def check(self, value, where: str) -> None:
+        if value is not None:
+            self.inner.check(value, where)
+
+
+@dataclass(frozen=True)
+class List:
+    item: object
+    max_items: int = 1_000_000
+
+    def check(self, value, where: str) -> None:
+        if not isinstance(value, list):
+            raise Invalid(where, f"must be a list, not {type(value).__name__}")
+        if len(value) > self.max_items:
+            raise Invalid(where, f"has {len(value):,} items; at most {self.max_items:,}")
+        for i, item in enumerate(value):
+            self.item.check(item, _join(where, i))
+
+
+FREE_NODES = 10_000  # values in a free-form part of a file (a field of unknown shape, the keys a schema does not name)
+
+
+def nodes(value, limit: int) -> int:
+    """The number of JSON values in `value` (itself included), counted up to just past `limit`, without recursion."""
+    count, stack = 0, [value]
+    while stack and count <= limit:
+        item = stack.pop()
+        count += 1
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return count
+
+
+@dataclass(frozen=True)
+class Anything:
+    """Any JSON value of at most max_nodes values (the depth is checked for the whole document)."""
+
+    max_nodes: int = FREE_NODES
+
+    def check(self, value, where: str) -> None:
+        if nodes(value, self.max_nodes) > self.max_nodes:
+            raise Invalid(where, f"holds more than {self.max_nodes:,} values")
+
+
+@dataclass(frozen=True)
+class Obj:
+    fields: dict
+    required: frozenset = field(default_factory=frozenset)
+    extra: bool = True  # keys not in `fields` are allowed (and not checked)
+
+    def check(self, value, where: str) -> None:
+        if not isinstance(value, dict):
+            raise Invalid(where, f"must be an object, not {type(value).__name__}")
+        missing = sorted(self.required - value.keys())
+        if missing:
+            raise Invalid(where, f"lacks {', '.join(missing)}")
+        free = 0  # values under the keys this schema does not name: free-form, so bounded in size
+        for key, item in value.items():
+            if key in self.fields:
+                self.fields[key].check(item, _join(where, key))
+            elif not self.extra:
+                raise Invalid(where, f"has an unknown field {key!r}")
+            else:
+                free += nodes(item, FREE_NODES) + 1
+                if free > FREE_NODES:
+                    raise Invalid(where, f"holds more than {FREE_NODES:,} values in fields of unknown purpose "
+                                         f"({key!r} among them)")
+
+
+class TrainSettings:
+    """A training record's `config`: each TrainConfig field with its declared type (resuming builds a TrainConfig
+    from it). Built on first use: playground.training.config imports this module's users."""
+
+    _schema: Obj | None = None
+
+    def check(self, value, where: str) -> None:
+        if TrainSettings._schema is None:
+            import dataclasses
+
+            from playground.training.config import TrainConfig
+
+            kinds = {"int": Int(), "float": Num(), "str": Str(100), "bool": Bool(),
+                     "tuple[float, float]": List(Num(), 2)}
+            fields = {}
+            for f in dataclasses.fields(TrainConfig):
+                kind = str(f.type)
+                optional = kind.endswith(" | None")
+                inner = kinds.get(kind.removesuffix(" | None"), Anything())  # a type added later: bounded in size
+                fields[f.name] = Opt(inner) if optional else inner
+            TrainSettings._schema = Obj(fields)
+        TrainSettings._schema.check(value, where)
+
+
+def depth(value) -> int:
+    """Nesting depth of a JSON value, without recursion (a hostile file may nest thousands of levels)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        deepest = max(deepest, level)
+        if isinstance(item, dict):
+            stack.extend((v, level + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, level + 1) for v in item)
+    return deepest
+
+
+def validate(data, schema: Obj, what: str) -> None:
+    """Raise PackageError naming `what` (e.g. "training.json in my-model") and the field that does not fit."""
+    if depth(data) > MAX_DEPTH:
+        raise PackageError(f"{what} nests deeper than {MAX_DEPTH} levels; it is not a file this playground wrote.")
+    try:
+        schema.check(data, "")
+    except Invalid as err:
+        raise PackageError(f"{what} is invalid: {err}.") from None
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The package files
+
+VOCAB, SIZE, LAYERS = Int(4, 1_000_000), Int(1, 1_000_000), Int(1, 1000)
+MODEL = Obj({
+    "src_vocab_size": VOCAB, "tgt_vocab_size": VOCAB, "d_model": SIZE, "n_heads": Int(1, 10_000),
+    "n_encoder_layers": LAYERS, "n_decoder_layers": LAYERS, "d_ff": SIZE, "activation": Str(20),
+    "dropout": Num(0, 1), "attention_dropout": Num(0, 1), "positional_encoding": Str(20), "norm_placement": Str(20),
+    "joint_vocab": Bool(), "tie_embeddings": Bool(), "max_len": Int(2, MAX_POSITIONS),
+    "pad_id": Int(0, 999_999), "unk_id": Int(0, 999_999), "bos_id": Int(0, 999_999), "eos_id": Int(0, 999_999),
+}, required=frozenset({"src_vocab_size", "tgt_vocab_size"}))
+CONFIG = Obj({
+    "format_version": Int(), "name": Str(64), "src_lang": Str(64), "tgt_lang": Str(64), "model": MODEL,
+    "tokenizer": Obj({"kind": Str(20), "joint": Bool()}, required=frozenset({"kind", "joint"})),
+    "special_tokens": Obj({k: Int(0, 999_999) for k in ("pad", "unk", "bos", "eos")}),
+    "num_parameters": Int(), "saved_at": Str(64), "versions": Obj({}, extra=True),
+}, required=frozenset({"format_version", "src_lang", "tgt_lang", "model", "tokenizer", "num_parameters"}))
+
+SCORES = {"step": Int(), "val_loss": Num(), "val_ppl": Num(), "bleu": Num(0, 100), "chrf": Num(0, 100),
+          "exact_match": Num(0, 1), "sentences": Int()}
+EVAL = Obj(SCORES)
+TRAINING = Obj({
+    "config": TrainSettings(), "steps": Int(), "epochs": Num(0), "params": Int(), "wall_s": Num(0), "device": Str(200),
+    "precision": Str(20), "world_size": Int(1), "tokens_seen": Int(),
+    "data": Obj({"description": Str(1000), "train_pairs": Int(), "val_pairs": Int(), "src_lang": Str(64),
+                 "tgt_lang": Str(64)}),
+    "last": Opt(EVAL), "best": Opt(EVAL), "averaged_from": List(Str(200), 1000),
+    "history": Obj({"steps": List(Int()), "loss": List(Num()), "lr": List(Num()), "elapsed": List(Num()),
+                    "evals": List(EVAL, 100_000),
+                    # the cross-attention of the probe pair: [layers, target positions, source positions]
+                    "probe": List(Obj({"step": Int(), "cross": Anything(MAX_POSITIONS**2),
+                                       "src_tokens": List(Str(), 100_000),
+                                       "tgt_tokens": List(Str(), 100_000)}), 100_000)}),
+})
+RESUME = Obj({"step": Int(), "epoch": Int(), "batch_in_epoch": Int(), "tokens_seen": Int(), "elapsed_s": Num(0),
+              "best": Opt(EVAL), "bad_evals": Int(),
+              "optimizer": Obj({"param_groups": Anything(100_000), "scalars": Anything(100_000)}),
+              "rng_state": List(Int(0, 255), 100_000), "planned_steps": Opt(Int(1)), "warmup_steps": Opt(Int()),
+              "schedule_steps": Opt(Int(1)), "schedule_position": Num(0)},
+             required=frozenset({"step", "optimizer"}))

@@ -1,0 +1,119 @@
+"""Will a training run fit in the device's memory? A rough upper estimate, checked before anything is allocated,
+so a run that cannot fit is refused with a message that says what to change instead of crashing mid-run. And the
+allocator settings that bound what grows with every new batch shape of a CPU run."""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+
+import torch
+
+from playground import limits
+from playground.errors import PackageError, TrainingError
+from playground.core.model import TransformerConfig
+
+M_ARENA_MAX = -8  # glibc's mallopt parameter (malloc.h)
+ARENA_MAX = 2  # one per core of the 2-core machines the presets are sized for; threads share them beyond that
+# oneDNN (bf16 matmuls on the CPU) keeps a compiled kernel per matrix shape, 1,024 by default: every batch brings
+# new shapes, and the cache grew by ~7 MB a step (measured over the first 35 steps). 64 holds one step's shapes.
+ONEDNN_KERNELS_KEPT = "64"
+
+BYTES = 4  # fp32 master weights, gradients, Adam moments and logits (the loss is computed in fp32)
+HEADROOM = 0.9  # leave a tenth of the free memory to the rest of the process
+
+
+def training_memory_bytes(cfg: TransformerConfig, batch_tokens: int, precision: str = "fp32") -> int:
+    """Weights + gradients + Adam's two moments, plus the activations kept for the backward pass of one batch
+    (batch_tokens source + target tokens): per layer the sublayer inputs/outputs, the feed-forward hidden units and
+    the attention weights (for sentences of up to 128 tokens, or max_len when shorter), and the logits over the
+    target vocabulary with their softmax and gradient."""
+    states = 4 * cfg.num_parameters() * BYTES
+    half = batch_tokens // 2  # about half of a batch's tokens are on each side
+    d, f, h, length = cfg.d_model, cfg.d_ff, cfg.n_heads, min(cfg.max_len, 128)
+    per_token = {"encoder": 8 * d + 2 * f + 2 * h * length, "decoder": 12 * d + 2 * f + 4 * h * length}
+    activations = half * (cfg.n_encoder_layers * per_token["encoder"] + cfg.n_decoder_layers * per_token["decoder"])
+    activation_bytes = 2 if precision in ("bf16", "fp16") else 4  # autocast keeps matmul outputs in 16 bits
+    logits = 3 * half * cfg.tgt_vocab_size
+    return states + activations * activation_bytes + (logits + position_table(cfg)) * BYTES
+
+
+def position_table(cfg: TransformerConfig) -> int:
+    """Floats of the sinusoidal position table (a buffer, not a parameter), one per encoder and decoder side."""
+    return 2 * cfg.max_len * cfg.d_model if cfg.positional_encoding == "sinusoidal" else 0
+
+
+def free_memory_bytes(device: torch.device) -> int | None:
+    """Free memory on the device (for the CPU: what this process's cgroup or rlimit leaves, at most the host's
+    MemAvailable), or None where it cannot be read."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    if device.type == "cpu":
+        return limits.available_memory_bytes()
+    return None
+
+
+def check_parameter_limit(params: int, error: type[Exception] = TrainingError) -> None:
+    """Refuse a model beyond the operator's limit, before it is built."""
+    limit = limits.max_parameters()
+    if params > limit:
+        raise error(f"This model has {params:,} parameters; this server allows at most {limit:,} "
+                    "(the operator sets PLAYGROUND_MAX_PARAMETERS). Make it smaller: d_model, d_ff, layers or "
+                    "the vocabulary.")
+
+
+def check_shape_limits(cfg: TransformerConfig, error: type[Exception] = TrainingError) -> None:
+    """Refuse heads, layers or positions beyond what this server serves: each request's attention maps, decoding
+    caches and tables grow with them (playground.limits), so a model past them could only be refused call by call."""
+    shape = {"heads": (cfg.n_heads, limits.max_heads(), "PLAYGROUND_MAX_HEADS"),
+             "encoder layers": (cfg.n_encoder_layers, limits.max_layers(), "PLAYGROUND_MAX_LAYERS"),
+             "decoder layers": (cfg.n_decoder_layers, limits.max_layers(), "PLAYGROUND_MAX_LAYERS"),
+             "positions (max_len)": (cfg.max_len, limits.max_positions(), "PLAYGROUND_MAX_POSITIONS")}
+    over = [f"{value:,} {name} (at most {allowed:,}; the operator sets {env})"
+            for name, (value, allowed, env) in shape.items() if value > allowed]
+    if over:
+        raise error(f"This model has {'; '.join(over)}: more than this server serves.")
+
+
+def check_model_loads(cfg: TransformerConfig) -> None:
+    """A package's model (fp32 weights and position tables, plus the file's bytes while they are copied in) must fit
+    in memory, and its shape within what the server serves."""
+    params = cfg.num_parameters()
+    check_parameter_limit(params, PackageError)
+    check_shape_limits(cfg, PackageError)
+    free = limits.available_memory_bytes()
+    need = (2 * params + position_table(cfg)) * BYTES
+    if free is not None and need > HEADROOM * free:
+        raise PackageError(f"This model has {params:,} parameters and needs about {need / 1e9:.1f} GB to load, but "
+                           f"this server has {free / 1e9:.1f} GB free; it was not loaded.")
+
+
+def check_training_fits(cfg: TransformerConfig, batch_tokens: int, device: torch.device, precision: str) -> None:
+    """Refuse a run beyond the parameter limit, the served shapes or the memory free to this process, before anything
+    is allocated."""
+    check_parameter_limit(cfg.num_parameters())
+    check_shape_limits(cfg)
+    free = free_memory_bytes(device)
+    need = training_memory_bytes(cfg, batch_tokens, precision)
+    if free is not None and need > HEADROOM * free:
+        raise TrainingError(
+            f"This run needs about {need / 1e9:.1f} GB but {device.type} has {free / 1e9:.1f} GB free: lower batch "
+            f"tokens (now {batch_tokens}), the maximum length ({cfg.max_len}), d_model ({cfg.d_model}), the number "
+            f"of layers or the vocabulary size ({cfg.tgt_vocab_size}).")
+
+
+@functools.cache
+def keep_allocator_compact() -> bool:
+    """Bound what grows with every new batch shape: oneDNN's kernel cache (it reads its setting when it first runs,
+    so this is called before the first matmul) and glibc's number of heaps. True when glibc took its setting (False
+    off glibc: macOS, musl).
+
+    What glibc's malloc still does (its heap's holes grow with every new batch shape) only another allocator
+    fixes: the entry points preload tcmalloc where it is installed (playground/runtime/allocator.py)."""
+    os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", ONEDNN_KERNELS_KEPT)
+    try:
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(mallopt(M_ARENA_MAX, ARENA_MAX))

@@ -1,0 +1,191 @@
+"""Training as a sequence of time-limited calls (ZeroGPU), one continuous run for the person watching.
+
+On a ZeroGPU Space each `@spaces.GPU` call gets a GPU for a declared number of seconds and is killed past it;
+every argument and every value it yields crosses a process boundary by pickle. So the run is cut into chunks:
+`train_chunk` resumes the package (exactly: weights, optimizer moments, batch position, dropout stream), trains
+until its share of the call's time is used, and saves; `ChunkedRun` calls it again and again and to its consumer
+looks like one playground.training.trainer.Trainer: `run()` yields one stream of events (one Start, the steps, the
+validations, one Done), `stop()` ends it between or within chunks, `history` holds the whole curve.
+
+The tokenizer is trained and the pairs encoded once, before the first call (playground.training.prepared): a call is handed
+the folder they were written to, never the corpus. Each call's seconds follow the measured step time: a run with
+little left asks for a short call (which ZeroGPU admits on a nearly spent quota, and queues first). When the
+platform gives no GPU for a call (playground.errors.GpuUnavailable: a spent quota, an aborted task), the run ends
+with an Interrupted event, its package as saved by its last completed call.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from contextlib import closing
+from dataclasses import asdict
+from pathlib import Path
+from typing import Callable, Iterator
+
+from playground import errors
+
+from playground.training import events
+from playground.training.checkpoint import History
+from playground.training.config import TrainConfig
+from playground.errors import GpuUnavailable, PlaygroundError, TrainingError
+from playground.packages.store import RESUME_STATE, TRAINING, read_json
+from playground.training.prepared import load_prepared, prepare
+from playground.training.trainer import TrainData, Trainer
+
+WORK_SHARE = 0.6  # of a call's seconds spent training; the rest covers loading, a last validation and the save
+MIN_CALL_S = 15  # the shortest call asked for: loading the package and a validation must fit in it
+
+
+def train_chunk(cfg: dict, prepared: str, out_dir: str, resume_from: str | None, seconds: float,
+                stop_file: str) -> Iterator[events.Event]:
+    """One call's worth of a run: resume from `resume_from` (None: start the run) with the data `prepared` holds
+    (playground.training.prepared), train for about WORK_SHARE of `seconds`, save. Ends with a Paused event when the run
+    goes on, or with the run's Done or Error event. Creating `stop_file` stops the run after the current step (it
+    validates and saves as usual)."""
+    began = time.monotonic()
+    data, ready = load_prepared(prepared)
+    trainer = Trainer(TrainConfig.from_dict(cfg), data, out_dir, resume_from=resume_from, prepared=ready)
+    trainer.pause_after_s = max(WORK_SHARE * seconds - (time.monotonic() - began), 0.0)
+    ended = False
+    for event in trainer.run():
+        if os.path.exists(stop_file):
+            trainer.stop()
+        ended = ended or isinstance(event, (events.Done, events.Error))
+        yield event
+    if not ended:
+        yield events.Paused(trainer.step)
+
+
+def in_fresh_process(cfg: dict, prepared: str, out_dir: str, resume_from: str | None, seconds: float,
+                     stop_file: str) -> Iterator[events.Event]:
+    """train_chunk in a Python process of its own (`python -m playground.training.chunked`), its events sent back as JSON
+    lines: for training on the CPU beside a `spaces` that patched this process's torch (on ZeroGPU
+    torch.cuda.is_available() says True here, and torch's own optimizer step then asks CUDA whether it is capturing a
+    graph, which fails). Closing it stops the run, which validates and saves first."""
+    child = subprocess.Popen([sys.executable, "-m", "playground.training.chunked",
+                              json.dumps([cfg, prepared, out_dir, resume_from, seconds, stop_file])],
+                             stdout=subprocess.PIPE, text=True, encoding="utf-8",
+                             env={**os.environ, "PYTHONPATH": os.pathsep.join(  # this checkout's playground
+                                 filter(None, [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")]))})
+    try:
+        for line in child.stdout:
+            message = json.loads(line)
+            if "refused" in message:
+                kind = getattr(errors, message["refused"], PlaygroundError)
+                raise kind(message["message"])
+            yield getattr(events, message["event"])(**message["fields"])
+        if child.wait() != 0:
+            raise TrainingError("The training process ended early (its log says why); the package keeps its last "
+                                "save: continue it again.")
+    finally:
+        if child.poll() is None:  # the consumer went away: the run validates, saves and ends
+            Path(stop_file).touch()
+            child.wait(timeout=300)
+
+
+def chunk_duration(cfg: dict, prepared: str, out_dir: str, resume_from: str | None, seconds: float,
+                   stop_file: str) -> int:
+    """train_chunk's declared duration (`spaces.GPU(duration=...)` takes a function of the call's arguments): the
+    seconds ChunkedRun gave the call."""
+    return math.ceil(seconds)
+
+
+def saved_step(folder: Path) -> int:
+    """The step of the run state saved in `folder` (0: none saved yet)."""
+    try:
+        return int(json.loads((folder / RESUME_STATE).read_text(encoding="utf-8"))["step"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0
+
+
+class ChunkedRun:
+    """A training run made of calls of `run_chunk` (train_chunk wrapped in `spaces.GPU`, or train_chunk itself),
+    each given at most `chunk_s` seconds. Behaves like a Trainer for its consumer: run(), stop(), history,
+    out_dir."""
+
+    def __init__(self, cfg: TrainConfig, data: TrainData, out_dir: str | Path, resume_from: str | Path | None = None,
+                 *, chunk_s: float = 60, run_chunk: Callable[..., Iterator[events.Event]] = train_chunk):
+        self.cfg, self.data, self.out_dir, self.chunk_s, self.run_chunk = cfg, data, Path(out_dir), chunk_s, run_chunk
+        self.prepared = self.out_dir.parent / f".{self.out_dir.name}.prepared-{uuid.uuid4().hex[:8]}"
+        self.resume_from = str(resume_from) if resume_from is not None else None
+        self.stop_file = self.out_dir.parent / f".{self.out_dir.name}.stop-{uuid.uuid4().hex[:8]}"
+        self.history = History()
+        if resume_from is not None:  # the charts continue the earlier steps, as a resumed Trainer's do
+            training = read_json(Path(resume_from) / TRAINING)
+            self.history = History(**training["history"])
+        self.chunks = 0
+        self.stop_requested = threading.Event()
+
+    def stop(self) -> None:
+        self.stop_requested.set()  # what the Train tab reads to say "Stopping…", as of a Trainer
+        self.stop_file.touch()
+
+    def record(self, event: events.Event) -> None:
+        """Keep the history the way Trainer.run keeps its own: steps, losses, rates and times, then validations."""
+        if isinstance(event, events.Step):
+            self.history.record_step(event.step, event.loss, event.lr, event.elapsed)
+        elif isinstance(event, events.Eval):
+            self.history.evals.append({k: getattr(event, k) for k in ("step", "val_loss", "val_ppl", "bleu", "chrf",
+                                                                      "exact_match")})
+
+    def call_seconds(self, first: events.Step | None, last: events.Step | None) -> float:
+        """The next call's seconds: what the run has left at the speed of the call before (its first to its last
+        step, validations included), with the share for loading and saving; at most chunk_s, at least MIN_CALL_S."""
+        if first is None or last is None or last.step <= first.step:
+            return self.chunk_s
+        step_s = (last.elapsed - first.elapsed) / (last.step - first.step)
+        left = []
+        if last.planned_steps:
+            left.append((last.planned_steps - last.step) * step_s)
+        if self.cfg.max_minutes:
+            left.append(self.cfg.max_minutes * 60 - last.elapsed)
+        if not left:
+            return self.chunk_s
+        return min(self.chunk_s, max(MIN_CALL_S, (min(left) + step_s) / WORK_SHARE))
+
+    def run(self) -> Iterator[events.Event]:
+        resume_from = self.resume_from
+        try:
+            prepare(self.cfg, self.data, self.prepared, resume_from)  # once, here: no call spends GPU time on it
+            seconds = self.chunk_s
+            while True:
+                self.chunks += 1
+                last, first_step, last_step = None, None, None
+                chunk = self.run_chunk(self.cfg.to_dict(), str(self.prepared), str(self.out_dir), resume_from,
+                                       seconds, str(self.stop_file))
+                try:
+                    with closing(chunk):  # a closed consumer closes the chunk too: its trainer saves
+                        for event in chunk:
+                            last = event
+                            if isinstance(event, events.Step):
+                                first_step, last_step = first_step or event, event
+                            if isinstance(event, events.Paused) or (isinstance(event, events.Start) and self.chunks > 1):
+                                continue  # one run for the person: one "start", no seams
+                            self.record(event)
+                            yield event
+                except GpuUnavailable as err:  # refused or aborted: the package stays as its last call saved it
+                    yield events.Interrupted(str(err), saved_step(self.out_dir))
+                    return
+                if not isinstance(last, events.Paused):
+                    return
+                resume_from = str(self.out_dir)  # a paused chunk has saved its state there
+                seconds = self.call_seconds(first_step, last_step)
+        finally:
+            self.stop_file.unlink(missing_ok=True)
+            shutil.rmtree(self.prepared, ignore_errors=True)
+
+
+if __name__ == "__main__":  # in_fresh_process's child: one train_chunk, its events as JSON lines on stdout
+    try:
+        for event in train_chunk(*json.loads(sys.argv[1])):
+            print(json.dumps({"event": type(event).__name__, "fields": asdict(event)}), flush=True)
+    except PlaygroundError as err:
+        print(json.dumps({"refused": type(err).__name__, "message": str(err)}), flush=True)

@@ -1,0 +1,214 @@
+"""How long will training take here? Build the model on the device, time a few real training steps on a
+synthetic batch of `batch_tokens` tokens, and multiply by the planned steps (or stop at the minutes budget).
+
+Used by the web UI before a run starts; nothing here touches data or writes files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from dataclasses import dataclass
+
+import torch
+
+from playground.data.batching import Batch, GlobalBatch
+from playground.training.config import TrainConfig
+from playground.runtime.device import autocast, describe, resolve_device, resolve_precision, sync
+from playground.errors import TrainingError
+from playground.runtime.memory import check_training_fits
+from playground.core.model import Transformer
+from playground.runtime.device import one_thread_on_cpu
+from playground.training.schedule import MIN_USEFUL_STEPS, VALIDATIONS_PER_RUN, planned_steps
+from playground.training.trainer import QUIET_CPU_SHARE, Optimization
+
+SUBWORDS_PER_WORD = {"bpe": 1.4, "wordpiece": 1.4, "unigram": 1.4, "word": 1.0}  # "char" counts characters
+PADDING_OVERHEAD = 1.15  # length-bucketed batches still pad a little; rounding to multiples of 8 adds some
+MAX_PROBE_SECONDS = 0.8  # a full step slower than this is timed on a smaller batch and scaled up
+PROBE_TOKENS = 512  # the warm-up step's batch
+
+
+@dataclass
+class Estimate:
+    params: int
+    device: str
+    precision: str
+    seconds_per_step: float  # one optimizer step on a full batch of batch_tokens tokens
+    tokens_per_s: float
+    planned_steps: int | None  # from max_steps / max_epochs; None when only the minutes budget limits
+    eval_seconds: float  # one validation (loss + greedy decoding of eval_sentences)
+    seconds: float  # the whole run, validations included
+    limited_by: str  # "steps", "epochs" or "minutes"
+    steps: int | None  # the steps expected to run (planned_steps, or what fits in the minutes budget)
+    scaled: bool  # True when the timed batch was smaller than batch_tokens and the time was scaled up
+
+    def too_short(self, max_minutes: float | None) -> str:
+        """A warning, with what to change, when the minutes budget holds too few steps to learn anything visible
+        (schedule.MIN_USEFUL_STEPS); "" otherwise."""
+        if self.limited_by != "minutes" or not max_minutes or (self.steps or 0) >= MIN_USEFUL_STEPS:
+            return ""
+        needed = math.ceil(2 * max_minutes * MIN_USEFUL_STEPS / max(self.steps or 1, 1)) / 2  # in half minutes
+        return (f"⚠️ Only about {self.steps or 0:,} steps fit in {max_minutes:g} minutes on this machine now: too few "
+                f"to learn much (the samples would stay like \"un un un\"). Raise **Max minutes** to about "
+                f"{needed:g}, or train a smaller model (fewer layers, a smaller d_model) or lower **Batch tokens**.")
+
+    def describe(self) -> str:
+        steps = f"{self.steps:,} steps" if self.steps else "an unknown number of steps"
+        return (f"≈ {format_duration(self.seconds)} on {self.device} ({self.precision}): {steps} at "
+                f"≈ {self.seconds_per_step * 1000:,.0f} ms/step ({self.tokens_per_s:,.0f} tokens/s), "
+                f"limited by the {self.limited_by} budget")
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "?"
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    if seconds < 3 * 86400:
+        return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+    return f"{seconds / 86400:,.0f} days"
+
+
+def build_model(cfg: TrainConfig, vocab_size: int, device: torch.device) -> Transformer:
+    """The model a run with this config would train, with a joint vocabulary of `vocab_size`, on `device`."""
+    with device:
+        return Transformer(cfg.model_config(vocab_size, vocab_size, True))
+
+
+def count_parameters(cfg: TrainConfig, vocab_size: int | None = None) -> int:
+    """Parameters of the model a run with this config would train (joint vocabulary of `vocab_size`, default
+    cfg.vocab_size), counted without building it (TransformerConfig.num_parameters)."""
+    vocab = vocab_size or cfg.vocab_size
+    return cfg.model_config(vocab, vocab, True).num_parameters()
+
+
+def data_tokens(words: int, chars: int, tokenizer: str) -> int:
+    """Rough token count of a text side after tokenization, from its whitespace words and characters."""
+    if tokenizer == "char":
+        return chars
+    return round(words * SUBWORDS_PER_WORD.get(tokenizer, 1.4))
+
+
+def steps_per_epoch(src_tokens: int, tgt_tokens: int, pairs: int, batch_tokens: int) -> int:
+    """Batches in one pass over data with these token counts (+<eos>/<bos> per sentence, some padding)."""
+    total = (src_tokens + tgt_tokens + 2 * pairs) * PADDING_OVERHEAD
+    return max(1, math.ceil(total / max(batch_tokens, 1)))
+
+
+def estimate_training(
+    cfg: TrainConfig,
+    *,
+    seq_len: int | None = None,
+    vocab_size: int | None = None,
+    epoch_steps: int | None = None,
+    timed_steps: int = 3,
+) -> Estimate:
+    """Time `timed_steps` training steps (after one warm-up step) on the device of `cfg` and extrapolate.
+
+    seq_len: tokens per sentence of the synthetic batch (default min(cfg.max_len, 24)); vocab_size: the vocabulary
+    the tokenizer will have (default cfg.vocab_size); epoch_steps: batches per epoch of the real data, needed to turn
+    a max_epochs budget into steps. Raises TrainingError for settings that cannot run.
+    """
+    device = resolve_device(cfg.device)
+    precision = resolve_precision(cfg.precision, device)
+    vocab = vocab_size or cfg.vocab_size
+    length = max(2, min(seq_len or 24, cfg.max_len))
+    check_training_fits(cfg.model_config(vocab, vocab, True), cfg.batch_tokens, device, precision)  # before building
+    rows = max(1, cfg.batch_tokens // (2 * length))
+    try:
+        params, per_step, probe_rows, eval_seconds = _measure(cfg, device, precision, vocab, length, rows, timed_steps)
+    except torch.OutOfMemoryError as err:
+        raise TrainingError(f"A batch of {cfg.batch_tokens} tokens of this model does not fit in the memory of "
+                            f"{describe(device)}: lower batch tokens or the model size.") from err
+    finally:
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+
+    tokens_per_step = rows * 2 * length
+    planned, limited_by = planned_steps(cfg, epoch_steps)
+    # validations every eval_every steps, or (auto) VALIDATIONS_PER_RUN of them whatever the length of the run
+    per_step_with_eval = per_step + (eval_seconds / cfg.eval_every if cfg.eval_every else 0.0)
+    fixed = eval_seconds if cfg.eval_every else VALIDATIONS_PER_RUN * eval_seconds
+    total = planned * per_step_with_eval + fixed if planned else math.inf
+    steps = planned
+    if cfg.max_minutes and cfg.max_minutes * 60 < total:
+        total, limited_by = cfg.max_minutes * 60 + eval_seconds, "minutes"
+        steps = int(max(cfg.max_minutes * 60 - fixed + eval_seconds, per_step) / per_step_with_eval)
+    if planned is None and not math.isfinite(total):
+        limited_by = "epochs"  # max_epochs without knowing the data size
+    return Estimate(params, describe(device), precision, per_step, tokens_per_step / per_step, planned, eval_seconds,
+                    total, limited_by, steps, probe_rows < rows)
+
+
+def _measure(cfg: TrainConfig, device: torch.device, precision: str, vocab: int, length: int, rows: int,
+             timed_steps: int) -> tuple[int, float, int, float]:
+    """(parameters, seconds per full-batch step, rows actually timed, seconds per validation) on the device."""
+    model = build_model(cfg, vocab, device)
+    optimization = Optimization(cfg, model, device, precision)  # the Trainer's own step, optimizer and all
+    generator = torch.Generator().manual_seed(0)
+
+    def make_batch(n_rows: int) -> GlobalBatch:
+        src = torch.randint(4, vocab, (n_rows, length), generator=generator)
+        tgt = torch.randint(4, vocab, (n_rows, length + 1), generator=generator)
+        batch = Batch(src.to(device), tgt[:, :-1].to(device), tgt[:, 1:].to(device), n_rows * length, n_rows * length)
+        return GlobalBatch([batch], batch.n_tokens, batch.n_tokens + batch.n_src_tokens)
+
+    def timed(batch, n: int) -> float:
+        """Median seconds of n steps (the median shrugs off a busy neighbour on a shared machine)."""
+        times = []
+        for _ in range(n):
+            sync(device)
+            start = time.perf_counter()
+            optimization.step(batch, 1, None)
+            sync(device)
+            times.append(time.perf_counter() - start)
+        return sorted(times)[len(times) // 2]
+
+    # warm up on a small batch (kernel selection, allocator) and time it to learn how big a batch can be timed
+    # within MAX_PROBE_SECONDS; full batches slower than that are timed smaller and scaled up
+    probe_rows = max(1, min(rows, PROBE_TOKENS // (2 * length)))
+    small = make_batch(probe_rows)
+    with one_thread_on_cpu(device):
+        optimization.step(small, 1, None)
+        cpu_began = time.thread_time()
+        first = timed(small, 1)
+        busy = (time.thread_time() - cpu_began) / max(first, 1e-9) < QUIET_CPU_SHARE
+    # on a busy CPU the run trains on one thread (Trainer.time_step), so it is timed on one
+    with one_thread_on_cpu(device) if busy else contextlib.nullcontext():
+        batch = small
+        if probe_rows < rows:
+            probe_rows = min(rows, max(probe_rows, int(probe_rows * MAX_PROBE_SECONDS / max(first, 1e-6))))
+            batch = make_batch(probe_rows)
+            optimization.step(batch, 1, None)  # kernels are chosen per shape: warm this one up too
+        per_step = timed(batch, max(1, timed_steps)) * rows / probe_rows
+    with one_thread_on_cpu(device):  # as Trainer.validate decodes
+        eval_seconds = _time_validation(model, cfg, device, precision, length, vocab)
+    return model.num_parameters(), per_step, probe_rows, eval_seconds
+
+
+@torch.inference_mode()
+def _time_validation(model: Transformer, cfg: TrainConfig, device: torch.device, precision: str, length: int,
+                     vocab: int) -> float:
+    """Greedy decoding of eval_sentences (batches of 64, ~length+2 steps each), timed on one decoding step."""
+    model.eval()
+    batch = min(64, max(1, cfg.eval_sentences))
+    src = torch.randint(4, vocab, (batch, length), device=device)
+    with autocast(device, precision):
+        state = model.start_decoding(src, length + 8)
+        tokens = torch.full((batch,), model.cfg.bos_id, dtype=torch.long, device=device)
+        for _ in range(2):  # warm-up
+            model.decode_step(tokens, state)
+        times = []
+        for _ in range(3):
+            sync(device)
+            start = time.perf_counter()
+            model.decode_step(tokens, state)
+            sync(device)
+            times.append(time.perf_counter() - start)
+    per_token = sorted(times)[1]
+    n_batches = math.ceil(cfg.eval_sentences / batch)
+    return n_batches * (length + 2) * per_token * 1.2  # + the validation loss pass

@@ -1,0 +1,91 @@
+"""Validation: the loss on held-out pairs, BLEU/chrF of greedy translations, a few samples, the cross-attention of
+one pair to watch alignment form, and early stopping's rule for what counts as better."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+
+import torch
+
+from playground.data.batching import EncodedPair, collate, make_batches, pad_multiple
+from playground.core.decode import DecodeOptions, attention_maps, translate
+from playground.runtime.device import autocast
+from playground.limits import TimeLimit, time_limit
+from playground.training.loss import smoothed_loss_sum
+from playground.core.metrics import score
+from playground.core.model import Transformer
+from playground.core.tokenizer import BOS_ID, PAD_ID, PairTokenizer
+
+SHOWN_SAMPLES = 5  # sample translations an "eval" event carries
+DECODE_CHUNK = 16  # sentences a time-limited validation decodes between looks at the clock
+
+
+@torch.inference_mode()
+def validation_loss(model: Transformer, val_set: list[EncodedPair], batch_tokens: int, device: torch.device,
+                    precision: str, until: float | None = None) -> float:
+    """Plain NLL per target token (no label smoothing): comparable across runs with different smoothing. With
+    `until` (a time.perf_counter() deadline), the batches after it are left out (the first one always counts)."""
+    model.eval()
+    total, count = torch.zeros((), device=device), 0
+    for indices in make_batches(val_set, batch_tokens, 0, pad_multiple(device)):
+        if count and until is not None and time.perf_counter() > until:
+            break
+        batch = collate(val_set, indices, device)
+        with autocast(device, precision):
+            logits = model(batch.src, batch.tgt_in)
+        total += smoothed_loss_sum(logits, batch.tgt_out, 0.0, PAD_ID)
+        count += batch.n_tokens
+    return total.item() / max(count, 1)
+
+
+def translation_scores(model: Transformer, tokenizer: PairTokenizer, pairs: list[tuple[str, str]],
+                       device: torch.device, precision: str, seconds: float | None = None,
+                       until: float | None = None) -> tuple[dict, list[dict]]:
+    """BLEU, chrF and exact match of greedy translations of `pairs`, and the first few as samples; "sentences" says
+    how many were decoded. With `seconds`, only the chunks of DECODE_CHUNK started within that time (at least one: an
+    untrained model decodes every sentence to its length limit); with `until` (a time.perf_counter() deadline),
+    decoding stops there, between two steps, maybe before the first sentence (the scores then read 0)."""
+    began, hyps = time.perf_counter(), []
+    chunk = DECODE_CHUNK if seconds is not None or until is not None else max(len(pairs), 1)
+    with autocast(device, precision):
+        for start in range(0, len(pairs), chunk):
+            if hyps and seconds is not None and time.perf_counter() - began >= seconds:
+                break
+            left = None if until is None else until - time.perf_counter()
+            if left is not None and left <= 0:
+                break
+            sources = [s for s, _ in pairs[start : start + chunk]]
+            try:
+                with time_limit(left, "") if left is not None else contextlib.nullcontext():
+                    hyps += [t.text for t in translate(model, tokenizer, sources, DecodeOptions("greedy"))]
+            except TimeLimit:
+                break
+    done = pairs[: len(hyps)]
+    scores = score(hyps, [r for _, r in done]) if hyps else None
+    samples = [{"source": s, "reference": r, "hypothesis": h} for (s, r), h in list(zip(done, hyps))[:SHOWN_SAMPLES]]
+    return {"bleu": scores.bleu if scores else 0.0, "chrf": scores.chrf if scores else 0.0,
+            "exact_match": scores.exact_match if scores else 0.0, "sentences": len(hyps)}, samples
+
+
+def probe_attention(model: Transformer, tokenizer: PairTokenizer, pair: EncodedPair) -> dict:
+    """Cross-attention of one encoded pair, teacher-forced, to watch alignment form: "cross" is
+    [layers, target-input positions, source positions], the mean over heads of every layer."""
+    src_ids, tgt_ids = pair
+    maps = attention_maps(model, tokenizer, src_ids, [BOS_ID] + tgt_ids)
+    return {"cross": maps["cross"].mean(axis=1).round(4).tolist(), "src_tokens": maps["src_tokens"],
+            "tgt_tokens": maps["tgt_tokens"]}
+
+
+def perplexity(val_loss: float) -> float:
+    return math.exp(min(val_loss, 50))
+
+
+def is_better(record: dict, best: dict | None, metric: str) -> bool:
+    """Early stopping's rule: higher `metric` is better (lower for val_loss); ties go to the lower validation loss
+    (BLEU is 0 on one-word targets, for one)."""
+    def rank(r: dict) -> tuple[float, float]:
+        return (-r[metric] if metric == "val_loss" else r[metric], -r["val_loss"])
+
+    return best is None or rank(record) > rank(best)

@@ -1,0 +1,279 @@
+"""The web UI: one Blocks app assembled from one small builder per tab (the heavy lifting is in playground/)."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import hmac
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+
+import gradio as gr
+
+from playground.limits import env_int, max_data_bytes
+from playground.serving.library import (Library, Visitor, address_key, issue_token, models_location, server_secret,
+                                shared_mode)
+from playground.ui import sessions
+from playground.ui.tabs import attention as attention_tab
+from playground.ui.tabs import compare as compare_tab
+from playground.ui.tabs import data as data_tab
+from playground.ui.tabs import inside as inside_tab
+from playground.ui.tabs import models as models_tab
+from playground.ui.tabs import train as train_tab
+from playground.ui.tabs import translate as translate_tab
+from playground.ui.state import Session, friendly, model_dropdown, model_names, oauth_available, release_session
+
+CONCURRENCY = 2  # events of one kind running at once (2 CPU cores on a free Space); training: 1 at a time
+QUEUE_SIZE = 20  # personal mode: waiting requests beyond this are turned away with Gradio's "queue is full"
+log = logging.getLogger("playground.ui")
+CACHE_CLEANUP = (600, 3600)  # every 10 min, delete uploads and downloads in Gradio's cache older than an hour
+CSS = """
+#train-status { font-variant-numeric: tabular-nums; }
+#train-status progress { width: 10em; height: 0.8em; vertical-align: middle; }
+/* tables: a header or a number never breaks inside a word (the columns are sized for them); long text still wraps.
+   The column menu (⋮) floats over its header on hover instead of taking 20 px of every header's width */
+.table-wrap span.header { word-break: normal; overflow-wrap: normal; hyphens: none; }
+.table-wrap th .cell-menu-button { position: absolute; right: 0; opacity: 0; }
+.table-wrap th:hover .cell-menu-button, .table-wrap th:focus-within .cell-menu-button { opacity: 1; }
+"""
+
+INTRO = """# Transformer Playground
+Train a small encoder–decoder Transformer ("Attention Is All You Need") on parallel text, watch it learn, translate
+with greedy, sampling or beam search, and look inside its attention. **Data** → **Train** → **Translate** /
+**Attention**; your packages are listed on **Models**; **Inside** draws the figures of the articles this playground
+follows from your model. A demo model (English → German) is ready on **Translate**."""
+
+GLOSSARY = """**The articles** this playground follows: *Grokking Transformers*; *An Introduction to Transformers*; a post
+building on *The Annotated Transformer*; *Transformer Networks* (Bits&Brains); *Demystifying Transformer!* — all
+explaining Vaswani et al., *Attention Is All You Need* (2017).
+
+- **Post-LN / Pre-LN**: where LayerNorm sits in each layer. Post-LN (the paper) normalises after adding a sublayer's
+  output to its input; Pre-LN normalises the input of each sublayer, which trains more steadily at high learning rates.
+- **Noam**: the paper's learning-rate schedule (after Noam Shazeer): a linear warmup, then a decay with 1/√step.
+- **Warmup**: the first steps, in which the learning rate climbs from 0 to its peak.
+- **EMA**: exponential moving average, the smoothed loss curve (each point 0.9 × the previous one + 0.1 × the new loss).
+- **Joint vocabulary**: one tokenizer and one embedding table shared by the source and the target language.
+- **Teacher-forced**: the decoder is fed a given target (the reference, or yours) as its previous tokens instead of
+  its own guesses; training works this way, and so do the next-token and "my target" attention views.
+- **Greedy / sampling / beam search**: pick the likeliest next token; draw it at random (temperature, top-k, top-p);
+  or keep the best few partial translations (the beam) at every step.
+- **n-best**: the best n finished translations of a beam search, listed best first.
+- **Length penalty α**: a beam's score is log p / length^α; without it (α = 0) short outputs win, α = 1 scores the
+  mean log-probability per token.
+- **BLEU / chrF**: how close the translations of validation sentences are to their references, 0–100: BLEU counts
+  matching word n-grams (1 to 4 words), chrF matching character n-grams, which is kinder to small models.
+- **bf16 / fp16 / fp32**: number formats; 16-bit ones halve memory and are fast on recent GPUs, but on a CPU bf16 is
+  often slower than fp32 (precision "auto" measures it). **"(bf16)" after a CPU** means "auto" measured bf16 matrix
+  products faster than fp32 on this CPU (it has bf16 units) and trains in it; the weights are still kept in fp32.
+- **Validation loss (val_loss)**, **NLL per token**: how surprised the model is by the reference translations of the
+  held-out validation pairs: the negative log-likelihood of each reference token, averaged (without label smoothing,
+  so runs with different smoothing compare). Lower is better; 0 would be certain and right. **Perplexity (val_ppl)**
+  is e^loss: the number of equally likely tokens the model is choosing between, on average.
+- **Training loss (label-smoothed)**: the same on the training batches, with label smoothing, so it stays above the
+  validation loss of an equally good model.
+- **Exact match (exact_match)**: the share of validation sentences whose greedy translation equals the reference.
+- **Final / best validation**: the final one is the last validation of a run, the one its saved weights are from
+  (the Models table and the Compare scores show it); the best one is the validation with the best early-stopping
+  metric (the model card shows both).
+- **▁** (in token views): the tokenizer's mark for a token that starts a word: "▁Heute" is "Heute" after a space,
+  "udent." continues the word before it ("▁St" + "udent." = "Student.").
+- **Settings in Compare**: each is named in words with its config key in brackets (the CLI flag spells it with
+  dashes: lr → `--lr`). A resumed run's budgets count the whole run: "max minutes" is the minutes done before the
+  resume plus the minutes added.
+- **Phase line while training**: ⏳ training, 🔎 validating (the loss, then greedy translations for BLEU and chrF),
+  💾 saving the package; the percentage is of the budget that ends the run first.
+"""
+
+
+def mode_line(library: Library) -> str:
+    """The one line that says whether this app is one person's or shared with strangers."""
+    if not library.shared:
+        return "**Personal mode**: one person on this machine; every model in the models folder is yours."
+    return ("**Shared mode**: your models are visible to you alone (sign in to keep them across browsers); "
+            f"up to {library.quotas.models_per_visitor} models per visitor, runs of at most "
+            f"{library.quotas.run_minutes or 0:g} minutes, one at a time.")
+
+
+def storage_secret(secret: bytes) -> str:
+    """What gr.BrowserState encrypts the visitor token with in localStorage. Gradio sends it to every browser in
+    /config, so it is public: derived from the server's secret (stable across restarts, as the token must be), never
+    the secret itself. What keeps a token from being made up is its signature (playground.serving.library.issue_token)."""
+    return hmac.new(secret, b"browser-storage", hashlib.sha256).hexdigest()[:32]
+
+
+def build_app(models_dir: str | os.PathLike | None = None, *, shared: bool | None = None) -> gr.Blocks:
+    """The whole app; `models_dir` holds the packages (created when missing; None: models_location decides).
+    `shared` None: shared_mode() decides (on a Space, or PLAYGROUND_SHARED=1). Nothing heavy runs here."""
+    from playground.ui.zerogpu import device_line
+
+    shared = shared_mode() if shared is None else shared
+    persistent = True
+    if models_dir is None:
+        models_dir, persistent = models_location(shared)
+    library = Library(models_dir, shared=shared, persistent=persistent)
+    start_sweeper(library)
+    secret = server_secret(library.models_dir) if shared else b""
+    with gr.Blocks(title="Transformer Playground", delete_cache=CACHE_CLEANUP) as demo:
+        session = gr.State(Session())
+        token = gr.BrowserState("", storage_key="playground-visitor", secret=storage_secret(secret) if shared else None)
+        with gr.Row():
+            gr.Markdown(INTRO + f"  \n<small>Running on {device_line()}.</small>  \n"
+                        f"<small>{mode_line(library)}</small>", elem_id="intro")
+            if shared and oauth_available():  # one sign-in for the page: it names the visitor (and their pushes)
+                gr.LoginButton(scale=0, min_width=180)
+        with gr.Accordion("Words used here", open=False, elem_id="glossary"):
+            gr.Markdown(GLOSSARY)
+        with gr.Tabs():
+            with gr.Tab("1 · Data", id="data"):
+                data_tab.build(session)
+            with gr.Tab("2 · Train", id="train") as train_page:
+                train = train_tab.build(session, library, train_page)
+            with gr.Tab("3 · Translate", id="translate") as translate_page:
+                translate = translate_tab.build(session, library)
+            with gr.Tab("4 · Attention", id="attention") as attention_page:
+                attention = attention_tab.build(session, library)
+            with gr.Tab("5 · Models", id="models") as models_page:
+                models = models_tab.build(session, library)
+            with gr.Tab("6 · Inside", id="inside") as inside_page:
+                inside = inside_tab.build(session, library)
+            with gr.Tab("7 · Compare", id="compare") as compare_page:
+                compare = compare_tab.build(session, library)
+
+        def pickers(session: Session, translate_model: str | None, attention_model: str | None,
+                    models_model: str | None, resume_from: str | None, inside_model: str | None,
+                    compared: list[str] | None, after_run: bool = False):
+            """Fresh choices for every model picker, keeping what each had selected where it still exists; after a
+            run, "Resume from" and the Inside tab turn to the model this session just trained."""
+            names = model_names(library, session)
+            own = Path(session.run_dir).name if session.run_dir else None
+            own = own if own in names else None
+
+            def pick(keep):
+                return model_dropdown(library, session, keep, names)
+
+            return (pick(translate_model), pick(attention_model), pick(own or models_model),
+                    models_tab.models_frame(library, session),
+                    train_tab.resume_dropdown(library, session, own if after_run and own else resume_from),
+                    pick(own if after_run and own else inside_model),
+                    gr.update(choices=names, value=[n for n in compared or [] if n in names]))
+
+        picker_inputs = [session, translate.model, attention.model, models.model, train.resume_from, inside.model,
+                         compare.models]
+        picker_outputs = [translate.model, attention.model, models.model, models.table, train.resume_from,
+                          inside.model, compare.models]
+        refresh = dict(fn=friendly(pickers), inputs=picker_inputs, outputs=picker_outputs, api_visibility="private",
+                       show_progress="hidden")
+        for event in (train.start_event, train.resume_event, *train.continue_events):
+            event.then(**{**refresh, "fn": friendly(functools.partial(pickers, after_run=True))}).then(
+                **models.show_card)  # the card of a package the run rewrote: its steps and scores
+        for event in models.changed:
+            event.then(**refresh)
+        # the Attention tab starts from the sentence and model last translated
+        translate.translated.then(lambda text, model: (next((ln.strip() for ln in (text or "").splitlines()
+                                                             if ln.strip()), gr.skip()), model),
+                                  [translate.text, translate.model], [attention.source, attention.model],
+                                  api_visibility="private", show_progress="hidden")
+        for page in (train_page, translate_page, attention_page, models_page, inside_page, compare_page):
+            page.select(**refresh)
+        for view in inside.redraw:
+            inside_page.select(**view)
+
+        def welcome(session: Session, token: str | None, profile: gr.OAuthProfile | None, request: gr.Request):
+            """Name the visitor of this page (shared mode): the Hugging Face account when signed in (the models the
+            browser made before signing in come along), else the browser's token, which only this server can have
+            made (sharing.issue_token): a missing or made-up one gets a new one, a new anonymous visitor."""
+            if not library.shared:
+                return gr.skip()
+            address = address_key(sessions.request_address(request), secret)
+            visitor = Visitor.browser(token, secret, address)
+            if visitor is None:
+                token = issue_token(secret)
+                visitor = Visitor.browser(token, secret, address)
+            session.visitor = visitor
+            if profile is not None:
+                signed = Visitor.signed(profile.username)
+                library.adopt(session.visitor, signed)
+                session.visitor = signed
+            return token
+
+        demo.load(welcome, [session, token], [token], api_visibility="private", show_progress="hidden",
+                  queue=False).then(**refresh)
+
+        def release(request: gr.Request) -> None:
+            """A closed tab's session data goes now (Gradio would keep it as long as the server runs)."""
+            release_session(demo, session, request)
+
+        demo.unload(release)
+    # shared: no overall cap, so a pile of queued runs never turns a quick call away ("queue is full"); runs
+    # queue behind their own concurrency id and each visitor has at most one (sharing.Library.run_slot)
+    demo.queue(default_concurrency_limit=CONCURRENCY, max_size=None if shared else QUEUE_SIZE, api_open=not shared)
+    if shared:
+        queue_everything(demo)
+        sessions.start_session_sweeper(demo)
+    return demo
+
+
+def queue_everything(demo: gr.Blocks) -> None:
+    """Shared mode: every event through the queue, where its concurrency limit holds. api_open=False refuses a
+    direct POST /gradio_api/run/… only for queued events; an unqueued one (a quick private step) would still run
+    there, as many at once as a stranger sends."""
+    for fn in demo.fns.values():
+        fn.queue = True
+
+
+_SWEEPERS: set[Path] = set()  # models folders with a sweeper thread in this process
+
+
+def start_sweeper(library: Library) -> None:
+    """Remove leftovers (crashed imports and saves, dead reservations, orphaned snapshots, old download folders, the
+    registry entries of operations that died before writing their package) now and every PLAYGROUND_SWEEP_S seconds
+    (default 600), in a daemon thread: one per models folder and process."""
+    from playground.packages.store import sweep_leftovers
+
+    models_dir = library.models_dir
+    key = models_dir.resolve()
+    if key in _SWEEPERS:
+        return
+    _SWEEPERS.add(key)
+    every = env_int("PLAYGROUND_SWEEP_S", 600)
+
+    def sweep() -> None:
+        for path in sweep_leftovers(models_dir):
+            log.info("removed leftover %s", path)
+        for name in library.repair_registry():
+            log.info("freed the name %s of an operation that died before writing it", name)
+
+    def sweep_forever() -> None:
+        while True:
+            time.sleep(every)
+            try:
+                sweep()
+            except OSError:
+                log.exception("sweeping leftovers failed")
+
+    sweep()  # before the first page: nothing of a crashed run is listed
+    threading.Thread(target=sweep_forever, name="playground-sweeper", daemon=True).start()
+
+
+def launch_options(shared: bool | None = None) -> dict:
+    """Theme, CSS (Gradio 6 takes them in launch(), not in Blocks()), the upload limit Gradio enforces (the data
+    reader's own, playground.limits.max_data_bytes), how many sessions Gradio keeps (PLAYGROUND_MAX_SESSIONS) and,
+    shared, the bounds on uploads per client address and in all (sessions.UploadBounds)."""
+    from starlette.middleware import Middleware
+
+    shared = shared_mode() if shared is None else shared
+    # no "Runs" link in the footer: Gradio's history of a browser's calls, easily taken for training runs
+    return {"theme": gr.themes.Soft(), "css": CSS, "max_file_size": max_data_bytes(),
+            "state_session_capacity": env_int("PLAYGROUND_MAX_SESSIONS", 1000),
+            "footer_links": ["api", "gradio", "settings"], "run_history": False,
+            "app_kwargs": {"middleware": [Middleware(sessions.UploadBounds)]} if shared else None}
+
+
+def launch(demo: gr.Blocks, **kwargs):
+    """Serve on 0.0.0.0:7860; GRADIO_SERVER_NAME / GRADIO_SERVER_PORT override, as do keyword arguments."""
+    options = {"server_name": os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"),
+               "server_port": int(os.environ.get("GRADIO_SERVER_PORT", "7860")), **launch_options(), **kwargs}
+    return demo.launch(**options)

@@ -1,0 +1,253 @@
+"""What strangers' sessions may hold on a shared server, and for how long: the client address a request comes from,
+idle sessions' data given back, one cap on all sessions' data together, and uploads bounded per address.
+
+Gradio keeps a session's state for as long as the server runs unless a browser tab closes (demo.unload), which API
+clients never do; its own expiry (gr.State's time_to_live) counts from the last time a handler *returned* the state,
+and ours is changed in place, so it would never start. Here a sweeper drops a session idle for
+PLAYGROUND_SESSION_IDLE_MINUTES, with the copies of its outputs Gradio keeps, and hands the memory back to the
+system (its visitor is remembered, so a visitor coming back still has their models).
+
+    PLAYGROUND_SESSION_IDLE_MINUTES   a session is let go after this long without a request (default 30)
+    PLAYGROUND_MAX_SESSIONS_DATA_MB   all sessions' sentence pairs together (default: a quarter of the memory)
+    PLAYGROUND_MAX_UPLOAD_MB_PER_ADDRESS / PLAYGROUND_MAX_UPLOAD_MB   uploads per hour from one client address / all
+    PLAYGROUND_TRUST_FORWARDED        take the client address from X-Forwarded-For (on by default on a Space, where
+                                      the proxy sets it); PLAYGROUND_PROXY_HOPS counts proxies from the right instead
+                                      of taking the first address
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import weakref
+from collections import OrderedDict, deque
+
+from playground.errors import DataError
+from playground.limits import MB, env_int, memory_limit_bytes
+from playground.serving.library import env_flag, env_number
+
+log = logging.getLogger("playground.ui")
+FREED = threading.Event()  # something big was let go since the last sweep: give the memory back then
+UPLOAD_WINDOW_S = 3600  # Gradio's cache cleanup deletes uploads older than an hour (app.CACHE_CLEANUP)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Where a request comes from
+
+
+def trust_forwarded() -> bool:
+    if os.environ.get("PLAYGROUND_TRUST_FORWARDED", "").strip() in ("0", "false", "no", "off"):
+        return False
+    return bool(os.environ.get("SPACE_ID")) or env_flag("PLAYGROUND_TRUST_FORWARDED")
+
+
+def client_address(forwarded_for: str | None, peer: str | None) -> str:
+    """The client's address: behind a trusted proxy (a Space's), the one X-Forwarded-For names (the first, or the
+    PLAYGROUND_PROXY_HOPS-th from the right when proxies append); else the socket's peer."""
+    if forwarded_for and trust_forwarded():
+        hops = [h.strip() for h in forwarded_for.split(",") if h.strip()]
+        count = int(env_number("PLAYGROUND_PROXY_HOPS", 0))
+        if hops:
+            return hops[-count] if 0 < count <= len(hops) else hops[0]
+    return peer or "unknown"
+
+
+def request_address(request) -> str:
+    """client_address of a gr.Request (None outside an event: "")."""
+    if request is None:
+        return ""
+    headers = getattr(request, "headers", None) or {}
+    client = getattr(request, "client", None)
+    return client_address(headers.get("x-forwarded-for"), getattr(client, "host", None))
+
+
+def current_address() -> str:
+    """The client address of the event being handled (Gradio's request context), "" outside one."""
+    from gradio.context import LocalContext
+
+    return request_address(LocalContext.request.get(None))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# All sessions' data together
+
+
+_HOLDING: "weakref.WeakValueDictionary[int, object]" = weakref.WeakValueDictionary()  # id -> a Session with data
+_HOLDING_LOCK = threading.Lock()
+
+
+def max_sessions_data_bytes() -> int:
+    default = max(512, (memory_limit_bytes() or 16 * 1024**3) // 4 // MB)
+    return env_int("PLAYGROUND_MAX_SESSIONS_DATA_MB", default) * MB
+
+
+def sessions_data_bytes(besides=None) -> int:
+    """Bytes of sentence pairs all live sessions hold (besides one, whose data is about to be replaced)."""
+    with _HOLDING_LOCK:
+        sessions = [s for s in _HOLDING.values() if s is not besides]
+    return sum(s.data.pairs.nbytes for s in sessions if getattr(s, "data", None) is not None)
+
+
+def check_room(session, new_bytes: int) -> None:
+    """Refuse data that would bring all sessions' data past PLAYGROUND_MAX_SESSIONS_DATA_MB (the server's memory is
+    shared by every visitor); called with the file's size before it is read, and with the pairs' size after."""
+    held, cap = sessions_data_bytes(besides=session), max_sessions_data_bytes()
+    if held + new_bytes > cap:
+        FREED.set()  # the pairs read for nothing
+        raise DataError(f"The server holds {held / MB:,.0f} MB of visitors' data right now; with these "
+                        f"{new_bytes / MB:,.1f} MB it would pass the {cap / MB:,.0f} MB all sessions may hold "
+                        "together (the operator sets PLAYGROUND_MAX_SESSIONS_DATA_MB). Try again in a few minutes "
+                        "(idle sessions let their data go), load a smaller sample, or use a built-in dataset.")
+
+
+def holding(session) -> None:
+    """Count this session's data in sessions_data_bytes from now on (for as long as the session lives)."""
+    with _HOLDING_LOCK:
+        _HOLDING[id(session)] = session
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Idle sessions
+
+
+_KNOWN: "OrderedDict[str, object]" = OrderedDict()  # session hash -> the Visitor of a session that expired
+KNOWN_SESSIONS = 100_000  # a few hundred bytes each
+
+
+def expire_idle(state_holder, idle_s: float, now=None) -> int:
+    """Drop every session idle for longer than idle_s (not one whose run is training): its Session's data and the
+    copies of its outputs Gradio keeps per session (a length histogram of every pair, the preview table), which
+    Gradio itself would keep until PLAYGROUND_MAX_SESSIONS newer ones push it out. Who its visitor was is kept
+    (known_visitor), so a tab that comes back is still the same visitor. Returns how many went."""
+    import datetime
+
+    from playground.ui.state import Session
+
+    now = now or datetime.datetime.now()
+    expired = 0
+    for session_hash, last in list(state_holder.time_last_used.items()):
+        stored = state_holder.session_data.get(session_hash)
+        values = [v for v in stored.state_data.values() if isinstance(v, Session)] if stored else []
+        if (now - last).total_seconds() <= idle_s or any(v.trainer is not None for v in values):
+            continue
+        for session in values:
+            session.release()
+            if session.visitor is not None:
+                _KNOWN[session_hash] = session.visitor
+                while len(_KNOWN) > KNOWN_SESSIONS:
+                    _KNOWN.popitem(last=False)
+        with state_holder.lock:
+            state_holder.session_data.pop(session_hash, None)
+            state_holder.time_last_used.pop(session_hash, None)
+        expired += 1
+    return expired
+
+
+def known_visitor():
+    """The Visitor of the expired session the event being handled belongs to, or None."""
+    from gradio.context import LocalContext
+
+    request = LocalContext.request.get(None)
+    return _KNOWN.get(getattr(request, "session_hash", None) or "")
+
+
+def give_back_memory() -> None:
+    """Hand the memory freed sessions leave to the operating system: the allocator keeps freed blocks for reuse
+    (glibc's per-thread arenas kept ~170 MB after three 8 MB uploads were let go; malloc_trim gave half back)."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    process = ctypes.CDLL(None)
+    release = getattr(process, "MallocExtension_ReleaseFreeMemory", None)  # tcmalloc (playground.runtime.allocator)
+    if release is not None:
+        release()
+    elif hasattr(process, "malloc_trim"):  # glibc
+        process.malloc_trim(0)
+
+
+def start_session_sweeper(demo) -> None:
+    """A daemon thread that lets idle sessions go every PLAYGROUND_SESSION_SWEEP_S seconds (default 60)."""
+    idle_s = env_number("PLAYGROUND_SESSION_IDLE_MINUTES", 30) * 60
+    every = env_number("PLAYGROUND_SESSION_SWEEP_S", 60)
+    demo_ref = weakref.ref(demo)
+
+    def sweep_forever() -> None:
+        while (demo := demo_ref()) is not None:
+            holder = getattr(demo, "state_holder", None)
+            del demo
+            if holder is not None:
+                try:
+                    if count := expire_idle(holder, idle_s):
+                        log.info("let %d idle sessions go", count)
+                    if count or FREED.is_set():
+                        FREED.clear()
+                        give_back_memory()
+                except Exception:  # noqa: BLE001 - a sweep that fails must not end the sweeper
+                    log.exception("releasing idle sessions failed")
+            time.sleep(every)
+
+    threading.Thread(target=sweep_forever, name="playground-sessions", daemon=True).start()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Uploads: Gradio's /upload route takes files from anybody, with or without a session
+
+
+class UploadBounds:
+    """ASGI middleware: the bytes POSTed to Gradio's upload route in the last hour (while Gradio's cache keeps them),
+    per client address and in all, are bounded; a request over either bound, or without a Content-Length (so that
+    its size is known before it is read), is answered 429 / 411 with a sentence. Gradio's max_file_size still
+    bounds each file. A browser's and gradio_client's uploads carry no session, so this is the bound there is."""
+
+    def __init__(self, app, per_address: int | None = None, total: int | None = None, window_s: float = UPLOAD_WINDOW_S):
+        self.app = app
+        self.per_address = per_address or env_int("PLAYGROUND_MAX_UPLOAD_MB_PER_ADDRESS", 600) * MB
+        self.total = total or env_int("PLAYGROUND_MAX_UPLOAD_MB", 3000) * MB
+        self.window_s = window_s
+        self.recent: deque[tuple[float, str, int]] = deque()  # (when, address, bytes), oldest first
+        self.lock = threading.Lock()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] != "POST" or not scope["path"].rstrip("/").endswith("/upload"):
+            return await self.app(scope, receive, send)
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        length = headers.get("content-length", "")
+        if not length.isdigit():
+            return await self.refuse(send, 411, "An upload must say its size (Content-Length).")
+        address = client_address(headers.get("x-forwarded-for"), (scope.get("client") or ("", 0))[0])
+        refusal = self.admit(address, int(length))
+        if refusal:
+            return await self.refuse(send, 429, refusal)
+        return await self.app(scope, receive, send)
+
+    def admit(self, address: str, size: int, now: float | None = None) -> str | None:
+        """Record an upload of size bytes from address, or say why it is refused."""
+        now = time.monotonic() if now is None else now
+        with self.lock:
+            while self.recent and now - self.recent[0][0] > self.window_s:
+                self.recent.popleft()
+            mine = sum(n for _, a, n in self.recent if a == address)
+            everybody = sum(n for _, _, n in self.recent)
+            if mine + size > self.per_address:
+                first = next((t for t, a, _ in self.recent if a == address), now)
+                advice = (f"Try again in {(self.window_s - (now - first)) / 60:.0f} minutes, or upload a smaller "
+                          "file." if mine else "Upload a smaller file.")
+                return (f"This server takes at most {self.per_address / MB:,.0f} MB of uploads an hour from one "
+                        f"network; yours has sent {mine / MB:,.0f} MB. {advice}")
+            if everybody + size > self.total:
+                wait = self.window_s - (now - self.recent[0][0])
+                return (f"This server has taken {everybody / MB:,.0f} MB of uploads in the last hour, the most it "
+                        f"takes ({self.total / MB:,.0f} MB). Try again in {wait / 60:.0f} minutes.")
+            self.recent.append((now, address, size))
+        return None
+
+    @staticmethod
+    async def refuse(send, status: int, message: str) -> None:
+        body = message.encode()
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"text/plain; charset=utf-8"),
+                                (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,260 @@
+"""Attention tab: heatmaps of encoder self-, decoder self- and cross-attention for one sentence pair (the
+model's own translation, or a target typed in and teacher-forced), per head, averaged, or all heads at once;
+plus the cross-attention of a fixed validation pair at each validation of training."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradio as gr
+import numpy as np
+
+from playground.insight import plots
+from playground.errors import PlaygroundError
+from playground.serving.library import Library
+from playground.ui.state import (MODELS, Session, answers, default_model, friendly, model_names, model_picker,
+                                 package_folder, package_probe, quick_call, request_lines)
+
+KINDS = [("Cross-attention (decoder → encoder)", "cross"), ("Encoder self-attention", "encoder"),
+         ("Decoder self-attention (masked)", "decoder")]
+KIND_NAMES = {value: label for label, value in KINDS}
+VIEWS = ["one head", "mean over heads", "all heads (layers × heads)"]
+TARGET_MODES = ["the model's translation", "my target (teacher-forced)"]
+MAX_GRID_MAPS = 96  # heatmaps in the all-heads grid: drawing 96 takes ~0.7 s on a 2-core CPU, 192 ~1.8 s
+# PNG export is drawn by the browser from the chart it shows (plotly.js's own toImage, via the chart's camera
+# button), so the server needs no image engine (kaleido + Chrome)
+PNG_JS = """() => {
+    const chart = document.querySelector('#attention-plot .js-plotly-plot');
+    const camera = chart && chart.querySelector('.modebar-btn[data-title^="Download plot"]');
+    if (camera) camera.click();
+}"""
+
+
+@dataclass
+class AttentionTab:
+    model: gr.Dropdown
+    source: gr.Textbox
+
+
+def axis_tokens(att: dict, kind: str) -> tuple[list[str], list[str]]:
+    """(key tokens, query tokens) of an attention kind."""
+    src, tgt = att["src_tokens"], att["tgt_tokens"]
+    return {"encoder": (src, src), "decoder": (tgt, tgt), "cross": (src, tgt)}[kind]
+
+
+def render(att: dict | None, kind: str, view: str, layer: int, head: int):
+    """The figure for the stored maps: one head, the mean over heads, or the layers x heads grid."""
+    if not att:
+        return plots.empty_figure("Type a source sentence and press “Show attention”.", height=400)
+    weights = att["maps"][kind]  # [L, H, q, k]
+    n_layers, n_heads = weights.shape[:2]
+    layer, head = min(max(int(layer), 0), n_layers - 1), min(max(int(head), 0), n_heads - 1)
+    keys, queries = axis_tokens(att, kind)
+    name = KIND_NAMES[kind]
+    if view == VIEWS[2]:
+        if n_layers * n_heads > MAX_GRID_MAPS:
+            return plots.empty_figure(f"{n_layers} layers × {n_heads} heads are more maps than the grid draws at once "
+                                      f"({MAX_GRID_MAPS}): pick one head, or the mean over heads.", height=400)
+        return plots.attention_grid(weights, keys, queries, f"{name}: all {n_layers} layers × {n_heads} heads")
+    if view == VIEWS[1]:
+        return plots.attention_heatmap(weights[layer].mean(axis=0), keys, queries,
+                                       f"{name}: layer {layer}, mean over {n_heads} heads")
+    return plots.attention_heatmap(weights[layer, head], keys, queries, f"{name}: layer {layer}, head {head}")
+
+
+def sliders(att: dict | None, kind: str, layer: int, head: int):
+    if not att:
+        return gr.update(), gr.update()
+    n_layers, n_heads = att["maps"][kind].shape[:2]
+    return (gr.update(maximum=max(n_layers - 1, 1), value=min(int(layer), n_layers - 1), interactive=n_layers > 1),
+            gr.update(maximum=max(n_heads - 1, 1), value=min(int(head), n_heads - 1), interactive=n_heads > 1))
+
+
+def compute_maps(folder: str, source: str, target_mode: str, target: str) -> dict:
+    """Every attention map of one pair with the package in `folder`: plain values in, numpy arrays out. The texts come
+    cut to a line's characters (request_lines); the maps are bounded by decode.fit_attention, which cuts the pair if needed ("cut": the token counts it had)."""
+    from playground.core.decode import DecodeOptions, attention_maps, check_decode_work, cut_line, source_ids, translate
+    from playground.insight.inspection import check_source
+
+    package = MODELS.get(folder)
+    model, tokenizer = package.model, package.tokenizer
+    source = check_source(source)
+    src_ids = source_ids(tokenizer, [source], model.cfg)[0]
+    if target_mode == TARGET_MODES[1]:
+        target = (target or "").strip()
+        if not target:
+            raise PlaygroundError("Type the target sentence to teacher-force, or choose “the model's translation”.")
+        out_ids = tokenizer.encode_tgt(cut_line(target))
+    else:
+        opts = DecodeOptions("greedy")
+        check_decode_work(model.cfg, [src_ids], opts)
+        hyp = translate(model, tokenizer, [source], opts)[0].best
+        out_ids, target = list(hyp.ids), hyp.text
+        if out_ids and out_ids[-1] == model.cfg.eos_id:
+            out_ids = out_ids[:-1]
+    tgt_in = [model.cfg.bos_id] + out_ids[: model.cfg.max_len - 1]
+    maps = attention_maps(model, tokenizer, src_ids, tgt_in)
+    return {"maps": {k: np.asarray(maps[k]) for k in ("encoder", "decoder", "cross")},
+            "src_tokens": list(maps["src_tokens"]), "tgt_tokens": list(maps["tgt_tokens"]),
+            "model": package.name, "target": target, "cut": maps["cut"]}
+
+
+def cut_note(att: dict) -> str:
+    """What fit_attention cut, said beside the button ("" when nothing was)."""
+    if not att.get("cut"):
+        return ""
+    from playground import limits
+
+    sources, targets = att["cut"]
+    return (f"\n\n✂️ The maps of all {sources} source tokens and {targets} target inputs would pass the "
+            f"{limits.max_attention_cells():,} attention weights one request may draw here (the operator sets "
+            f"PLAYGROUND_MAX_ATTENTION_CELLS): they were computed for the first {len(att['src_tokens'])} and "
+            f"{len(att['tgt_tokens'])}. Shorten the sentence to see all of it.")
+
+
+def read_probe(library: Library, session: Session | None, name: str | None) -> list:
+    """The recorded cross-attention of the package's probe pair, one entry per validation ([] when none)."""
+    if not name:
+        return []
+    try:
+        return package_probe(package_folder(library, session, name))
+    except PlaygroundError:
+        return []
+
+
+def probe_figure(probe: list, index: int):
+    """The index-th recorded cross-attention of the probe pair: every decoder layer side by side, mean over heads."""
+    if not probe:
+        return plots.empty_figure("This model has no attention history (it was not trained here, or never validated).")
+    index = min(max(int(index), 0), len(probe) - 1)
+    p = probe[index]
+    cross = np.asarray(p["cross"], dtype=float)
+    layers = [f"layer {i}" for i in range(cross.shape[0])] if cross.ndim == 3 else ["last layer"]
+    cross = cross.reshape(1, len(layers), *cross.shape[-2:])  # one row of [queries, keys] maps, one per layer
+    return plots.attention_grid(cross, p["src_tokens"], p["tgt_tokens"],
+                                f"Cross-attention of a validation pair at step {p['step']:,} "
+                                f"(validation {index + 1} of {len(probe)})",
+                                row_titles=["mean over heads"], column_titles=layers)
+
+
+def build(session: gr.State, library: Library) -> AttentionTab:
+    first_probe = read_probe(library, None, default_model(model_names(library, None)))
+    # on the CPU on ZeroGPU too (playground.ui.zerogpu); a training step waits for it (playground.runtime.foreground)
+    maps_of = quick_call(compute_maps, "Shorten the sentence (the model's own translation of it is decoded first), "
+                                       "or teacher-force a shorter target.")
+
+    @friendly
+    def show_attention(session: Session, model: str, source: str, target_mode: str = TARGET_MODES[0],
+                       target: str = "", kind: str = "cross", view: str = VIEWS[0], layer: int = 0, head: int = 0):
+        """Compute the attention of one pair and draw it; returns the figure, the target used and a note."""
+        folder = str(package_folder(library, session, model))
+        source_lines, source_cut = request_lines(source, "source")
+        target_lines, target_cut = request_lines(target, "target")
+        session.attention = maps_of(folder, " ".join(source_lines), target_mode, " ".join(target_lines))
+        att = session.attention
+        note = (f"**{att['model']}** · {len(att['src_tokens'])} source tokens (with `<eos>`), "
+                f"{len(att['tgt_tokens'])} target inputs (from `<bos>`); rows are queries, columns keys. "
+                "Hover for the weights." + cut_note(att) + "".join("\n\n" + cut for cut in (source_cut, target_cut)
+                                                                  if cut))
+        return (render(att, kind, view, layer, head), att["target"], note, *sliders(att, kind, layer, head))
+
+    @friendly
+    def redraw(session: Session, kind: str = "cross", view: str = VIEWS[0], layer: int = 0, head: int = 0):
+        """Draw the last computed maps again with another kind, view, layer or head."""
+        return render(session.attention, kind, view, layer, head)
+
+    @friendly
+    def switch(session: Session, kind: str, view: str, layer: int, head: int):
+        """Another kind has its own number of layers: the sliders follow (their change redraws)."""
+        return (redraw(session, kind, view, layer, head), *sliders(session.attention, kind, layer, head))
+
+    def current_figure(session: Session, kind: str, view: str, layer: int, head: int):
+        if not session.attention:
+            raise PlaygroundError("Show some attention first, then export it.")
+        return render(session.attention, kind, view, layer, head)
+
+    @friendly
+    def export_html(session: Session, kind: str = "cross", view: str = VIEWS[0], layer: int = 0, head: int = 0,
+                    offline: bool = False):
+        """The current chart as an HTML file with zoom and hover: a few kB that load plotly.js from its CDN when
+        opened, or (offline) self-contained with plotly.js inside (about 4.7 MB)."""
+        fig = current_figure(session, kind, view, layer, head)
+        path = Path(tempfile.mkdtemp(prefix="attention-")) / f"attention-{kind}.html"
+        fig.write_html(str(path), include_plotlyjs=True if offline else "cdn", full_html=True)
+        return str(path)
+
+    @friendly
+    def pick_model(session: Session, model: str):
+        probe = read_probe(library, session, model)
+        n = len(probe)
+        return (gr.update(maximum=max(n - 1, 1), value=max(n - 1, 0), visible=n > 0, interactive=n > 1),
+                probe_figure(probe, n - 1))
+
+    @friendly
+    def show_probe(session: Session, model: str, index: int = 0):
+        """Cross-attention of the model's fixed validation pair at the index-th validation of its training."""
+        return probe_figure(read_probe(library, session, model), index)
+
+    with gr.Row():
+        with gr.Column(scale=1):
+            model, refreshed = model_picker(library, session, "attention_models")
+            source = gr.Textbox(label="Source sentence", lines=2)
+            target_mode = gr.Radio(TARGET_MODES, value=TARGET_MODES[0], label="Target side",
+                                   info="teacher-forced: the decoder is fed your target as its previous tokens "
+                                        "instead of its own guesses")
+            target = gr.Textbox(label="Target (filled with the model's translation; edit it and choose "
+                                      "“my target” to teacher-force your own)", lines=2)
+            show = gr.Button("Show attention", variant="primary")
+            kind = gr.Radio(KINDS, value="cross", label="Attention")
+            view = gr.Radio(VIEWS, value=VIEWS[0], label="View")
+            layer = gr.Slider(0, 1, 0, step=1, label="Layer")
+            head = gr.Slider(0, 1, 0, step=1, label="Head")
+            with gr.Row():
+                html_btn = gr.Button("Export HTML", size="sm")
+                png_btn = gr.Button("Export PNG", size="sm")
+            offline = gr.Checkbox(False, label="HTML for offline viewing (4.7 MB)",
+                                  info="off: a file of a few kB that loads plotly.js from the internet when opened")
+            export = gr.File(label="Exported chart", interactive=False, height=90)
+            export_note = gr.Markdown()
+        with gr.Column(scale=2):
+            note = gr.Markdown()
+            plot = gr.Plot(render(None, "cross", VIEWS[0], 0, 0), show_label=False, elem_id="attention-plot")
+            with gr.Accordion("Attention over training", open=True, elem_id="attention-over-training"):
+                gr.Markdown("The trainer records the cross-attention (each decoder layer, mean over heads) of one "
+                            "fixed validation pair at every validation: slide through training to watch the "
+                            "alignment form.")
+                probe_step = gr.Slider(0, max(len(first_probe) - 1, 1), max(len(first_probe) - 1, 0), step=1,
+                                       label="Validation", visible=bool(first_probe),
+                                       interactive=len(first_probe) > 1, elem_id="attention-probe-step",
+                                       info="0 = the first validation; the training step is in the chart's title")
+                probe_plot = gr.Plot(probe_figure(first_probe, len(first_probe) - 1), show_label=False,
+                                     elem_id="attention-probe-plot")
+
+    view_inputs = [session, kind, view, layer, head]
+    compute = dict(**answers(show_attention, [plot, target, note, layer, head], note),
+                   inputs=[session, model, source, target_mode, target, kind, view, layer, head])
+    show.click(**compute, api_name="attention")
+    source.submit(**compute, api_visibility="private")
+    kind.change(switch, view_inputs, [plot, layer, head], api_visibility="private", show_progress="hidden")
+    view.change(redraw, view_inputs, [plot], api_name="attention_view", show_progress="hidden")
+    for control in (layer, head):
+        control.change(redraw, view_inputs, [plot], api_visibility="private", show_progress="hidden",
+                       trigger_mode="always_last")
+    html_btn.click(**answers(export_html, [export], export_note), inputs=[*view_inputs, offline],
+                   api_name="export_attention_html")
+    png_btn.click(None, js=PNG_JS)
+    # a file exported from another view than the one on screen would be taken for it
+    gr.on([show.click, source.submit, kind.change, view.change, layer.change, head.change, model.change],
+          lambda: (None, ""), None, [export, export_note], queue=False, show_progress="hidden",
+          api_visibility="private")
+    probe_outputs = dict(fn=pick_model, inputs=[session, model], outputs=[probe_step, probe_plot], api_visibility="private",
+                         show_progress="hidden")
+    # ↻ also rereads the history: a model still training (the demo) gains validations under the same name
+    refreshed.then(**probe_outputs)
+    model.change(**probe_outputs)
+    probe_step.change(show_probe, [session, model, probe_step], [probe_plot], api_name="attention_probe",
+                      show_progress="hidden", trigger_mode="always_last")
+    return AttentionTab(model, source)
+

@@ -1,0 +1,280 @@
+"""Data tab: upload parallel text or pick a built-in dataset, look at it, choose direction and validation split."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradio as gr
+import pandas as pd
+
+from playground.insight import plots
+from playground.errors import DataError
+from playground.ui import sessions
+from playground.ui.state import Session, answers, friendly
+
+PREVIEW_ROWS = 20
+MAX_LEN_WORDS = 256  # longest side kept when reading (the model's own max_len cuts tokens later)
+
+
+@dataclass
+class DataTab:
+    summary: gr.Markdown
+    preview: gr.Dataframe
+    dropped: gr.Dataframe
+    lengths: gr.Plot
+    src_lang: gr.Textbox
+    tgt_lang: gr.Textbox
+    val_fraction: gr.Slider
+
+
+def builtin_choices() -> list[tuple[str, str]]:
+    from playground.data.builtin import BUILTIN_DATASETS
+
+    return [(f"{d.title} ({name})", name) for name, d in BUILTIN_DATASETS.items()]
+
+
+def read_builtin(name: str):
+    """A built-in dataset's training pairs: its shipped TSV when present (fast), else generated on the spot."""
+    from playground.data.builtin import BUILTIN_DATASETS, DATASETS_DIR
+    from playground.data.load import DROP_REASONS, ParallelData, load_parallel
+
+    if name not in BUILTIN_DATASETS:
+        raise DataError(f"There is no built-in dataset {name!r}; choose one of {', '.join(BUILTIN_DATASETS)}.")
+    dataset = BUILTIN_DATASETS[name]
+    path = DATASETS_DIR / name / "train.tsv"
+    if path.is_file():
+        return load_parallel(path, src_lang=dataset.src_lang, tgt_lang=dataset.tgt_lang, max_len=MAX_LEN_WORDS)
+    train, _ = dataset.generate(0)
+    return ParallelData(list(train), dict.fromkeys(DROP_REASONS, 0), "generated", dataset.src_lang, dataset.tgt_lang,
+                        len(train))
+
+
+def read_upload(files, language_hint: tuple[str, str] | None = None) -> tuple[object, str]:
+    """One file (TSV/CSV/JSONL/TMX/Parquet, maybe gzipped) or two aligned plain-text files, source first;
+    `language_hint` picks the pair of a file with more than two languages."""
+    from playground.data.load import load_parallel
+
+    paths = [Path(f if isinstance(f, str) else f.name) for f in (files or [])]
+    if not paths:
+        raise DataError("Upload a file first: one TSV/CSV/JSONL file, or two aligned text files (source, then target).")
+    if len(paths) > 2:
+        raise DataError(f"{len(paths)} files were uploaded; upload one file with both sides, or two aligned files "
+                        "(source first, then target). Clear the upload box (its ×) and upload again.")
+    if len(paths) == 1:
+        return load_parallel(paths[0], max_len=MAX_LEN_WORDS, language_hint=language_hint), paths[0].name
+    return load_parallel(paths[0], paths[1], max_len=MAX_LEN_WORDS), f"{paths[0].name} + {paths[1].name}"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# What the tab shows
+
+
+def split_sizes(n_pairs: int, val_fraction: float) -> tuple[int, int]:
+    """(train, validation) sizes that playground.data.load.split_pairs will produce."""
+    if n_pairs < 2:
+        return n_pairs, 0
+    n_val = min(max(1, round(n_pairs * val_fraction)), 1000, n_pairs - 1)
+    return n_pairs - n_val, n_val
+
+
+def summary_markdown(session: Session, note: str = "") -> str:
+    """The loaded data's summary; `note` (said under its title) marks it when the page shows something else."""
+    data = session.data
+    if data is None:
+        return "*No data loaded yet: pick a built-in dataset or upload a file.*"
+    stats = session.stats()
+    n_train, n_val = split_sizes(len(data.pairs), session.val_fraction)
+    return "\n".join([
+        f"### {session.description}",
+        *([f"⚠️ {note}", ""] if note else []),
+        f"{data.summary()}",
+        "",
+        f"**Direction:** `{session.src_lang}` → `{session.tgt_lang}` · **split:** {n_train:,} training / {n_val:,} "
+        f"validation pairs ({session.val_fraction:.0%} held out, at most 1,000)",
+        "",
+        "| side | words | mean length | median | 95th pct. | longest | distinct words |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+        *(f"| {name} (`{lang}`) | {s.tokens:,} | {s.mean_len:.1f} | {s.median_len:g} | {s.p95_len} | {s.max_len} | "
+          f"{s.vocab_size:,} |" for name, lang, s in (("source", session.src_lang, stats.src),
+                                                      ("target", session.tgt_lang, stats.tgt))),
+    ])
+
+
+def preview_frame(session: Session) -> pd.DataFrame:
+    src, tgt = f"source ({session.src_lang})", f"target ({session.tgt_lang})"
+    if src == tgt:
+        tgt += " "
+    return pd.DataFrame(session.pairs[:PREVIEW_ROWS], columns=[src, tgt])
+
+
+def dropped_frame(session: Session) -> pd.DataFrame:
+    data = session.data
+    columns = ["reason", "rows dropped", "example lines"]
+    if data is None:
+        return pd.DataFrame(columns=columns)
+    rows = [[reason, count, ", ".join(map(str, data.dropped_lines.get(reason, [])))]
+            for reason, count in data.dropped.items()]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def length_figure(session: Session):
+    if session.data is None:
+        return plots.length_histogram([], [])
+    stats = session.stats()
+    return plots.length_histogram(stats.src.lengths, stats.tgt.lengths, session.src_lang, session.tgt_lang)
+
+
+def show(session: Session):
+    """Outputs of every data handler: summary, preview, dropped rows, histogram, language boxes."""
+    return (summary_markdown(session), preview_frame(session), dropped_frame(session), length_figure(session),
+            session.src_lang, session.tgt_lang)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Handlers
+
+
+def _adopt(session: Session, data, description: str, val_fraction: float | None) -> None:
+    from playground.data.load import PackedPairs
+    from playground.limits import max_session_data_bytes
+
+    # every visitor's session keeps its own pairs for as long as it lives: packed, and never past the cap
+    data.pairs = PackedPairs(data.pairs)
+    held, limit = data.pairs.nbytes, max_session_data_bytes()
+    if held > limit:
+        raise DataError(f"These {len(data.pairs):,} pairs take {held / 1e6:,.1f} MB in memory; a session may hold at "
+                        f"most {limit / 1e6:,.1f} MB (the operator sets PLAYGROUND_MAX_SESSION_DATA_MB). Upload a "
+                        "smaller sample.")
+    sessions.check_room(session, held)  # all sessions together, not only this one
+    session.data, session.description = data, description
+    sessions.holding(session)
+    session.src_lang, session.tgt_lang = data.src_lang or "src", data.tgt_lang or "tgt"
+    if val_fraction is not None:
+        session.val_fraction = float(val_fraction)
+
+
+@friendly
+def load_builtin(session: Session, name: str, val_fraction: float = 0.05):
+    """Load a built-in dataset (reverse, numbers, mini-translation) into this session."""
+    from playground.data.builtin import BUILTIN_DATASETS
+
+    data = read_builtin(name)
+    _adopt(session, data, f"Built-in: {BUILTIN_DATASETS[name].title}", val_fraction)
+    return show(session)
+
+
+@friendly
+def load_files(session: Session, files, val_fraction: float = 0.05):
+    """Load uploaded parallel text: one TSV/CSV/JSONL/TMX/Parquet file, or two aligned files (source, then target).
+    The language fields pick the pair of a multilingual TMX or Parquet file. A file that could not be read on its
+    own (one side of two aligned files) waits for the next upload, which is added to it."""
+    new = [str(Path(f if isinstance(f, str) else f.name)) for f in files or []]
+    files = [*[f for f in session.waiting_files if f not in new], *new]  # the box may hold the waiting one already
+    session.waiting_files = []
+    sessions.check_room(session, sum(os.path.getsize(f) for f in files if os.path.isfile(f)))  # before reading
+    try:
+        data, description = read_upload(files, (session.src_lang, session.tgt_lang))
+    except DataError as err:
+        still = (f" Below is still the data loaded before ({session.description}): it is what Train uses."
+                 if session.data is not None else "")
+        if len(files) != 1:
+            raise DataError(f"{err}{still}") from err
+        session.waiting_files = files  # maybe one side: the other one comes next
+        name = Path(files[0]).name
+        raise DataError(f"{err} If {name} is one side of two aligned text files, upload the other side now: it is "
+                        f"added to this one.{still}") from err
+    _adopt(session, data, f"Uploaded: {description}", val_fraction)
+    return (*show(session), files)
+
+
+@friendly
+def forget_files(session: Session) -> str:
+    """The upload box was cleared: the next upload starts afresh. The data loaded from it stays (Train uses it),
+    and its summary says so."""
+    session.waiting_files = []
+    if session.data is None:
+        return summary_markdown(session)
+    return summary_markdown(session, "The upload box was cleared; these pairs stay loaded and are what Train uses "
+                                     "until you load other data.")
+
+
+@friendly
+def swap_direction(session: Session):
+    """Swap source and target: train the other direction."""
+    if session.data is None:
+        raise DataError("Load data first, then swap its direction.")
+    data = session.data
+    data.pairs = data.pairs.swapped()
+    data.src_lang, data.tgt_lang = data.tgt_lang, data.src_lang
+    session.src_lang, session.tgt_lang = session.tgt_lang, session.src_lang
+    return show(session)
+
+
+@friendly
+def set_languages(session: Session, src_lang: str, tgt_lang: str):
+    from playground.data.load import check_language
+
+    session.src_lang = check_language((src_lang or "").strip() or "src", "source language")
+    session.tgt_lang = check_language((tgt_lang or "").strip() or "tgt", "target language")
+    return summary_markdown(session), preview_frame(session), length_figure(session)
+
+
+@friendly
+def set_val_fraction(session: Session, val_fraction: float):
+    session.val_fraction = float(val_fraction)
+    return summary_markdown(session)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Layout
+
+
+def build(session: gr.State) -> DataTab:
+    gr.Markdown("Pick a built-in dataset or upload your own parallel text, then check it below. "
+                "The data stays in this browser session only.")
+    with gr.Row():
+        with gr.Column(scale=1):
+            builtin = gr.Dropdown(builtin_choices(), value="numbers", label="Built-in dataset",
+                                  info="Made by code in the repo; nothing is downloaded.")
+            builtin_btn = gr.Button("Load built-in dataset", variant="primary")
+        with gr.Column(scale=1):
+            files = gr.File(file_count="multiple", label="…or upload parallel text",
+                            file_types=[".tsv", ".csv", ".txt", ".jsonl", ".json", ".tmx", ".xml", ".parquet", ".gz",
+                                        ".de", ".en", ".fr", ".es", ".src", ".tgt"])
+            gr.Markdown("One **TSV/CSV** (source, target columns; a header like `en<TAB>de` names the languages) or "
+                        "**JSON Lines** (`{\"src\": …, \"tgt\": …}`) file, or **two aligned text files** with one "
+                        "sentence per line — select both at once, source first. A **TMX** translation memory or a **Parquet** "
+                        "file (Hugging Face's `translation` column, or two text columns) works too; for a file with "
+                        "more than two languages, type the pair below first. gzip is fine. Uploading the second "
+                        "file after the first adds it: the box keeps both.")
+    note = gr.Markdown(elem_id="data-note")
+    with gr.Row():
+        src_lang = gr.Textbox(label="Source language", value="src", scale=2)
+        tgt_lang = gr.Textbox(label="Target language", value="tgt", scale=2)
+        swap = gr.Button("⇄ Swap direction", scale=1)
+        val_fraction = gr.Slider(0.01, 0.3, value=0.05, step=0.01, label="Validation split",
+                                 info="Share of pairs held out for validation (at most 1,000)", scale=3)
+    blank = Session()  # what the tab shows before any data is loaded: column headers, no rows
+    summary = gr.Markdown(summary_markdown(blank))
+    with gr.Row():
+        with gr.Column(scale=3):
+            preview = gr.Dataframe(preview_frame(blank), label=f"First {PREVIEW_ROWS} pairs", interactive=False,
+                                   wrap=True, max_height=420, column_widths=["50%", "50%"])
+        with gr.Column(scale=2):
+            lengths = gr.Plot(length_figure(blank), show_label=False)
+            dropped = gr.Dataframe(dropped_frame(blank), label="Dropped rows by reason", interactive=False)
+
+    outputs = [summary, preview, dropped, lengths, src_lang, tgt_lang]
+    builtin_btn.click(**answers(load_builtin, outputs, note), inputs=[session, builtin, val_fraction],
+                      api_name="load_builtin")
+    files.upload(**answers(load_files, [*outputs, files], note), inputs=[session, files, val_fraction],
+                 api_name="load_files")
+    files.clear(forget_files, [session], [summary], api_visibility="private", show_progress="hidden")
+    swap.click(**answers(swap_direction, outputs, note), inputs=[session], api_name="swap_direction")
+    gr.on([src_lang.blur, src_lang.submit, tgt_lang.blur, tgt_lang.submit], set_languages,
+          [session, src_lang, tgt_lang], [summary, preview, lengths], api_name="set_languages", show_progress="hidden")
+    val_fraction.change(set_val_fraction, [session, val_fraction], [summary], api_name="set_val_fraction",
+                        show_progress="hidden", trigger_mode="always_last")
+    return DataTab(summary, preview, dropped, lengths, src_lang, tgt_lang, val_fraction)

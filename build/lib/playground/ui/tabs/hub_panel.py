@@ -1,0 +1,92 @@
+"""Models tab, right column: download a package as 🤗 transformers or CTranslate2 zips, and push it to the Hub.
+
+Sign-in: on a Space with OAuth enabled (README front matter `hf_oauth: true`, `hf_oauth_scopes: [contribute-repos]`,
+and `gradio[oauth]` installed) a gr.LoginButton gives the visitor's own token, which may create repos in their
+account; elsewhere the HF_TOKEN environment variable of the person running the app is used, never on a shared app
+(any visitor could push with it). No `from __future__ import annotations` here: Gradio reads the gr.OAuthToken and
+gr.OAuthProfile annotations of the push handler to inject the token and the username."""
+
+import importlib.util
+import shutil
+from pathlib import Path
+
+import gradio as gr
+
+from playground.serving.library import Library
+from playground.ui.state import Session, answers, friendly, oauth_available, package_folder, visitor_of
+
+
+def export_zip(folder: Path, fmt: str, quantization: str, visitor: str) -> str:
+    """Export the package to `fmt` in the visitor's temporary folder for this package and format (their next export
+    of it replaces it) and zip it (the zip holds one folder; the sweep removes the temporary folder once Gradio has
+    copied the zip, as for the package zip)."""
+    from playground.export import export_package
+    from playground.packages.store import export_dir
+
+    work = export_dir(visitor, folder.name, fmt, quantization)
+    suffix = "transformers" if fmt == "transformers" else f"ct2-{quantization}"
+    export_package(str(folder), fmt, str(work / f"{folder.name}-{suffix}"), quantization)
+    archive = shutil.make_archive(str(work / f"{folder.name}-{suffix}"), "zip", work, f"{folder.name}-{suffix}")
+    shutil.rmtree(work / f"{folder.name}-{suffix}")
+    return archive
+
+
+def build(session: gr.State, library: Library, model: gr.Dropdown) -> None:
+    @friendly
+    def transformers_zip(session: Session, name: str):
+        """Zip the package exported for 🤗 transformers (AutoModelForSeq2SeqLM + AutoTokenizer)."""
+        return export_zip(package_folder(library, session, name), "transformers", "float32",
+                          visitor_of(library, session).key)
+
+    @friendly
+    def ctranslate2_zip(session: Session, name: str, quantization: str):
+        """Zip the package exported for CTranslate2 (float32 or int8 weights)."""
+        return export_zip(package_folder(library, session, name), "ctranslate2", quantization,
+                          visitor_of(library, session).key)
+
+    @friendly
+    def push(session: Session, name: str, repo_id: str, private: bool, with_transformers: bool, license: str,
+             oauth_token: gr.OAuthToken | None = None, profile: gr.OAuthProfile | None = None):
+        """Upload the package (and optionally its transformers export) to a new model repo on the Hub; a bare name
+        goes to the signed-in visitor's account."""
+        from playground.serving.hub import check_scope, hub_token, push_package
+
+        if oauth_token is not None:
+            check_scope(oauth_token.scope)
+        token = hub_token(oauth_token.token if oauth_token else None, shared=library.shared)
+        url = push_package(package_folder(library, session, name), repo_id, token, private=private,
+                           with_transformers=with_transformers, license=license.strip() or None,
+                           namespace=profile.username if profile is not None else None)
+        return f"✅ Pushed to [{url}]({url})."
+
+    with gr.Row():
+        hf_btn = gr.Button("⬇ 🤗 transformers zip", size="sm")
+        ct2_btn = gr.Button("⬇ CTranslate2 zip", size="sm")
+    quantization = gr.Radio(["float32", "int8"], value="int8", label="CTranslate2 weights")
+    exported = gr.File(label="Export zip", interactive=False, height=90)
+    export_note = gr.Markdown()
+    with gr.Accordion("Share on the 🤗 Hub", open=False):
+        if oauth_available() and library.shared:
+            gr.Markdown("Sign in with the button at the top of the page: the push goes to your own account.")
+        elif oauth_available():
+            gr.LoginButton()
+        elif library.shared:
+            gr.Markdown("Pushing needs Hugging Face sign-in, which this app has not enabled.")
+        else:
+            gr.Markdown("Uses the `HF_TOKEN` environment variable (a token with write access) of the person "
+                        "running the app.")
+        repo_id = gr.Textbox(label="Repo id (a new repo)", placeholder="model-name, or your-user-name/model-name")
+        with gr.Row():
+            private = gr.Checkbox(True, label="Private")
+            with_transformers = gr.Checkbox(importlib.util.find_spec("transformers") is not None,
+                                            label="Add the 🤗 transformers export (in transformers/)")
+        license = gr.Textbox(label="License (optional, e.g. apache-2.0)", max_lines=1)
+        push_btn = gr.Button("⬆ Push to the Hub")
+        pushed = gr.Markdown()
+
+    hf_btn.click(**answers(transformers_zip, [exported], export_note), inputs=[session, model],
+                 api_name="export_transformers")
+    ct2_btn.click(**answers(ctranslate2_zip, [exported], export_note), inputs=[session, model, quantization],
+                  api_name="export_ctranslate2")
+    push_btn.click(**answers(push, [pushed], pushed), inputs=[session, model, repo_id, private, with_transformers,
+                                                            license], api_name="push_to_hub")

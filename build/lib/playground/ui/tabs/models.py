@@ -1,0 +1,207 @@
+"""Models tab: every package in models/ with its metrics; model card and config; download as zip, upload a zip,
+delete (with a confirmation)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradio as gr
+import pandas as pd
+
+from playground.errors import PackageError
+from playground.serving.library import Library
+from playground.ui.tabs import hub_panel
+from playground.ui.state import (Session, answers, default_model, friendly, model_dropdown, model_names, package_folder,
+                                 package_info, visitor_of)
+
+# the scores are the final validation's (the weights saved); the model card gives the best one too
+COLUMNS = ["name", "direction", "architecture", "parameters", "steps", "final BLEU", "final chrF", "final val loss",
+           "size (MB)", "saved"]
+# all in sight at 1024 px: the numbers and dates get the pixels they need unbroken, names and architectures wrap
+COLUMN_WIDTHS = ["10%", "92px", "16%", "100px", "60px", "64px", "64px", "64px", "64px", "104px"]
+
+
+@dataclass
+class ModelsTab:
+    table: gr.Dataframe
+    model: gr.Dropdown
+    changed: list  # events after which the set of packages may have changed (import, delete)
+    show_card: dict  # listener arguments that redraw the card of the picked model (a run may have changed it)
+
+
+def models_frame(library: Library, session: Session | None) -> pd.DataFrame:
+    """One row per package this session may use, from its JSON files (no weights loaded); a broken package says so
+    in its own row."""
+    rows = []
+    for folder in library.packages(visitor_of(library, session)):
+        try:  # the JSON files are schema-checked (playground.packages.schema), so the fields below have their types
+            info = package_info(folder)
+            config, training = info["config"], info["training"] or {}
+            last = training.get("last") or {}
+            m, tok = config["model"], config["tokenizer"]
+            architecture = (f"{m.get('n_encoder_layers', '?')}+{m.get('n_decoder_layers', '?')} layers, "
+                            f"d_model {m.get('d_model', '?')}, {m.get('n_heads', '?')} heads, "
+                            f"{tok['kind']} {m['src_vocab_size']}")
+            saved = config.get("saved_at") or time.strftime("%Y-%m-%d %H:%M", time.localtime(folder.stat().st_mtime))
+            saved = f"{saved[:10]} {saved[11:16]}" if saved[10:11] == "T" else saved  # ISO: the date and the minute
+        except (PackageError, OSError) as err:  # broken, or deleted while listing
+            rows.append([folder.name, "⚠️ broken", str(err)[:160], None, None, None, None, None, None, None])
+            continue
+        rows.append([
+            folder.name, f"{config['src_lang']} → {config['tgt_lang']}", architecture,
+            config.get("num_parameters"), training.get("steps"),
+            round(last["bleu"], 2) if "bleu" in last else None, round(last["chrf"], 2) if "chrf" in last else None,
+            round(last["val_loss"], 3) if "val_loss" in last else None, round(info["size_bytes"] / 1e6, 2), saved,
+        ])
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def file_size(n_bytes: int) -> str:
+    """"6.59 MB", or "137.4 KB" for a file under a megabyte (not "0.14 MB")."""
+    return f"{n_bytes / 1e6:.2f} MB" if n_bytes >= 1e6 else f"{n_bytes / 1e3:.1f} KB"
+
+
+def card(library: Library, session: Session | None, name: str | None) -> tuple[str, dict]:
+    """The model card (README.md) and config.json of a package."""
+    from playground.packages.store import CARD, read_limited
+
+    if not name:
+        return "*No model selected.*", {}
+    folder = package_folder(library, session, name)
+    info = package_info(folder)
+    # never more than a card's limit is read (a README.md of a gigabyte of zeros is refused, not loaded)
+    text = (read_limited(folder / CARD).decode("utf-8", errors="replace") if (folder / CARD).is_file()
+            else f"# {name}\n\n(no model card)")
+    files = ", ".join(f"`{f}` ({file_size(size)})" for f, size in sorted(info["files"].items()))
+    return f"{text}\n\n**Files:** {files}", info["config"]
+
+
+def zip_bytes(path: Path) -> int:
+    """What a zip expands to (its members' sizes as its directory states them; import_zip checks them)."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return sum(info.file_size for info in zf.infolist())
+    except (zipfile.BadZipFile, OSError):
+        return 0  # import_zip says what is wrong with it
+
+
+def storage_note(library: Library) -> str:
+    """Where packages live, and in shared mode the visitor's quota and whether models outlive a restart."""
+    if not library.shared:
+        return f"Packages are saved in `{library.models_dir}`."
+    q = library.quotas
+    note = (f"You can keep up to {q.models_per_visitor} models and {q.bytes_per_visitor / 1e6:.0f} MB here; "
+            "only you see yours (sign in to keep them across browsers).")
+    if not library.persistent:
+        note += (" ⚠️ **This Space has no persistent storage: models vanish when it restarts.** Download the ones "
+                 "you want to keep (⬇ Download as zip) and upload them again later.")
+    return note
+
+
+def build(session: gr.State, library: Library) -> ModelsTab:
+    names = model_names(library, None)
+    first = default_model(names)
+    first_card, first_config = card(library, None, first)
+
+    @friendly
+    def refresh_all(session: Session, keep: str | None = None):
+        """All packages with their metrics (newest first), and the picker's choices."""
+        return models_frame(library, session), model_dropdown(library, session, keep)
+
+    @friendly
+    def model_card(session: Session, name: str):
+        """The model card (Markdown) and config (JSON) of a package."""
+        return card(library, session, name)
+
+    @friendly
+    def export_model(session: Session, name: str, with_state: bool = False):
+        """Zip a package (weights, tokenizer, config, card; with_state: also resume.*, to go on training it
+        elsewhere) for download."""
+        from playground.packages.store import export_dir, export_zip
+
+        folder = package_folder(library, session, name)
+        # one folder per visitor and package, replaced by their next download of it; the sweep removes it once Gradio
+        # has copied the zip to its cache (playground.packages.store.sweep_leftovers)
+        return str(export_zip(folder, export_dir(visitor_of(library, session).key, folder.name, "package"),
+                              with_state=bool(with_state)))
+
+    @friendly
+    def import_model(session: Session, file):
+        """Add a package from a zip file (checked before anything is written to the models folder)."""
+        from playground.packages.store import import_zip, safe_stem
+
+        if not file:
+            raise PackageError("Choose a package zip to upload.")
+        path = Path(file if isinstance(file, str) else file.name)
+        visitor = visitor_of(library, session)
+        reserved = library.add(safe_stem(path.stem), visitor, zip_bytes(path))  # quotas checked, name reserved
+        try:
+            folder = import_zip(path, library.models_dir, name=reserved.name)
+        finally:
+            library.forget(reserved.name)  # dropped only when nothing was imported
+        gr.Info(f"Imported {folder.name}.")
+        table, dropdown = refresh_all(session, folder.name)
+        return f"✅ Imported **{folder.name}**.", table, dropdown, None
+
+    @friendly
+    def delete_model(session: Session, name: str, confirm: bool = False):
+        """Delete a package (confirm must be True); the shipped ones are read-only."""
+        if not name:
+            raise PackageError("Choose the model to delete.")
+        folder = package_folder(library, session, name)  # somebody else's is "no such model", before any question
+        if not confirm:
+            raise PackageError(f"Tick “Yes, delete {name}” first: deleting cannot be undone.")
+        library.delete(folder.name, visitor_of(library, session))
+        table, dropdown = refresh_all(session, None)
+        return f"🗑 Deleted **{name}**.", table, dropdown, gr.update(value=False)
+
+    def pick(evt: gr.SelectData):
+        row = evt.row_value or []
+        return gr.update(value=row[0]) if row else gr.update()
+
+    gr.Markdown(storage_note(library), elem_id="models-storage")
+    with gr.Row():
+        table = gr.Dataframe(models_frame(library, None), label="Model packages (click a row)",
+                             interactive=False, wrap=True, scale=5, column_widths=COLUMN_WIDTHS)
+        refresh = gr.Button("↻ Refresh", scale=0, min_width=100)
+    with gr.Row():
+        with gr.Column(scale=3):
+            model = gr.Dropdown(names, value=first, label="Model", allow_custom_value=True)
+            card_md = gr.Markdown(first_card)
+            with gr.Accordion("config.json", open=False):
+                config = gr.JSON(first_config)
+        with gr.Column(scale=2):
+            download_btn = gr.Button("⬇ Download as zip")
+            download = gr.File(label="Package zip", interactive=False, height=90)
+            with_state = gr.Checkbox(False, label="Include the training state (resume.*)",
+                                     info="about twice the size; lets the model be resumed elsewhere (Train tab → "
+                                          "Resume from, after uploading the zip)")
+            hub_panel.build(session, library, model)
+            upload = gr.File(label="Upload a package zip", file_types=[".zip"], height=120)
+            status = gr.Markdown(elem_id="models-status")
+            with gr.Group():
+                confirm = gr.Checkbox(False, label="Yes, delete the selected model (cannot be undone)")
+                delete_btn = gr.Button("🗑 Delete", variant="stop")
+
+    refresh.click(refresh_all, [session, model], [table, model], api_name="list_models", show_progress="hidden")
+    table.select(pick, None, [model], api_visibility="private")
+    show_card = dict(**answers(model_card, [card_md, config], card_md), inputs=[session, model],
+                     show_progress="hidden")
+    model.change(**show_card, api_name="model_card")
+    refresh.click(**show_card, api_visibility="private")
+    download_btn.click(**answers(export_model, [download], status), inputs=[session, model, with_state],
+                       api_name="export_model")
+    imported = upload.upload(**answers(import_model, [status, table, model, upload], status), inputs=[session, upload],
+                             api_name="import_model")
+    deleted = delete_btn.click(**answers(delete_model, [status, table, model, confirm], status),
+                               inputs=[session, model, confirm], api_name="delete_model")
+    # a tick is for one model and one press: a refused delete, or another model picked, asks again
+    unticked = dict(fn=lambda: False, inputs=None, outputs=[confirm], queue=False, show_progress="hidden",
+                    api_visibility="private")
+    deleted.then(**unticked)
+    model.change(**unticked)
+    return ModelsTab(table, model, [imported, deleted], {**show_card, "api_visibility": "private"})

@@ -1,0 +1,288 @@
+"""Translate tab: pick a model, type sentences, decode greedily, by sampling or with beam search, look at the
+model's next-token choices for any output row, and step through the decoding of the first sentence."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import gradio as gr
+import pandas as pd
+
+from playground.insight import plots
+from playground.errors import PlaygroundError
+from playground.ui.tabs import steps_view
+from playground.serving.library import Library
+from playground.ui.state import (DEMO_MODEL, MODELS, Session, answers, friendly, model_picker, package_folder,
+                                 package_info, quick_call, request_lines)
+
+MAX_SENTENCES = 200
+TOP_K = 5  # candidates per step in the next-token view
+ECHO_CHARS = 300  # of a source in the results table: a 2,000-character line would make its row a page tall
+MAX_TOP_K = 20  # a table of steps x k cells: an API client's k = 10**9 would list the whole vocabulary at every step
+TOO_SLOW = ("Translate fewer sentences, or lower the max output length, the beam size or the samples per sentence; "
+            "files go through `python -m playground translate --input FILE`.")
+RESULT_COLUMNS = ["#", "rank", "source", "translation", "score", "mean log-prob", "tokens", "count"]
+# the translation gets the most room: at 1024 px it must not be pushed out of sight by the source
+RESULT_WIDTHS = ["32px", "52px", "15%", "25%", "68px", "88px", "68px", "60px"]  # numbers, headers whole at 1024 px
+# sentences the shipped demo model (English → German) has never seen and translates right: a first visit tries them
+DEMO_EXAMPLES = ["Today a student swims.", "She follows a child.", "The friend closes the bag.",
+                 "A cupboard is white."]
+NEXT_COLUMNS = ["step", "chosen token", "p(chosen)", "top candidates"]
+NEXT_WIDTHS = ["56px", "20%", "96px", "52%"]  # the candidates wrap inside the table at 1024 px
+
+
+@dataclass
+class TranslateTab:
+    model: gr.Dropdown
+    text: gr.Textbox
+    translated: object  # the Translate event
+
+
+def model_summary(library: Library, session: Session | None, name: str | None) -> str:
+    """One line about a package, from its JSON files only (no weights loaded)."""
+    if not name:
+        return "*No model yet: train one on the Train tab or upload a package on the Models tab.*"
+    try:
+        info = package_info(package_folder(library, session, name))
+    except PlaygroundError as err:
+        return f"⚠️ {err}"
+    config, training = info["config"], info["training"] or {}
+    line = f"`{config['src_lang']}` → `{config['tgt_lang']}` · {config.get('num_parameters', 0):,} parameters"
+    final = training.get("last") or {}
+    if training:
+        line += f" · {training.get('steps', 0):,} steps"
+    if final:
+        line += f" · BLEU {final.get('bleu', 0):.1f}, chrF {final.get('chrf', 0):.1f} on its validation sample"
+    return line
+
+
+def decode_options(method: str, temperature: float, top_k: int, top_p: float, seed: int, beam_size: int,
+                   length_penalty: float, nbest: int, max_len: int):
+    from playground.core.decode import DecodeOptions
+
+    return DecodeOptions(
+        method=method, max_len=int(max_len) if max_len else None, temperature=float(temperature),
+        top_k=int(top_k or 0), top_p=float(top_p), seed=int(seed) if seed is not None else None,
+        beam_size=int(beam_size), length_penalty=float(length_penalty),
+        nbest=int(nbest) if method == "beam" else 1)
+
+
+def run_translation(folder: str, sentences: list[str], opts, samples: int = 1):
+    """translate() with the package in `folder`; for sampling with samples > 1, one draw per seed (seed, seed+1, …),
+    ranked by score."""
+    from dataclasses import replace
+
+    from playground.core.decode import check_decode_work, source_ids, translate
+
+    package = MODELS.get(folder)
+    draws = samples if opts.method == "sample" else 1
+    check_decode_work(package.model.cfg, source_ids(package.tokenizer, sentences, package.model.cfg), opts, draws)
+    results = translate(package.model, package.tokenizer, sentences, opts)
+    if opts.method == "sample" and samples > 1:
+        for i in range(1, samples):
+            more = translate(package.model, package.tokenizer, sentences, replace(opts, seed=(opts.seed or 0) + i))
+            for t, extra in zip(results, more, strict=True):
+                t.hypotheses.extend(extra.hypotheses)
+        for t in results:
+            t.hypotheses.sort(key=lambda h: h.score, reverse=True)
+    return results
+
+
+def next_token_rows(folder: str, src_ids: list[int], out_ids: list[int], k: int) -> list[dict]:
+    """playground.core.decode.next_token_table for the package in `folder` (plain lists in and out)."""
+    from playground.core.decode import next_token_table
+
+    package = MODELS.get(folder)
+    return next_token_table(package.model, package.tokenizer, src_ids, out_ids, k)
+
+
+def check_candidates(k) -> int:
+    """Candidates per step, 1 to MAX_TOP_K."""
+    if not 1 <= int(k) <= MAX_TOP_K:
+        raise PlaygroundError(f"Candidates per step must be from 1 to {MAX_TOP_K}, not {k}.")
+    return int(k)
+
+
+def decode_steps(folder: str, first: str, opts, k: int) -> tuple:
+    """The step-by-step view of the first sentence: figure, table and note."""
+    from playground.core.decode import check_decode_work, source_ids
+
+    package = MODELS.get(folder)
+    check_decode_work(package.model.cfg, source_ids(package.tokenizer, [first], package.model.cfg), opts)
+    if opts.method == "beam":
+        return steps_view.beam_view(package, first, opts)
+    return steps_view.sampling_view(package, first, opts, k)
+
+
+def next_token_view(library: Library, session: Session, row: int, k: int = TOP_K, rows_of=next_token_rows):
+    """Figure and table of the model's top-k next tokens at each step of one output row (1 = the first row). The
+    row's model is looked up again by name: it may have been deleted, or its name taken by somebody else's since."""
+    if not session.translations:
+        return plots.next_token_figure([]), pd.DataFrame(columns=NEXT_COLUMNS)
+    row, k = int(row), check_candidates(k)
+    if not 1 <= row <= len(session.translations):
+        raise PlaygroundError(f"There is no row {row}: the table has {len(session.translations)} rows (1 = the first).")
+    entry = session.translations[row - 1]
+    rows = rows_of(str(package_folder(library, session, entry["model"])), entry["src_ids"], entry["out_ids"], int(k))
+    title = f"Row {row}: “{entry['text'][:60]}” — top {int(k)} next tokens at each step"
+    table = pd.DataFrame([[r["step"], r["chosen"], round(r["chosen_prob"], 4),
+                           ", ".join(f"{tok} ({p:.2f})" for tok, p in r["top"])] for r in rows], columns=NEXT_COLUMNS)
+    return plots.next_token_figure(rows, title), table
+
+
+def build(session: gr.State, library: Library) -> TranslateTab:
+    # on the CPU on ZeroGPU too (playground.ui.zerogpu); a training step waits for them (playground.runtime.foreground)
+    decode = quick_call(run_translation, TOO_SLOW)
+    next_rows = quick_call(next_token_rows, TOO_SLOW)
+    steps = quick_call(decode_steps, "Lower the max output length or the beam size.")
+
+    def next_view(session: Session, row: int, k: int = TOP_K):
+        return next_token_view(library, session, row, k, next_rows)
+
+    @friendly
+    def translate_text(session: Session, model: str, text: str, method: str = "greedy", temperature: float = 1.0,
+                       top_k: int = 0, top_p: float = 1.0, seed: int = 0, beam_size: int = 5,
+                       length_penalty: float = 1.0, nbest: int = 1, max_len: int = 0):
+        """Translate one sentence per line; returns the results table, a note, and row 1's next-token view."""
+        folder = package_folder(library, session, model)
+        config = package_info(folder)["config"]
+        sentences, cut = request_lines(text)
+        if not sentences:
+            raise PlaygroundError("Type at least one sentence to translate (one per line).")
+        if len(sentences) > MAX_SENTENCES:
+            raise PlaygroundError(f"{len(sentences)} lines is more than this page translates at once "
+                                  f"({MAX_SENTENCES}); use `python -m playground translate --input FILE` for files.")
+        opts = decode_options(method, temperature, top_k, top_p, seed, beam_size, length_penalty, nbest, max_len)
+        start = time.perf_counter()
+        results = decode(str(folder), sentences, opts, int(nbest) if method == "sample" else 1)
+        seconds = time.perf_counter() - start
+        from playground.core.decode import distinct_hypotheses
+
+        rows, session.translations, merged = [], [], 0
+        for i, t in enumerate(results):
+            distinct = distinct_hypotheses(t.hypotheses)
+            merged += len(t.hypotheses) - len(distinct)
+            for rank, (h, count) in enumerate(distinct):
+                n = max(len(h.token_logprobs), 1)
+                source = t.source if len(t.source) <= ECHO_CHARS else t.source[:ECHO_CHARS] + "…"
+                rows.append([i + 1, rank + 1, source if rank == 0 else "", h.text, round(h.score, 3),
+                             round(sum(h.token_logprobs) / n, 3), len(h.ids), count])
+                session.translations.append({"model": folder.name, "src_ids": t.source_ids,
+                                             "out_ids": h.ids, "text": h.text})
+        score = "log p / length^α" if method == "beam" else "sum of log p"
+        note = (f"{len(sentences)} sentence{'s' if len(sentences) > 1 else ''} with **{folder.name}** "
+                f"({config['src_lang']} → {config['tgt_lang']}), {method}, in {seconds:.2f} s. "
+                f"Score = {score}. Click a row to see the model's next-token choices for it.")
+        if merged:
+            note += (f" {merged} {'beam' if method == 'beam' else 'sample'}{'s' if merged > 1 else ''} that spelled "
+                     "a sentence already listed (the same words, in the same or other tokens) "
+                     f"{'were' if merged > 1 else 'was'} merged into it: its best score is kept, and the count column "
+                     "says how many there were.")
+        if cut:
+            note += "\n\n" + cut
+        return (pd.DataFrame(rows, columns=RESULT_COLUMNS), note, 1, *next_view(session, 1))
+
+    @friendly
+    def next_tokens(session: Session, row: int = 1, k: int = TOP_K):
+        """The top-k next tokens (teacher-forced on the output) at each step of a row of the last results.
+        Rows count from 1, as in the table."""
+        return next_view(session, row, k)
+
+    @friendly
+    def pick_row(session: Session, k: int, evt: gr.SelectData):
+        row = (evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index) + 1
+        return (row, *next_view(session, row, k))
+
+    @friendly
+    def step_through(session: Session, model: str, text: str, method: str = "greedy", temperature: float = 1.0, top_k: int = 0,
+                     top_p: float = 1.0, seed: int = 0, beam_size: int = 5, length_penalty: float = 1.0,
+                     max_len: int = 0, k: int = TOP_K):
+        """Decode the first sentence step by step: greedy versus sampling (top-k candidates per step, the greedy
+        choice, a seeded sampled choice) or, for beam search, every beam at every step; figure, table and note."""
+        folder = package_folder(library, session, model)
+        lines, cut = request_lines(text)
+        opts = decode_options(method, temperature, top_k, top_p, seed, beam_size, length_penalty, 1, max_len)
+        figure, table, note = steps(str(folder), lines[0] if lines else "", opts, check_candidates(k))
+        return figure, table, note + (cut and "\n\n" + cut)
+
+    @friendly
+    def show_controls(method: str):
+        return (gr.update(visible=method == "sample"), gr.update(visible=method == "beam"),
+                gr.update(visible=method != "greedy", label="n-best" if method == "beam" else "samples per sentence",
+                          info="how many of the best finished beams to list per sentence" if method == "beam" else
+                          "draws per sentence (seeds seed, seed+1, …), best score first"))
+
+    with gr.Row():
+        with gr.Column(scale=1):
+            model, _ = model_picker(library, session, "translate_models")
+            demo = model.value == DEMO_MODEL
+            model_info = gr.Markdown(model_summary(library, None, model.value))
+            text = gr.Textbox("\n".join(DEMO_EXAMPLES[:2]) if demo else "", label="Source sentences (one per line)",
+                              lines=5, placeholder="Type in the model's source language, one sentence per line.")
+            if demo:
+                gr.Examples([[line] for line in DEMO_EXAMPLES], [text], label="Sentences the demo model has never "
+                            "seen (English → German): click one, then Translate")
+            method = gr.Radio(["greedy", "sample", "beam"], value="greedy", label="Decoding")
+            with gr.Row(visible=False) as sample_row:
+                temperature = gr.Slider(0.05, 2.0, 1.0, step=0.05, label="Temperature",
+                                        elem_id="translate-temperature")
+                top_k = gr.Number(0, label="Top-k (0 = off)", precision=0, minimum=0)
+                top_p = gr.Slider(0.05, 1.0, 1.0, step=0.05, label="Top-p")
+                seed = gr.Number(0, label="Seed", precision=0)
+            with gr.Row(visible=False) as beam_row:
+                beam_size = gr.Slider(1, 16, 5, step=1, label="Beam size",
+                                      info="keep this many partial translations at each step")
+                length_penalty = gr.Slider(0.0, 2.0, 1.0, step=0.1, label="Length penalty α",
+                                           info="a beam's score is log p / length^α: 0 favours short outputs, "
+                                                "1 = mean log-probability per token")
+            with gr.Row():
+                nbest = gr.Slider(1, 8, 1, step=1, label="n-best", visible=False,
+                                  info="how many of the best finished beams to list per sentence")
+                max_len = gr.Number(0, label="Max output tokens (0 = auto)", precision=0, minimum=0)
+            translate_btn = gr.Button("Translate", variant="primary")
+        with gr.Column(scale=2):
+            note = gr.Markdown()
+            results = gr.Dataframe(pd.DataFrame(columns=RESULT_COLUMNS), label="Translations", interactive=False,
+                                   wrap=True, column_widths=RESULT_WIDTHS)
+            with gr.Row():
+                row = gr.Number(1, label="Table row for the next-token view (1 = first)", precision=0, minimum=1,
+                                scale=2)
+                k = gr.Slider(2, 10, TOP_K, step=1, label="Candidates per step", scale=2)
+                show_row = gr.Button("Show", scale=1)
+            gr.Markdown("The next-token view is *teacher-forced*: the model is fed the row's own output as its "
+                        "previous tokens (not its own guesses) and shows the next tokens it scored highest at each "
+                        "step.")
+            row_note = gr.Markdown()
+            next_plot = gr.Plot(plots.next_token_figure([]), show_label=False)
+            next_table = gr.Dataframe(pd.DataFrame(columns=NEXT_COLUMNS), label="Next-token table", interactive=False,
+                                      wrap=True, column_widths=NEXT_WIDTHS)
+            with gr.Accordion("Step by step: greedy versus sampling, and beam search", open=False,
+                              elem_id="translate-steps"):
+                gr.Markdown("Decodes the first sentence with the settings on the left and shows each step: with "
+                            "greedy or sampling, the candidates, the greedy choice and a sampled one (temperature, "
+                            "top-k, top-p, seed); with beam search, the beams and their scores.")
+                steps_btn = gr.Button("Step through the first sentence", elem_id="translate-steps-button")
+                steps_note = gr.Markdown()
+                steps_plot = gr.Plot(plots.sampling_steps_figure([]), show_label=False, elem_id="translate-steps-plot")
+                steps_table = gr.Dataframe(pd.DataFrame(columns=steps_view.SAMPLING_COLUMNS), label="Steps",
+                                           interactive=False, wrap=True, max_height=400,
+                                           column_widths=steps_view.COLUMN_WIDTHS)
+
+    method.change(show_controls, [method], [sample_row, beam_row, nbest], api_visibility="private",
+                  show_progress="hidden")
+    model.change(lambda s, m: model_summary(library, s, m), [session, model], [model_info], api_visibility="private",
+                 show_progress="hidden")
+    inputs = [session, model, text, method, temperature, top_k, top_p, seed, beam_size, length_penalty, nbest, max_len]
+    translation = answers(translate_text, [results, note, row, next_plot, next_table], note)
+    translated = translate_btn.click(**translation, inputs=inputs, api_name="translate")
+    text.submit(**translation, inputs=inputs, api_visibility="private")
+    results.select(**answers(pick_row, [row, next_plot, next_table], row_note), inputs=[session, k],
+                   api_visibility="private")
+    show_row.click(**answers(next_tokens, [next_plot, next_table], row_note), inputs=[session, row, k],
+                   api_name="next_tokens")
+    steps_btn.click(**answers(step_through, [steps_plot, steps_table, steps_note], steps_note),
+                    inputs=[session, model, text, method, temperature, top_k, top_p, seed, beam_size, length_penalty,
+                            max_len, k], api_name="decode_steps")
+    return TranslateTab(model, text, translated)
+
