@@ -1,1 +1,0 @@
-"""Parallel text: reading uploads (every format), statistics and the split, and the batches the model trains on."""

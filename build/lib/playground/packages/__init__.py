@@ -1,1 +1,0 @@
-"""Model packages on disk: config.json + model.safetensors + tokenizer.json, checked at every read."""

@@ -1,1 +1,0 @@
-"""A shared Space (Gradio-free): whose package is whose, quotas, ZeroGPU's rules, and the Hub."""
