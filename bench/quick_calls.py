@@ -20,7 +20,7 @@ import common  # first: the allocator is chosen before PyTorch loads
 
 import torch
 
-from playground.data.builtin import DATASETS_DIR
+from playground.datasets.lexicon import DATASETS_DIR
 from playground.data.load import load_parallel, split_pairs
 from playground.core.decode import DecodeOptions, translate
 from playground.runtime.foreground import quick

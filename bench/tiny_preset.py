@@ -10,7 +10,7 @@ from __future__ import annotations
 import common  # first: the allocator is chosen before PyTorch loads
 
 from playground.training import events
-from playground.data.builtin import DATASETS_DIR
+from playground.datasets.lexicon import DATASETS_DIR
 from playground.data.load import load_parallel, split_pairs
 from playground.core.decode import translate
 from playground.core.metrics import score

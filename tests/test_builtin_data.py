@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from playground.data.builtin import (
+from playground.datasets.lexicon import (
     ADJECTIVES,
     BUILTIN_DATASETS,
     NOUNS,
@@ -417,8 +417,8 @@ def test_written_files_are_reproducible_and_match_the_committed_assets(tmp_path:
         "README.md",
         *(f"{name}/{split}.tsv" for name in BUILTIN_DATASETS for split in ("train", "test")),
     }
-    assert first == read_bytes(REPO_ROOT / "assets" / "datasets"), "run: python -m playground.data.builtin"
-    assert b"python -m playground.data.builtin" in first["README.md"]
+    assert first == read_bytes(REPO_ROOT / "assets" / "datasets"), "run: python -m playground.datasets.lexicon"
+    assert b"python -m playground.datasets.lexicon" in first["README.md"]
     for name, dataset in BUILTIN_DATASETS.items():
         train_lines = first[f"{name}/train.tsv"].decode("utf-8").split("\n")
         assert train_lines[0] == f"{dataset.src_lang}\t{dataset.tgt_lang}"

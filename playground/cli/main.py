@@ -83,7 +83,7 @@ def load_data(path: str, tgt_path: str | None, src_lang: str | None, tgt_lang: s
     from playground.data.load import load_parallel
 
     if path.startswith(BUILTIN_PREFIX):
-        from playground.data.builtin import BUILTIN_DATASETS, DATASETS_DIR
+        from playground.datasets.lexicon import BUILTIN_DATASETS, DATASETS_DIR
 
         name = path[len(BUILTIN_PREFIX):]
         if name not in BUILTIN_DATASETS:

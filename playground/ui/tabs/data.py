@@ -30,14 +30,14 @@ class DataTab:
 
 
 def builtin_choices() -> list[tuple[str, str]]:
-    from playground.data.builtin import BUILTIN_DATASETS
+    from playground.datasets.lexicon import BUILTIN_DATASETS
 
     return [(f"{d.title} ({name})", name) for name, d in BUILTIN_DATASETS.items()]
 
 
 def read_builtin(name: str):
     """A built-in dataset's training pairs: its shipped TSV when present (fast), else generated on the spot."""
-    from playground.data.builtin import BUILTIN_DATASETS, DATASETS_DIR
+    from playground.datasets.lexicon import BUILTIN_DATASETS, DATASETS_DIR
     from playground.data.load import DROP_REASONS, ParallelData, load_parallel
 
     if name not in BUILTIN_DATASETS:
@@ -158,7 +158,7 @@ def _adopt(session: Session, data, description: str, val_fraction: float | None)
 @friendly
 def load_builtin(session: Session, name: str, val_fraction: float = 0.05):
     """Load a built-in dataset (reverse, numbers, mini-translation) into this session."""
-    from playground.data.builtin import BUILTIN_DATASETS
+    from playground.datasets.lexicon import BUILTIN_DATASETS
 
     data = read_builtin(name)
     _adopt(session, data, f"Built-in: {BUILTIN_DATASETS[name].title}", val_fraction)

@@ -1,0 +1,1 @@
+"""Built-in datasets the playground can train on without downloading anything, made by code in this package."""
