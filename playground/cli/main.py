@@ -83,7 +83,7 @@ def load_data(path: str, tgt_path: str | None, src_lang: str | None, tgt_lang: s
     from playground.data.load import load_parallel
 
     if path.startswith(BUILTIN_PREFIX):
-        from playground.datasets.lexicon import BUILTIN_DATASETS, DATASETS_DIR
+        from playground.data.builtin import BUILTIN_DATASETS, DATASETS_DIR
 
         name = path[len(BUILTIN_PREFIX):]
         if name not in BUILTIN_DATASETS:
@@ -163,7 +163,7 @@ def train_on_this_rank(args: argparse.Namespace, cfg: TrainConfig, ranks: Ranks,
     """This process's part of the run: every rank reads the data and trains; rank 0 alone reports the events
     (errors excepted: only the rank that hits one may know of it)."""
     from playground.training import events
-    from playground.data.load import split_pairs
+    from playground.data.stats import split_pairs
     from playground.training.trainer import TrainData, run_training
 
     data = load_data(args.data, args.data_tgt, args.src_lang, args.tgt_lang, cfg.max_len)
