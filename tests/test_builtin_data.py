@@ -25,6 +25,7 @@ from playground.datasets.sentences import (
 from playground.datasets.split import Split
 from playground.datasets.verbs import VERBS
 from playground.datasets.write import write_builtin_datasets
+from playground.errors import DataError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -439,3 +440,15 @@ def test_the_app_registry_imports_no_generator() -> None:
             "print(sorted(m for m in sys.modules if m.startswith('playground.datasets.')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO_ROOT)
     assert out.stdout.strip() == "['playground.datasets.catalog', 'playground.datasets.split']"
+
+
+def test_read_builtin_loads_the_shipped_file_or_generates_it(tmp_path: Path, monkeypatch) -> None:
+    from playground.data import builtin
+
+    shipped = builtin.read_builtin("reverse")
+    assert shipped.fmt == "tsv" and (shipped.src_lang, shipped.tgt_lang) == ("seq", "rev")
+    monkeypatch.setattr(builtin, "DATASETS_DIR", tmp_path)  # no shipped files: made on the spot, the same pairs
+    made = builtin.read_builtin("reverse")
+    assert made.fmt == "generated" and made.pairs == shipped.pairs
+    with pytest.raises(DataError, match="no built-in dataset 'nope'; choose one of reverse, numbers"):
+        builtin.read_builtin("nope")

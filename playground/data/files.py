@@ -31,11 +31,12 @@ def format_bytes(size: int) -> str:
 
 def too_large(name: str, found: str, limit: str, env: str, fix: str = SMALLER_SAMPLE) -> str:
     """The one message for data past a limit: what was found, what the limit is, the fix, and the setting that
-    raises it.  too_large("a.tsv", "3 MiB", "2 MiB", "PLAYGROUND_MAX_DATA_MB") ->
-    "a.tsv is too large: 3 MiB; the limit is 2 MiB. Upload a smaller sample of the corpus (the operator can raise
-    the limit with PLAYGROUND_MAX_DATA_MB)." """
-    return f"{name} is too large: {found}; the limit is {limit}. {fix.rstrip('.')} (the operator can raise the limit " \
-           f"with {env})."
+    raises it. too_large("a.tsv", "3 MiB", "2 MiB", "PLAYGROUND_MAX_DATA_MB") is "a.tsv is too large: 3 MiB; the
+    limit is 2 MiB. Upload a smaller sample of the corpus (the operator can raise the limit with
+    PLAYGROUND_MAX_DATA_MB)."
+    """
+    return (f"{name} is too large: {found}; the limit is {limit}. {fix.rstrip('.')} (the operator can raise the limit "
+            f"with {env}).")
 
 
 def too_many_bytes(name: str, limit: int, size: int | None = None, after: str = "") -> str:

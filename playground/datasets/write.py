@@ -67,7 +67,8 @@ def write_builtin_datasets(out_dir: str | Path = DATASETS_DIR, seed: int = 0) ->
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m playground.datasets", description="Regenerate the built-in datasets.")
+    parser = argparse.ArgumentParser(prog="python -m playground.datasets",
+                                     description="Regenerate the built-in datasets.")
     parser.add_argument("--out", default=DATASETS_DIR, help="output folder (default: assets/datasets)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     args = parser.parse_args(argv)
