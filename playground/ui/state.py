@@ -112,7 +112,8 @@ class Session:
 
     @property
     def pairs(self) -> list[tuple[str, str]]:
-        """The loaded pairs themselves, packed (playground.data.packed.PackedPairs; swapping the direction replaces them)."""
+        """The loaded pairs themselves, packed (playground.data.packed.PackedPairs; swapping the direction replaces
+        them)."""
         return self.data.pairs if self.data is not None else []
 
     def release(self) -> None:
