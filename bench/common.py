@@ -36,7 +36,7 @@ restart_with_fast_allocator()  # measure what the app and the CLI run on (PLAYGR
 import torch  # noqa: E402
 
 from playground.training import events  # noqa: E402
-from playground.data.builtin import DATASETS_DIR  # noqa: E402
+from playground.datasets.catalog import DATASETS_DIR  # noqa: E402
 from playground.training.config import setting_types  # noqa: E402
 from playground.data.batching import collate, make_batches, pad_multiple  # noqa: E402
 from playground.data.load import load_parallel  # noqa: E402

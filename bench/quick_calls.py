@@ -20,8 +20,9 @@ import common  # first: the allocator is chosen before PyTorch loads
 
 import torch
 
-from playground.data.builtin import DATASETS_DIR
-from playground.data.load import load_parallel, split_pairs
+from playground.datasets.catalog import DATASETS_DIR
+from playground.data.load import load_parallel
+from playground.data.stats import split_pairs
 from playground.core.decode import DecodeOptions, translate
 from playground.runtime.foreground import quick
 from playground.packages.store import SHIPPED_MODELS_DIR, load_package

@@ -251,7 +251,8 @@ def test_3_a_card_bomb_is_refused_and_no_reader_reads_past_its_limit(package, tm
 
 
 def test_4_a_session_keeps_its_pairs_packed():
-    from playground.data.load import PackedPairs, pair_stats, split_pairs
+    from playground.data.packed import PackedPairs
+    from playground.data.stats import pair_stats, split_pairs
 
     pairs = [(f"the {i}th sentence", f"der {i}. Satz ü") for i in range(2000)] + [("émoji 🙂", "")]
     packed = PackedPairs(pairs)

@@ -24,7 +24,7 @@ from playground.data.batching import GlobalBatch, collate, encode_pairs, make_ba
 from playground.training.checkpoint import (History, RunState, load_run, optimizer_from_safetensors, refuse_fixed_changes,
                                    save_run)
 from playground.training.config import TrainConfig
-from playground.data.load import check_language
+from playground.data.languages import check_language
 from playground.runtime.device import autocast, describe, one_thread_on_cpu, resolve_device, resolve_precision, sync
 from playground.training.distributed import (SINGLE, Ranks, agree, check_same_on_all_ranks, rank_device, seed_rank,
                                     sum_over_ranks, wrap_model)

@@ -325,7 +325,7 @@ def samples_frame(e) -> pd.DataFrame:
 
 
 def split_data(session: Session, seed: int):
-    from playground.data.load import split_pairs
+    from playground.data.stats import split_pairs
     from playground.training.trainer import TrainData
 
     if session.data is None:
