@@ -76,7 +76,8 @@ def sliders(att: dict | None, kind: str, layer: int, head: int):
 
 def compute_maps(folder: str, source: str, target_mode: str, target: str) -> dict:
     """Every attention map of one pair with the package in `folder`: plain values in, numpy arrays out. The texts come
-    cut to a line's characters (request_lines); the maps are bounded by decode.fit_attention, which cuts the pair if needed ("cut": the token counts it had)."""
+    cut to a line's characters (request_lines); the maps are bounded by decode.fit_attention, which cuts the pair
+    if needed ("cut": the token counts it had)."""
     from playground.core.decode import DecodeOptions, attention_maps, check_decode_work, cut_line, source_ids, translate
     from playground.insight.inspection import check_source
 
