@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import tempfile
 from dataclasses import dataclass
-from types import SimpleNamespace
 from pathlib import Path
+from types import SimpleNamespace
 
 import gradio as gr
 import numpy as np
@@ -205,7 +205,7 @@ def clear_export() -> tuple:
 def probe_slider(probe: list) -> dict:
     """The validation slider of a probe history: at its last validation, hidden when there is none."""
     n = len(probe)
-    return dict(maximum=max(n - 1, 1), value=max(n - 1, 0), visible=n > 0, interactive=n > 1)
+    return {"maximum": max(n - 1, 1), "value": max(n - 1, 0), "visible": n > 0, "interactive": n > 1}
 
 
 @friendly

@@ -1,12 +1,11 @@
-"""What several tabs share: handlers bound to the app's Library, and the small event steps that only clear or
-untick a control."""
+"""What the tabs' wiring shares: module-level handlers bound to the app's Library for an event listener."""
 
 from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any, Callable
-
+from collections.abc import Callable
+from typing import Any
 
 
 def bound(fn: Callable, *values: Any) -> Callable:

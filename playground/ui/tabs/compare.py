@@ -4,8 +4,8 @@ settings that differ, the final scores, and the same sentences translated by eac
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import SimpleNamespace
 from pathlib import Path
+from types import SimpleNamespace
 
 import gradio as gr
 import pandas as pd
