@@ -16,7 +16,8 @@ from playground.runtime.memory import keep_allocator_compact
 from playground.packages.store import load_package
 from playground.training.schedule import learning_rate
 from playground.core.tokenizer import EOS_ID, train_tokenizer
-from playground.training.trainer import Optimization, TrainConfig, TrainData, Trainer
+from playground.training.step import Optimization
+from playground.training.trainer import TrainConfig, TrainData, Trainer
 
 def events_of(trainer, stop_after=None):
     events = []

@@ -21,7 +21,7 @@ from playground.runtime.memory import check_training_fits
 from playground.core.model import Transformer
 from playground.runtime.device import one_thread_on_cpu
 from playground.training.schedule import MIN_USEFUL_STEPS, VALIDATIONS_PER_RUN, planned_steps
-from playground.training.trainer import QUIET_CPU_SHARE, Optimization
+from playground.training.step import QUIET_CPU_SHARE, Optimization
 
 SUBWORDS_PER_WORD = {"bpe": 1.4, "wordpiece": 1.4, "unigram": 1.4, "word": 1.0}  # "char" counts characters
 PADDING_OVERHEAD = 1.15  # length-bucketed batches still pad a little; rounding to multiples of 8 adds some
