@@ -86,7 +86,7 @@ def test_auto_validations_are_spread_over_the_planned_steps():
 
 
 def test_the_form_says_auto_with_a_zero():
-    from playground.ui.tabs.train import build_config, preset_values
+    from playground.training.form import build_config, preset_values
 
     values = preset_values("tiny")
     assert values["eval_every"] == 0  # the field reads "Validate every (steps, 0 = auto)"

@@ -28,6 +28,24 @@ def events_of(trainer, stop_after=None):
     return events
 
 
+def test_the_setting_types_are_train_config_s_annotations():
+    """The training record's schema declares the types of TrainConfig's fields, which the CLI's flags and the
+    Train tab's fields are made from: the two agree field by field."""
+    import types
+    import typing
+
+    from playground.training.config import optional_settings, setting_types
+
+    hints = typing.get_type_hints(TrainConfig)
+    assert list(setting_types()) == [f.name for f in dataclasses.fields(TrainConfig)]
+    for name, kind in setting_types().items():
+        hint = hints[name]
+        optional = isinstance(hint, types.UnionType) and type(None) in typing.get_args(hint)
+        if optional:
+            hint = next(a for a in typing.get_args(hint) if a is not type(None))
+        assert (typing.get_origin(hint) or hint, optional) == (kind, name in optional_settings()), name
+
+
 def test_noam_schedule_values_match_the_paper():
     cfg = TrainConfig(d_model=512, warmup_steps=4000, schedule="noam", lr=1.0, max_steps=1)
     assert learning_rate(cfg, 1) == pytest.approx(512**-0.5 * 4000**-1.5)

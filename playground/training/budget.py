@@ -1,41 +1,16 @@
-"""The budgets of a run: why it stops (StopReason), and the steps it plans to take, which under a binding minutes
-budget are fitted from a timed step and re-planned from the measured speed (MinutesPlan)."""
+"""The budgets of a run: which one ends it (budget_reached), and the steps it plans to take, which under a binding
+minutes budget are fitted from a timed step and re-planned from the measured speed (MinutesPlan)."""
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 from playground.training.checkpoint import RunState, saved_config
 from playground.training.config import TrainConfig
+from playground.training.events import StopReason
 from playground.training.schedule import VALIDATION_SHARE, VALIDATIONS_PER_RUN, advance, eval_interval, fit_warmup
 
 FIRST_TIMING_STEPS = 2  # a fitted plan is first re-planned once this many steps have been timed ...
 REPLAN_SHARE = 0.05  # ... and again each time this share of the budget has passed (the machine's speed changes)
 MAX_PACE_CHANGE = 1.5  # a re-plan changes the steps left by at most this factor: the rate's slope changes gently
-
-
-class StopReason(StrEnum):
-    """Why a run ended its call: the Done event's reason (a str, so events pickle and print as the text)."""
-
-    STEPS = "step budget reached"
-    EPOCHS = "epoch budget reached"
-    TIME = "time budget reached"
-    STOPPED = "stopped by the user"
-    EARLY = "early stopping"
-    PAUSED = "paused"  # a run that ended its call (pause_after_s) to go on in the next one: no Done
-    OUT_OF_MEMORY = "out of memory"
-    LOSS_NOT_FINITE = "loss not finite"
-
-    def said(self, cfg: TrainConfig) -> str:
-        """The reason as the Done event says it: early stopping names its metric and patience."""
-        if self is StopReason.EARLY:
-            return f"early stopping: no {cfg.early_stop_metric} improvement in {cfg.patience} validations"
-        return self
-
-    @property
-    def failed(self) -> bool:
-        """The run broke down: its last good package is kept, nothing is saved over it."""
-        return self in (StopReason.OUT_OF_MEMORY, StopReason.LOSS_NOT_FINITE)
 
 
 def budget_reached(cfg: TrainConfig, step: int, budget_steps: int | None, elapsed: float,

@@ -49,8 +49,8 @@ class Estimate:
         if self.limited_by != "minutes" or not max_minutes or (self.steps or 0) >= MIN_USEFUL_STEPS:
             return ""
         needed = math.ceil(2 * max_minutes * MIN_USEFUL_STEPS / max(self.steps or 1, 1)) / 2  # in half minutes
-        return (f"⚠️ Only about {self.steps or 0:,} steps fit in {max_minutes:g} minutes on this machine now: too few "
-                f"to learn much (the samples would stay like \"un un un\"). Raise **Max minutes** to about "
+        return (f"⚠️ Only about {self.steps or 0:,} steps fit in {max_minutes:g} minutes on this machine now: "
+                f"too few to learn much (the samples would stay like \"un un un\"). Raise **Max minutes** to about "
                 f"{needed:g}, or train a smaller model (fewer layers, a smaller d_model) or lower **Batch tokens**.")
 
     def describe(self) -> str:

@@ -1,8 +1,8 @@
 """The training loop: a Trainer owns one run, from the tokenizer to the last saved package, and reports it as a
-stream of typed events (playground.training.events) for the UI and the CLI. The paper's pieces live in their own modules:
-batching (token-budget batches), schedule (the learning rate), loss (label smoothing), validation, checkpoint
-(saving and the resume policy). Gradient accumulation, and data-parallel training across the processes torchrun
-starts (see Trainer)."""
+stream of typed events (playground.training.events) for the UI and the CLI. Its pieces live in their own modules:
+step (one optimisation step: loss, backward, clipping, the learning rate, the update), budget (the steps planned
+and when a budget ends the run), batching (token-budget global batches), evaluation, checkpoint (saving and the
+resume policy), averaging. Data-parallel training across the processes torchrun starts: see Trainer."""
 
 from __future__ import annotations
 
@@ -29,11 +29,12 @@ from playground.runtime.foreground import yield_to_quick_calls
 from playground.runtime.memory import check_training_fits, keep_allocator_compact
 from playground.training import events
 from playground.training.averaging import SnapshotStore, average_packages
-from playground.training.budget import MinutesPlan, StopReason, budget_reached
+from playground.training.budget import MinutesPlan, budget_reached
 from playground.training.checkpoint import (History, RunState, load_run, optimizer_from_safetensors,
                                             refuse_fixed_changes, save_run, saved_config)
 from playground.training.config import TrainConfig
 from playground.training.distributed import SINGLE, Ranks, agree, check_same_on_all_ranks, rank_device, seed_rank
+from playground.training.events import StopReason
 from playground.training.evaluation import (is_better, perplexity, probe_attention, translation_scores,
                                             validation_loss)
 from playground.training.schedule import eval_interval, planned_steps
@@ -98,11 +99,11 @@ def run_fingerprint(cfg: TrainConfig, data: TrainData) -> str:
 
 
 class Trainer:
-    """Owns one training run. Iterate `run()` for events (playground.training.events); call `stop()` from any thread to end
-    it cleanly.
+    """Owns one training run. Iterate `run()` for events (playground.training.events); call `stop()` from any thread
+    to end it cleanly.
 
-    Under torchrun (`ranks` from playground.training.distributed) every rank runs its own Trainer inside the process group:
-    each trains on its share of every global batch, and rank 0 alone validates and writes packages (the other
+    Under torchrun (`ranks` from playground.training.distributed) every rank runs its own Trainer inside the process
+    group: each trains on its share of every global batch, and rank 0 alone validates and writes packages (the other
     ranks yield no Eval, Saved or Averaged events)."""
 
     def __init__(self, cfg: TrainConfig, data: TrainData, out_dir: str | Path, resume_from: str | Path | None = None,
@@ -133,7 +134,8 @@ class Trainer:
             self.resume(Path(resume_from))  # every rank loads the weights and the optimizer state
         else:
             self.tokenizer = prepared.tokenizer if prepared else self.shared_tokenizer()
-            model_cfg = cfg.model_config(self.tokenizer.src_vocab_size, self.tokenizer.tgt_vocab_size, self.tokenizer.joint)
+            tokenizer = self.tokenizer
+            model_cfg = cfg.model_config(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, tokenizer.joint)
             check_training_fits(model_cfg, cfg.batch_tokens, self.device, self.precision)
             self.model = Transformer(model_cfg, torch.Generator().manual_seed(cfg.seed))  # the same on every rank
             self.model.to(self.device)
@@ -141,7 +143,8 @@ class Trainer:
         self.model.draw_dropout_from(self.dropout_rng)
         seed_rank(self.dropout_rng, cfg.seed, ranks, self.step)
         self.segmenter = PairBpeDropout(self.tokenizer, cfg.bpe_dropout) if cfg.bpe_dropout else None
-        # `prepared` (a chunked run's calls, playground.training.prepared): the tokenizer trained and the pairs encoded once
+        # `prepared` (a chunked run's calls, playground.training.prepared): the tokenizer trained and the pairs
+        # encoded once
         self.train_set = prepared.train_set if prepared and not self.segmenter else self.encode_train(self.epoch)
         self.val_set = prepared.val_set if prepared else encode_pairs(self.tokenizer, data.val, cfg.max_len)  # plain
         self.batches = self.epoch_batches(self.epoch)
@@ -156,8 +159,10 @@ class Trainer:
         """Rank 0 trains the tokenizer and sends it to the others as JSON: every rank must map text to the very
         same ids, whatever the library versions on other machines do."""
         cfg = self.cfg
-        trained = (train_tokenizer(self.data.train, kind=cfg.tokenizer, vocab_size=cfg.vocab_size, joint=cfg.joint_vocab)
-                   if self.ranks.is_main else None)
+        trained = None
+        if self.ranks.is_main:
+            trained = train_tokenizer(self.data.train, kind=cfg.tokenizer, vocab_size=cfg.vocab_size,
+                                      joint=cfg.joint_vocab)
         if not self.ranks.distributed:
             return trained
         return PairTokenizer.from_json_strings(*agree(trained.to_json_strings() if trained else None, self.ranks))
@@ -225,8 +230,10 @@ class Trainer:
         world_size = self.ranks.world_size
         global_batch = self.batches[start : start + self.batches_per_step]
         counts = [token_counts(self.train_set, indices) for indices in global_batch]
-        mine = [collate(self.train_set, indices, self.device) for indices in global_batch[self.ranks.rank :: world_size]]
-        return GlobalBatch(mine, n_tokens=sum(tgt for tgt, _ in counts), n_all_tokens=sum(tgt + src for tgt, src in counts))
+        mine = [collate(self.train_set, indices, self.device)
+                for indices in global_batch[self.ranks.rank :: world_size]]
+        return GlobalBatch(mine, n_tokens=sum(tgt for tgt, _ in counts),
+                           n_all_tokens=sum(tgt + src for tgt, src in counts))
 
     # -- validation and saving ----------------------------------------------------------------------------
 
@@ -473,7 +480,7 @@ class Trainer:
         averaged = self.average_snapshots()
         if averaged:
             yield averaged
-        yield events.Done(loop.reason.said(self.cfg),
+        yield events.Done(loop.reason.said(self.cfg.early_stop_metric, self.cfg.patience),
                           self.result(loop.elapsed, loop.last_loss, averaged.path if averaged else None))
 
     def result(self, elapsed: float, last_loss: float | None, averaged: str | None = None) -> dict:
