@@ -463,7 +463,7 @@ def test_7_info_checks_what_loading_checks_and_never_prints_a_traceback(package,
     ("seed", 2**70, "seed must be a whole number from 0 to 9223372036854775807"),
 ])
 def test_7_wrong_typed_form_values_name_their_field(field, value, message):
-    from playground.ui.tabs.train import build_config, preset_values
+    from playground.training.form import build_config, preset_values
 
     with pytest.raises(TrainingError, match=message):
         build_config({**preset_values("tiny"), field: value})
@@ -473,7 +473,7 @@ def test_7_wrong_typed_form_values_name_their_field(field, value, message):
 def test_7_a_dropout_outside_0_1_is_refused_before_training(field, value, capsys):
     """A probability outside [0, 1) would train on zeroed or rescaled activations (model.keep_mask does no check)."""
     from playground.cli.main import main
-    from playground.ui.tabs.train import build_config, preset_values
+    from playground.training.form import build_config, preset_values
 
     label = field.replace("_", " ").capitalize()  # the form names the field and its range
     with pytest.raises(TrainingError, match=rf"{label} must be from 0 to below 1, not {value:g}"):
