@@ -1,8 +1,8 @@
 """Helpers shared by the benchmark scripts: data loading, the project's trainer set-up, FLOP counting, tables
 and the final JSON line.
 
-The scripts run as `python bench/NAME.py` from the repository root, so this module puts the repository root on
-sys.path (importing it first makes `playground` importable).
+The scripts run as `python bench/NAME.py` from the repository root, with the project installed in place
+(`pip install -e .`, once), so that `playground` imports from the working tree.
 """
 
 from __future__ import annotations
@@ -17,22 +17,26 @@ import resource
 import statistics
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
+try:
+    import playground  # noqa: F401
+except ImportError:
+    sys.exit("bench/ needs the playground installed: run `pip install -e .` in the repository root once.")
 
 from playground.runtime.allocator import loaded_allocator, restart_with_fast_allocator  # noqa: E402
 
+T = TypeVar("T")
 restart_with_fast_allocator()  # measure what the app and the CLI run on (PLAYGROUND_ALLOCATOR=system: glibc's)
 
 import torch  # noqa: E402
 
 from playground.training import events  # noqa: E402
-from playground.data.builtin import DATASETS_DIR  # noqa: E402
+from playground.datasets.catalog import DATASETS_DIR  # noqa: E402
 from playground.training.config import setting_types  # noqa: E402
 from playground.data.batching import collate, make_batches, pad_multiple  # noqa: E402
 from playground.data.load import load_parallel  # noqa: E402
@@ -138,6 +142,18 @@ def peak_rss_mb() -> float:
 
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
+
+
+def call_times(call: Callable[[], T], calls: int, after: Callable[[T], object] | None = None) -> list[float]:
+    """Wall seconds of each of `calls` calls; `after` gets each result, outside the timing (a check, a pause)."""
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        result = call()
+        times.append(time.perf_counter() - start)
+        if after is not None:
+            after(result)
+    return times
 
 
 @dataclass

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import common  # first: puts the repository on sys.path
+import common  # first: the allocator is chosen before PyTorch loads
 import torch
 
 from playground.core.sequences import pad_batch
@@ -140,11 +140,11 @@ def agreement(model: Transformer, src: torch.Tensor, runs: dict[str, Search]) ->
 
 def translate_latency(model: Transformer, tokenizer: PairTokenizer, sentence: str, method: str, repeats: int) -> dict:
     opts = DecodeOptions(method)
-    times = []
-    for _ in range(repeats + 1):  # the first call is reported separately (cold caches)
-        start = time.perf_counter()
-        best = translate(model, tokenizer, [sentence], opts)[0].best
-        times.append(time.perf_counter() - start)
+    # the first call is reported separately (cold caches)
+    outputs = []
+    times = common.call_times(lambda: translate(model, tokenizer, [sentence], opts)[0].best, repeats + 1,
+                              after=outputs.append)
+    best = outputs[-1]
     return {"method": method, "first_ms": 1000 * times[0], "median_ms": 1000 * common.median(times[1:]),
             "output_tokens": len(best.ids)}
 

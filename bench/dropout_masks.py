@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from unittest import mock
 
-import common  # first: puts the repository on sys.path
+import common  # first: the allocator is chosen before PyTorch loads
 import torch
 
 import playground.core.dropout as dropout_module

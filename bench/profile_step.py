@@ -20,7 +20,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-import common  # first: puts the repository on sys.path
+import common  # first: the allocator is chosen before PyTorch loads
 import torch
 from torch.profiler import ProfilerActivity, profile
 
@@ -123,12 +123,7 @@ def by_kind(ops: list[tuple[str, int, float]]) -> dict[str, float]:
 
 def best_of(fn, repeats: int = 7) -> float:
     fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+    return min(common.call_times(fn, repeats))
 
 
 def weight_cast_seconds(trainer: Trainer) -> float:

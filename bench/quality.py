@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
-import common  # first: puts the repository on sys.path
+import common  # first: the allocator is chosen before PyTorch loads
 
 from playground.training import events
 from playground.core.decode import DecodeOptions, translate

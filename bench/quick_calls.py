@@ -16,12 +16,13 @@ import threading
 import time
 from unittest import mock
 
-import common  # first: puts the repository on sys.path
+import common  # first: the allocator is chosen before PyTorch loads
 
 import torch
 
-from playground.data.builtin import DATASETS_DIR
-from playground.data.load import load_parallel, split_pairs
+from playground.datasets.catalog import DATASETS_DIR
+from playground.data.load import load_parallel
+from playground.data.stats import split_pairs
 from playground.core.decode import DecodeOptions, translate
 from playground.runtime.foreground import quick
 from playground.packages.store import SHIPPED_MODELS_DIR, load_package
@@ -57,13 +58,8 @@ class Run:
 
 
 def latencies(call, calls: int, rng: random.Random) -> list[float]:
-    times = []
-    for _ in range(calls):
-        began = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - began)
-        time.sleep(rng.uniform(0.1, 0.4))  # a person reads the result before the next
-    return times
+    # a person reads the result before the next
+    return common.call_times(call, calls, after=lambda _: time.sleep(rng.uniform(0.1, 0.4)))
 
 
 def p95(values: list[float]) -> float:

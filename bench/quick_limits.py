@@ -16,7 +16,7 @@ import json
 import time
 from pathlib import Path
 
-import common  # noqa: F401 - puts the repository root on sys.path
+import common  # noqa: F401 - first: the allocator is chosen before PyTorch loads
 import numpy as np
 import torch
 

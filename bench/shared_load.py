@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 
-from common import REPO_ROOT, RESULTS_DIR, base_parser, emit_json, print_table, start
+from common import REPO_ROOT, RESULTS_DIR, base_parser, call_times, emit_json, print_table, start
 
 SENTENCE = "A man in a blue shirt is riding a bicycle down the street."
 TRAIN = dict(d_model=128, n_heads=4, n_encoder_layers=3, n_decoder_layers=3, d_ff=512, vocab_size=2000, max_len=64,
@@ -66,14 +66,13 @@ def client(url: str, address: str):
 
 
 def translate_times(translator, requests: int, pause_s: float) -> list[float]:
-    times = []
-    for _ in range(requests):
-        start = time.perf_counter()
-        table, note, *_ = translator.predict("demo-en-de", SENTENCE, "greedy", api_name="/translate")
-        times.append(time.perf_counter() - start)
+    def check_and_pause(answer) -> None:
+        table, note, *_ = answer
         assert len(table["data"]) == 1, note
         time.sleep(pause_s)
-    return times
+
+    return call_times(lambda: translator.predict("demo-en-de", SENTENCE, "greedy", api_name="/translate"),
+                      requests, after=check_and_pause)
 
 
 def heaviest_lines(method: str) -> int:

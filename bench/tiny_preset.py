@@ -7,11 +7,12 @@ own time budget, then the demo model's bar on the held-out pairs (exact match >=
 from __future__ import annotations
 
 
-import common  # first: puts the repository on sys.path
+import common  # first: the allocator is chosen before PyTorch loads
 
 from playground.training import events
-from playground.data.builtin import DATASETS_DIR
-from playground.data.load import load_parallel, split_pairs
+from playground.datasets.catalog import DATASETS_DIR
+from playground.data.load import load_parallel
+from playground.data.stats import split_pairs
 from playground.core.decode import translate
 from playground.core.metrics import score
 from playground.packages.store import load_package

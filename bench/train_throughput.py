@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-import common  # first: puts the repository on sys.path
+import common  # first: the allocator is chosen before PyTorch loads
 import torch
 import torch.nn as nn
 from torch.nn.utils.rnn import pad_sequence

@@ -262,7 +262,7 @@ def test_free_form_json_is_bounded_before_and_after_parsing(tmp_path, tokenizer)
 def test_adam_betas_outside_0_1_are_refused_with_their_range():
     with pytest.raises(TrainingError, match=r"Adam's betas must be two numbers in \[0, 1\) .*not 5, 0\.98"):
         tiny_cfg(betas=(5, 0.98))
-    from playground.ui.tabs.train import build_config, preset_values
+    from playground.training.form import build_config, preset_values
 
     with pytest.raises(TrainingError, match=r"betas must be two numbers in \[0, 1\)"):
         build_config({**preset_values("tiny"), "beta1": 5.0, "beta2": 0.98})

@@ -7,27 +7,25 @@ from pathlib import Path
 
 import pytest
 
-from playground.data.builtin import (
-    ADJECTIVES,
-    BUILTIN_DATASETS,
-    NOUNS,
-    OPENING_ADVERBS,
-    REVERSE_SYMBOLS,
-    VERBS,
+from playground.datasets.catalog import BUILTIN_DATASETS
+from playground.datasets.lexicon import ADJECTIVES, NOUNS, OPENING_ADVERBS
+from playground.datasets.mini_translation import generate_mini_translation
+from playground.datasets.numbers import english_number, generate_numbers, german_number
+from playground.datasets.reverse import REVERSE_SYMBOLS
+from playground.datasets.sentences import (
     Clause,
     NounPhrase,
     PrepositionalPhrase,
     Sentence,
-    Split,
     english_noun_phrase,
-    english_number,
-    generate_numbers,
     german_noun_phrase,
-    german_number,
     german_prepositional_phrase,
     translate,
-    write_builtin_datasets,
 )
+from playground.datasets.split import Split
+from playground.datasets.verbs import VERBS
+from playground.datasets.write import write_builtin_datasets
+from playground.errors import DataError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -417,11 +415,40 @@ def test_written_files_are_reproducible_and_match_the_committed_assets(tmp_path:
         "README.md",
         *(f"{name}/{split}.tsv" for name in BUILTIN_DATASETS for split in ("train", "test")),
     }
-    assert first == read_bytes(REPO_ROOT / "assets" / "datasets"), "run: python -m playground.data.builtin"
-    assert b"python -m playground.data.builtin" in first["README.md"]
+    assert first == read_bytes(REPO_ROOT / "assets" / "datasets"), "run: python -m playground.datasets"
+    assert b"python -m playground.datasets" in first["README.md"]
     for name, dataset in BUILTIN_DATASETS.items():
         train_lines = first[f"{name}/train.tsv"].decode("utf-8").split("\n")
         assert train_lines[0] == f"{dataset.src_lang}\t{dataset.tgt_lang}"
         pairs = [tuple(line.split("\t")) for line in train_lines[1:-1]]
         assert pairs == generated(name)[0]
         assert len(first[f"{name}/train.tsv"]) < 1_500_000
+
+
+def test_catalogue_describes_the_lexicon_it_does_not_import() -> None:
+    """The catalogue stays light (the app lists it), so the mini-translation counts are written out: keep them true."""
+    description = BUILTIN_DATASETS["mini-translation"].description
+    assert f"({len(NOUNS)} nouns, {len(ADJECTIVES)} adjectives, {len(VERBS)} verbs)" in description
+    assert BUILTIN_DATASETS["mini-translation"].generate(5) == generate_mini_translation(5)
+
+
+def test_the_app_registry_imports_no_generator() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, playground.data.builtin; "
+            "print(sorted(m for m in sys.modules if m.startswith('playground.datasets.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO_ROOT)
+    assert out.stdout.strip() == "['playground.datasets.catalog', 'playground.datasets.split']"
+
+
+def test_read_builtin_loads_the_shipped_file_or_generates_it(tmp_path: Path, monkeypatch) -> None:
+    from playground.data import builtin
+
+    shipped = builtin.read_builtin("reverse")
+    assert shipped.fmt == "tsv" and (shipped.src_lang, shipped.tgt_lang) == ("seq", "rev")
+    monkeypatch.setattr(builtin, "DATASETS_DIR", tmp_path)  # no shipped files: made on the spot, the same pairs
+    made = builtin.read_builtin("reverse")
+    assert made.fmt == "generated" and made.pairs == shipped.pairs
+    with pytest.raises(DataError, match="no built-in dataset 'nope'; choose one of reverse, numbers"):
+        builtin.read_builtin("nope")

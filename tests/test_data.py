@@ -1,4 +1,4 @@
-"""Tests for playground.data.load: format detection, validation messages, drop counts, splitting and statistics."""
+"""Tests for playground.data: format detection, validation messages, drop counts, languages, splitting and statistics."""
 
 import gzip
 import json
@@ -7,7 +7,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from playground.data.load import DROP_REASONS, ParallelData, load_parallel, pair_stats, split_pairs
+from playground.data.load import load_parallel
+from playground.data.rows import DROP_REASONS, ParallelData
+from playground.data.stats import pair_stats, split_pairs
 from playground.errors import DataError
 
 PAIRS = [("Hello, world!", "Hallo, Welt!"), ("Good morning.", "Guten Morgen."), ("Thank you", "Danke schön")]
@@ -128,6 +130,20 @@ def test_jsonl_hugging_face_translation(tmp_path, compress):
     assert "'fr'" in message and "'en', 'de'" in message
 
 
+@pytest.mark.parametrize("compress", [False, True])
+def test_asking_for_en_finds_en_gb_in_every_format(tmp_path, compress):
+    """One language matcher for all formats: "en" finds "en-GB", "de" finds "de_DE", in JSONL as in TMX."""
+    records = jsonl({"translation": {"de_DE": t, "en-GB": s}} for s, t in PAIRS)
+    units = "".join(f'<tu><tuv xml:lang="de_DE"><seg>{t}</seg></tuv><tuv xml:lang="en-GB"><seg>{s}</seg></tuv></tu>'
+                    for s, t in PAIRS)
+    files = {"variants.jsonl": records, "variants.tsv": "de_DE\ten-GB\n" + tsv((t, s) for s, t in PAIRS),
+             "variants.tmx": f'<?xml version="1.0"?>\n<tmx version="1.4"><body>{units}</body></tmx>\n'}
+    for name, content in files.items():
+        data = load_parallel(write(tmp_path, name, content, compress), src_lang="en", tgt_lang="de")
+        assert data.pairs == PAIRS, name
+        assert (data.src_lang, data.tgt_lang) == ("en-GB", "de_DE"), name
+
+
 def test_jsonl_with_three_languages_needs_a_choice(tmp_path):
     path = write(tmp_path, "multi.jsonl", jsonl([{"translation": {"en": "yes", "de": "ja", "fr": "oui"}}]))
     assert "3 languages" in error_message(path)
@@ -212,7 +228,10 @@ def test_unclosed_csv_quote_names_line(tmp_path):
 def test_size_and_row_limits(tmp_path):
     path = write(tmp_path, "data.tsv", tsv(PAIRS))
     assert "PLAYGROUND_MAX_DATA_MB" in error_message(path, max_bytes=10)  # names a setting that exists
-    assert "larger than the limit" in error_message(write(tmp_path, "d.gz", tsv(PAIRS), compress=True), max_bytes=10)
+    message = error_message(path, max_bytes=10)  # what was found, the limit, the fix and the setting, in that order
+    assert "data.tsv is too large: 78 bytes; the limit is 10 bytes. Upload a smaller sample" in message
+    message = error_message(write(tmp_path, "d.gz", tsv(PAIRS), compress=True), max_bytes=10)
+    assert "d.gz is too large: more than 10 bytes after decompression; the limit is 10 bytes. Upload" in message
     assert "more than 2 rows" in error_message(path, max_rows=2)
 
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from playground.data.builtin import DATASETS_DIR
+from playground.datasets.catalog import DATASETS_DIR
 from playground.data.load import load_parallel
 from playground.core.decode import translate
 from playground.core.metrics import score

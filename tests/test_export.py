@@ -15,7 +15,7 @@ import pytest
 import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-from playground.data.builtin import DATASETS_DIR
+from playground.datasets.catalog import DATASETS_DIR
 from playground.core.sequences import pad_batch
 from playground.core.decode import DecodeOptions, source_ids, translate
 from playground.errors import PlaygroundError

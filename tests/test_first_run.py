@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from playground.training import events as ev
-from playground.data.load import split_pairs
+from playground.data.stats import split_pairs
 from playground.training.presets import preset_config
 from playground.training.trainer import TrainData, Trainer
 

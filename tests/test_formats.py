@@ -117,7 +117,7 @@ def test_tmx_size_limit_counts_decompressed_bytes(tmp_path):
     text = tmx(*[tu(en=f"sentence {i}", de=f"Satz {i}") for i in range(200)])
     path = write(tmp_path, "big.tmx.gz", text, compress=True)
     assert path.stat().st_size < 2000 < len(text)
-    with pytest.raises(DataError, match="larger than the limit of 2,000 bytes after decompression"):
+    with pytest.raises(DataError, match="more than 2,000 bytes after decompression; the limit is 2,000 bytes"):
         load_parallel(path, max_bytes=2000)
 
 
@@ -160,9 +160,9 @@ def test_parquet_refusals(tmp_path):
     broken.write_bytes(data[:40] + b"\0" * (len(data) - 48) + data[-8:])  # header and footer magic, garbage inside
     with pytest.raises(DataError, match="Cannot read broken.parquet as Parquet"):
         load_parallel(broken)
-    with pytest.raises(DataError, match="more than the limit of 10 rows"):
+    with pytest.raises(DataError, match="too large: 50 rows; the limit is 10 rows"):
         load_parallel(good, max_rows=10)
-    with pytest.raises(DataError, match="uncompressed, more than the limit"):
+    with pytest.raises(DataError, match="of data uncompressed; the limit is 100 bytes"):
         load_parallel(good, max_bytes=100)
 
 

@@ -251,7 +251,8 @@ def test_3_a_card_bomb_is_refused_and_no_reader_reads_past_its_limit(package, tm
 
 
 def test_4_a_session_keeps_its_pairs_packed():
-    from playground.data.load import PackedPairs, pair_stats, split_pairs
+    from playground.data.packed import PackedPairs
+    from playground.data.stats import pair_stats, split_pairs
 
     pairs = [(f"the {i}th sentence", f"der {i}. Satz ü") for i in range(2000)] + [("émoji 🙂", "")]
     packed = PackedPairs(pairs)
@@ -462,7 +463,7 @@ def test_7_info_checks_what_loading_checks_and_never_prints_a_traceback(package,
     ("seed", 2**70, "seed must be a whole number from 0 to 9223372036854775807"),
 ])
 def test_7_wrong_typed_form_values_name_their_field(field, value, message):
-    from playground.ui.tabs.train import build_config, preset_values
+    from playground.training.form import build_config, preset_values
 
     with pytest.raises(TrainingError, match=message):
         build_config({**preset_values("tiny"), field: value})
@@ -472,7 +473,7 @@ def test_7_wrong_typed_form_values_name_their_field(field, value, message):
 def test_7_a_dropout_outside_0_1_is_refused_before_training(field, value, capsys):
     """A probability outside [0, 1) would train on zeroed or rescaled activations (dropout.keep_mask does no check)."""
     from playground.cli.main import main
-    from playground.ui.tabs.train import build_config, preset_values
+    from playground.training.form import build_config, preset_values
 
     label = field.replace("_", " ").capitalize()  # the form names the field and its range
     with pytest.raises(TrainingError, match=rf"{label} must be from 0 to below 1, not {value:g}"):

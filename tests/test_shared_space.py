@@ -257,7 +257,8 @@ def test_a_refused_run_reserves_no_name_and_evicts_nobody(tmp_path):
     from playground.serving.library import Library
     from playground.ui.tabs import data as data_tab
     from playground.ui.state import Session
-    from playground.ui.tabs.train import _train, preset_values
+    from playground.training.form import preset_values
+    from playground.ui.tabs.train import _train
 
     library = Library(tmp_path / "models", shared=True)
     session = Session()

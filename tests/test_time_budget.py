@@ -61,19 +61,21 @@ def test_the_fitted_schedule_is_saved_and_resumed(tmp_path):
     for event in trainer.run():
         if isinstance(event, ev.Step) and event.step == 20:
             trainer.stop()
-    assert trainer.plan and trainer.first_plan and 1 <= trainer.warmup < 1000  # fitted: a fifth of the run at most
+    plan = trainer.budget
+    assert plan.planned and plan.first_plan and 1 <= plan.warmup < 1000  # fitted: a fifth of the run at most
     _, state, _ = load_run(tmp_path / "run", trainer.device)
-    fitted = (trainer.plan, trainer.warmup, trainer.schedule_steps, trainer.position)
+    fitted = (plan.planned, plan.warmup, plan.schedule_steps, plan.position)
     assert (state.planned_steps, state.warmup_steps, state.schedule_steps, state.schedule_position) == fitted
     resumed = Trainer(cfg, data, tmp_path / "run", resume_from=tmp_path / "run")
-    assert (resumed.plan, resumed.warmup, resumed.schedule_steps, resumed.position) == fitted
+    plan = resumed.budget
+    assert (plan.planned, plan.warmup, plan.schedule_steps, plan.position) == fitted
     # a run whose minutes were spent, resumed with more: a new schedule over the added minutes, from warmup
     list(Trainer(cfg, data, tmp_path / "spent").run())
     more = Trainer(resume_config(tmp_path / "spent", {"max_minutes": 0.05}), data, tmp_path / "spent",
                    resume_from=tmp_path / "spent")
-    assert more.plan is None and more.position == 0.0
+    assert more.budget.planned is None and more.budget.position == 0.0
     list(more.run())
-    assert more.schedule_steps and more.history.lr[-1] > 0
+    assert more.budget.schedule_steps and more.history.lr[-1] > 0
 
 
 def test_auto_validations_are_spread_over_the_planned_steps():
@@ -84,7 +86,7 @@ def test_auto_validations_are_spread_over_the_planned_steps():
 
 
 def test_the_form_says_auto_with_a_zero():
-    from playground.ui.tabs.train import build_config, preset_values
+    from playground.training.form import build_config, preset_values
 
     values = preset_values("tiny")
     assert values["eval_every"] == 0  # the field reads "Validate every (steps, 0 = auto)"

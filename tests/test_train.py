@@ -16,7 +16,8 @@ from playground.runtime.memory import keep_allocator_compact
 from playground.packages.store import load_package
 from playground.training.schedule import learning_rate
 from playground.core.tokenizer import EOS_ID, train_tokenizer
-from playground.training.trainer import Optimization, TrainConfig, TrainData, Trainer
+from playground.training.step import Optimization
+from playground.training.trainer import TrainConfig, TrainData, Trainer
 
 def events_of(trainer, stop_after=None):
     events = []
@@ -25,6 +26,24 @@ def events_of(trainer, stop_after=None):
         if stop_after is not None and isinstance(event, Step) and event.step == stop_after:
             trainer.stop()
     return events
+
+
+def test_the_setting_types_are_train_config_s_annotations():
+    """The training record's schema declares the types of TrainConfig's fields, which the CLI's flags and the
+    Train tab's fields are made from: the two agree field by field."""
+    import types
+    import typing
+
+    from playground.training.config import optional_settings, setting_types
+
+    hints = typing.get_type_hints(TrainConfig)
+    assert list(setting_types()) == [f.name for f in dataclasses.fields(TrainConfig)]
+    for name, kind in setting_types().items():
+        hint = hints[name]
+        optional = isinstance(hint, types.UnionType) and type(None) in typing.get_args(hint)
+        if optional:
+            hint = next(a for a in typing.get_args(hint) if a is not type(None))
+        assert (typing.get_origin(hint) or hint, optional) == (kind, name in optional_settings()), name
 
 
 def test_noam_schedule_values_match_the_paper():

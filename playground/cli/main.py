@@ -163,7 +163,7 @@ def train_on_this_rank(args: argparse.Namespace, cfg: TrainConfig, ranks: Ranks,
     """This process's part of the run: every rank reads the data and trains; rank 0 alone reports the events
     (errors excepted: only the rank that hits one may know of it)."""
     from playground.training import events
-    from playground.data.load import split_pairs
+    from playground.data.stats import split_pairs
     from playground.training.trainer import TrainData, run_training
 
     data = load_data(args.data, args.data_tgt, args.src_lang, args.tgt_lang, cfg.max_len)

@@ -143,30 +143,6 @@ class Obj:
                                          f"({key!r} among them)")
 
 
-class TrainSettings:
-    """A training record's `config`: each TrainConfig field with its declared type (resuming builds a TrainConfig
-    from it). Built on first use: playground.training.config imports this module's users."""
-
-    _schema: Obj | None = None
-
-    def check(self, value, where: str) -> None:
-        if TrainSettings._schema is None:
-            import dataclasses
-
-            from playground.training.config import TrainConfig
-
-            kinds = {"int": Int(), "float": Num(), "str": Str(100), "bool": Bool(),
-                     "tuple[float, float]": List(Num(), 2)}
-            fields = {}
-            for f in dataclasses.fields(TrainConfig):
-                kind = str(f.type)
-                optional = kind.endswith(" | None")
-                inner = kinds.get(kind.removesuffix(" | None"), Anything())  # a type added later: bounded in size
-                fields[f.name] = Opt(inner) if optional else inner
-            TrainSettings._schema = Obj(fields)
-        TrainSettings._schema.check(value, where)
-
-
 def depth(value) -> int:
     """Nesting depth of a JSON value, without recursion (a hostile file may nest thousands of levels)."""
     deepest, stack = 0, [(value, 1)]
@@ -208,12 +184,27 @@ CONFIG = Obj({
     "num_parameters": Int(), "saved_at": Str(64), "versions": Obj({}, extra=True),
 }, required=frozenset({"format_version", "src_lang", "tgt_lang", "model", "tokenizer", "num_parameters"}))
 
+# A training record's `config`: the settings of the run (resuming builds a TrainConfig from them). The table of their
+# types is the file format's, kept here below training; playground.training.config reads its setting types from it.
+TRAIN_SETTINGS = {
+    "d_model": Int(), "n_heads": Int(), "n_encoder_layers": Int(), "n_decoder_layers": Int(), "d_ff": Int(),
+    "activation": Str(100), "dropout": Num(), "attention_dropout": Num(), "positional_encoding": Str(100),
+    "norm_placement": Str(100), "tie_embeddings": Bool(), "max_len": Int(),
+    "tokenizer": Str(100), "vocab_size": Int(), "joint_vocab": Bool(), "bpe_dropout": Num(),
+    "optimizer": Str(100), "lr": Num(), "betas": List(Num(), 2), "eps": Num(), "weight_decay": Num(),
+    "schedule": Str(100), "warmup_steps": Int(), "label_smoothing": Num(), "clip_norm": Num(), "batch_tokens": Int(),
+    "accumulate": Int(),
+    "max_steps": Opt(Int()), "max_epochs": Opt(Num()), "max_minutes": Opt(Num()), "eval_every": Opt(Int()),
+    "eval_sentences": Int(), "early_stop_metric": Str(100), "patience": Opt(Int()), "average_last": Int(),
+    "device": Str(100), "precision": Str(100), "seed": Int(),
+}
+
 SCORES = {"step": Int(), "val_loss": Num(), "val_ppl": Num(), "bleu": Num(0, 100), "chrf": Num(0, 100),
           "exact_match": Num(0, 1), "sentences": Int()}
 EVAL = Obj(SCORES)
 TRAINING = Obj({
-    "config": TrainSettings(), "steps": Int(), "epochs": Num(0), "params": Int(), "wall_s": Num(0), "device": Str(200),
-    "precision": Str(20), "world_size": Int(1), "tokens_seen": Int(),
+    "config": Obj(TRAIN_SETTINGS), "steps": Int(), "epochs": Num(0), "params": Int(), "wall_s": Num(0),
+    "device": Str(200), "precision": Str(20), "world_size": Int(1), "tokens_seen": Int(),
     "data": Obj({"description": Str(1000), "train_pairs": Int(), "val_pairs": Int(), "src_lang": Str(64),
                  "tgt_lang": Str(64)}),
     "last": Opt(EVAL), "best": Opt(EVAL), "averaged_from": List(Str(200), 1000),

@@ -1,5 +1,6 @@
-"""Checkpoint averaging, as in the paper (the base models average the last 5 checkpoints, the big ones the last 20):
-the element-wise mean of the weights of packages that share one model config and one tokenizer.
+"""Checkpoint averaging: the element-wise mean of the weights of packages that share one model config and one
+tokenizer. As in the paper (§6.1, "Machine Translation"): the base models average the last 5 checkpoints, written
+at 10-minute intervals, the big models the last 20.
 
 `SnapshotStore` keeps the last K validation snapshots of a training run on disk for `--average-last K`.
 """

@@ -104,6 +104,11 @@ def load_run(folder: Path, device: torch.device) -> tuple[Package, RunState, dic
 # The resume policy
 
 
+def saved_config(training: dict | None) -> dict:
+    """The TrainConfig settings in a package's training record (training.json); {} for a package not trained here."""
+    return dict((training or {}).get("config") or {})
+
+
 def refuse_fixed_changes(saved: dict, wanted: dict, name: str) -> None:
     """A resumed run holds its package's model, tokenizer and optimizer: asking for others is an error."""
     def same(a, b) -> bool:
@@ -122,7 +127,7 @@ def resume_config(folder: str | Path, changes: dict) -> TrainConfig:
     its saved budgets. The model, tokenizer and optimizer settings (FIXED_ON_RESUME) cannot change."""
     folder = Path(folder)
     training = package_info(folder)["training"] or {}
-    saved = dict(training.get("config") or {})
+    saved = saved_config(training)
     if not saved:
         raise PackageError(f"{folder.name} has no training config to resume with (it was not trained here).")
     given = {k: v for k, v in changes.items() if v is not None}

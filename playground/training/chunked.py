@@ -7,9 +7,9 @@ until its share of the call's time is used, and saves; `ChunkedRun` calls it aga
 looks like one playground.training.trainer.Trainer: `run()` yields one stream of events (one Start, the steps, the
 validations, one Done), `stop()` ends it between or within chunks, `history` holds the whole curve.
 
-The tokenizer is trained and the pairs encoded once, before the first call (playground.training.prepared): a call is handed
-the folder they were written to, never the corpus. Each call's seconds follow the measured step time: a run with
-little left asks for a short call (which ZeroGPU admits on a nearly spent quota, and queues first). When the
+The tokenizer is trained and the pairs encoded once, before the first call (playground.training.prepared): a call
+is handed the folder they were written to, never the corpus. Each call's seconds follow the measured step time: a run
+with little left asks for a short call (which ZeroGPU admits on a nearly spent quota, and queues first). When the
 platform gives no GPU for a call (playground.errors.GpuUnavailable: a spent quota, an aborted task), the run ends
 with an Interrupted event, its package as saved by its last completed call.
 """
@@ -66,15 +66,16 @@ def train_chunk(cfg: dict, prepared: str, out_dir: str, resume_from: str | None,
 
 def in_fresh_process(cfg: dict, prepared: str, out_dir: str, resume_from: str | None, seconds: float,
                      stop_file: str) -> Iterator[events.Event]:
-    """train_chunk in a Python process of its own (`python -m playground.training.chunked`), its events sent back as JSON
-    lines: for training on the CPU beside a `spaces` that patched this process's torch (on ZeroGPU
+    """train_chunk in a Python process of its own (`python -m playground.training.chunked`), its events sent back as
+    JSON lines: for training on the CPU beside a `spaces` that patched this process's torch (on ZeroGPU
     torch.cuda.is_available() says True here, and torch's own optimizer step then asks CUDA whether it is capturing a
     graph, which fails). Closing it stops the run, which validates and saves first."""
+    checkout = str(Path(__file__).resolve().parents[2])  # this checkout's playground, for the child to import
+    path = os.pathsep.join(filter(None, [checkout, os.environ.get("PYTHONPATH")]))
     child = subprocess.Popen([sys.executable, "-m", "playground.training.chunked",
                               json.dumps([cfg, prepared, out_dir, resume_from, seconds, stop_file])],
                              stdout=subprocess.PIPE, text=True, encoding="utf-8",
-                             env={**os.environ, "PYTHONPATH": os.pathsep.join(  # this checkout's playground
-                                 filter(None, [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")]))})
+                             env={**os.environ, "PYTHONPATH": path})
     try:
         for line in child.stdout:
             message = json.loads(line)
@@ -167,7 +168,8 @@ class ChunkedRun:
                             last = event
                             if isinstance(event, events.Step):
                                 first_step, last_step = first_step or event, event
-                            if isinstance(event, events.Paused) or (isinstance(event, events.Start) and self.chunks > 1):
+                            seam = isinstance(event, events.Start) and self.chunks > 1
+                            if isinstance(event, events.Paused) or seam:
                                 continue  # one run for the person: one "start", no seams
                             self.record(event)
                             yield event

@@ -1,5 +1,5 @@
 """The settings of a training run (TrainConfig), which of them may change when a run is resumed, and the types of
-its fields: the one place the CLI's flags and the Train tab's form fields are made from."""
+its fields (setting_types): the one place the CLI's flags and the Train tab's form fields are made from."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, fields
 
 from playground.errors import TrainingError
 from playground.limits import MAX_POSITIONS
+from playground.packages.schema import TRAIN_SETTINGS, Bool, Int, List, Num, Opt, Str
 from playground.core.model import TransformerConfig
 from playground.training.schedule import SCHEDULES
 from playground.core.tokenizer import BOS_ID, EOS_ID, PAD_ID
@@ -133,11 +134,19 @@ RESUME_SETTINGS = (*BUDGETS, "eval_every", "eval_sentences", "early_stop_metric"
 
 
 def setting_types() -> dict[str, type]:
-    """Each TrainConfig field's type, None left out (int | None -> int): what a CLI flag or form field parses to."""
-    names = {"int": int, "float": float, "bool": bool, "str": str}
-    return {f.name: names.get(str(f.type).split(" ")[0].split("[")[0], tuple) for f in fields(TrainConfig)}
+    """Each TrainConfig field's type, None left out (int | None -> int): what a CLI flag or form field parses to
+    (tuple: Adam's two betas). Read from the training record's schema, which declares the same fields."""
+    return {name: KINDS[type(unwrap(TRAIN_SETTINGS[name]))] for name in SETTING_NAMES}
 
 
 def optional_settings() -> set[str]:
     """TrainConfig fields that may be None (budgets, patience): "not set"."""
-    return {f.name for f in fields(TrainConfig) if "None" in str(f.type)}
+    return {name for name in SETTING_NAMES if isinstance(TRAIN_SETTINGS[name], Opt)}
+
+
+def unwrap(check: object) -> object:
+    return check.inner if isinstance(check, Opt) else check
+
+
+KINDS = {Int: int, Num: float, Str: str, Bool: bool, List: tuple}  # schema check -> the Python type it admits
+SETTING_NAMES = tuple(f.name for f in fields(TrainConfig))

@@ -21,7 +21,7 @@ from playground.runtime.memory import check_training_fits
 from playground.core.model import Transformer
 from playground.runtime.device import one_thread_on_cpu
 from playground.training.schedule import MIN_USEFUL_STEPS, VALIDATIONS_PER_RUN, planned_steps
-from playground.training.trainer import QUIET_CPU_SHARE, Optimization
+from playground.training.step import QUIET_CPU_SHARE, Optimization
 
 SUBWORDS_PER_WORD = {"bpe": 1.4, "wordpiece": 1.4, "unigram": 1.4, "word": 1.0}  # "char" counts characters
 PADDING_OVERHEAD = 1.15  # length-bucketed batches still pad a little; rounding to multiples of 8 adds some
@@ -49,8 +49,8 @@ class Estimate:
         if self.limited_by != "minutes" or not max_minutes or (self.steps or 0) >= MIN_USEFUL_STEPS:
             return ""
         needed = math.ceil(2 * max_minutes * MIN_USEFUL_STEPS / max(self.steps or 1, 1)) / 2  # in half minutes
-        return (f"⚠️ Only about {self.steps or 0:,} steps fit in {max_minutes:g} minutes on this machine now: too few "
-                f"to learn much (the samples would stay like \"un un un\"). Raise **Max minutes** to about "
+        return (f"⚠️ Only about {self.steps or 0:,} steps fit in {max_minutes:g} minutes on this machine now: "
+                f"too few to learn much (the samples would stay like \"un un un\"). Raise **Max minutes** to about "
                 f"{needed:g}, or train a smaller model (fewer layers, a smaller d_model) or lower **Batch tokens**.")
 
     def describe(self) -> str:

@@ -1,5 +1,5 @@
-"""Validation: the loss on held-out pairs, BLEU/chrF of greedy translations, a few samples, the cross-attention of
-one pair to watch alignment form, and early stopping's rule for what counts as better."""
+"""Validating a model in training: the loss on held-out pairs, BLEU/chrF of greedy translations, a few samples, the
+cross-attention of one pair to watch alignment form, and early stopping's rule for what counts as better."""
 
 from __future__ import annotations
 

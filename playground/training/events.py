@@ -1,9 +1,35 @@
 """What a training run reports, one dataclass per kind of event: the CLI, TensorBoard and the Train tab dispatch on
-the class. Plain data only (numbers, strings, lists, dicts), so an event pickles across a process boundary."""
+the class. Plain data only (numbers, strings, StopReason a str among them, lists, dicts), so an event pickles across
+a process boundary."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class StopReason(StrEnum):
+    """Why a run ended its call. A str: the Done event's reason pickles, prints and goes into JSON as the text."""
+
+    STEPS = "step budget reached"
+    EPOCHS = "epoch budget reached"
+    TIME = "time budget reached"
+    STOPPED = "stopped by the user"
+    EARLY = "early stopping"
+    PAUSED = "paused"  # a run that ended its call (pause_after_s) to go on in the next one: no Done
+    OUT_OF_MEMORY = "out of memory"
+    LOSS_NOT_FINITE = "loss not finite"
+
+    def said(self, metric: str, patience: int | None) -> str:
+        """The reason as the Done event says it: early stopping names its metric and patience."""
+        if self is StopReason.EARLY:
+            return f"early stopping: no {metric} improvement in {patience} validations"
+        return self
+
+    @property
+    def failed(self) -> bool:
+        """The run broke down: its last good package is kept, nothing is saved over it."""
+        return self in (StopReason.OUT_OF_MEMORY, StopReason.LOSS_NOT_FINITE)
 
 
 @dataclass
@@ -94,7 +120,7 @@ class Interrupted:
 
 @dataclass
 class Done:
-    reason: str
+    reason: str  # a StopReason (early stopping's with its metric and patience: StopReason.said)
     summary: dict  # Trainer.result: the run's facts, for the CLI's --json and the UI
 
 

@@ -1,5 +1,6 @@
-"""A run's data made ready once, for a run of many time-limited calls (playground.training.chunked, ZeroGPU): the tokenizer
-trained (or, resuming, the package's own), the pairs encoded, and both written to a folder that every call reads.
+"""A run's data made ready once, for a run of many time-limited calls (playground.training.chunked, ZeroGPU): the
+tokenizer trained (or, resuming, the package's own), the pairs encoded, and both written to a folder that every call
+reads.
 So no call spends its GPU seconds retraining the tokenizer or re-encoding the corpus, and no call is handed the
 corpus by pickle: a call gets the folder's path. JSON and safetensors, no pickle."""
 

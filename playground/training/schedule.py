@@ -1,15 +1,30 @@
-"""The learning-rate schedule: the paper's (Noam) and three others, and how many steps a run plans to take.
-The trainer sets the rate with it at every step; the Train tab's preview draws it."""
+"""The learning-rate schedule: the paper's and three others, and how many steps a run plans to take.
+
+The paper's (§5.3, "Optimizer"; named after Noam Shazeer): lrate = d_model^-0.5 · min(step^-0.5, step ·
+warmup_steps^-1.5), a linear warmup, then a decay with the inverse square root of the step. The trainer sets the rate
+with it at every step; the Train tab's preview draws it. The functions read the few settings they need from any
+object that has them (ScheduleSettings: a TrainConfig), so this module imports nothing of the training's own."""
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from playground.training.config import TrainConfig
+from dataclasses import dataclass
+from typing import Protocol
 
 SCHEDULES = ("noam", "inverse_sqrt", "cosine", "constant")
+
+
+class ScheduleSettings(Protocol):
+    """The settings the schedule reads (playground.training.config.TrainConfig has them)."""
+
+    schedule: str
+    lr: float
+    d_model: int
+    warmup_steps: int
+    max_steps: int | None
+    max_epochs: float | None
+    max_minutes: float | None
+    eval_every: int | None
 
 
 VALIDATIONS_PER_RUN = 5  # eval_every not set ("auto"): validations spread over the planned steps, the last one included
@@ -19,7 +34,8 @@ VALIDATION_SHARE = 0.2  # of a minutes budget, kept for validations until one ha
 MIN_USEFUL_STEPS = 40  # fewer steps than this in a minutes budget leave a small model saying "un un un"
 
 
-def learning_rate(cfg: TrainConfig, step: int, total_steps: int | None = None, warmup: int | None = None) -> float:
+def learning_rate(cfg: ScheduleSettings, step: int, total_steps: int | None = None,
+                  warmup: int | None = None) -> float:
     """Learning rate at optimizer step `step` (1-based); `warmup` (a time-budgeted run's fitted one, fit_warmup)
     replaces cfg.warmup_steps."""
     step = max(step, 1)
@@ -37,9 +53,10 @@ def learning_rate(cfg: TrainConfig, step: int, total_steps: int | None = None, w
     return cfg.lr  # constant
 
 
-def planned_steps(cfg: TrainConfig, epoch_steps: int | None) -> tuple[int | None, str]:
-    """(steps, "steps" or "epochs"): the budget that ends the run first, the one the trainer and the
-    estimate both count by (the steps budget on a tie); (None, "minutes") when only the minutes budget, or epochs of unknown size, limit it."""
+def planned_steps(cfg: ScheduleSettings, epoch_steps: int | None) -> tuple[int | None, str]:
+    """(steps, "steps" or "epochs"): the budget that ends the run first, the one the trainer and the estimate both
+    count by (the steps budget on a tie); (None, "minutes") when only the minutes budget, or epochs of unknown size,
+    limit it."""
     planned, limited_by = (cfg.max_steps, "steps") if cfg.max_steps else (None, "minutes")
     if cfg.max_epochs and epoch_steps:
         by_epochs = math.ceil(cfg.max_epochs * epoch_steps)
@@ -48,7 +65,7 @@ def planned_steps(cfg: TrainConfig, epoch_steps: int | None) -> tuple[int | None
     return planned, limited_by
 
 
-def fit_warmup(cfg: TrainConfig, steps: int) -> int:
+def fit_warmup(cfg: ScheduleSettings, steps: int) -> int:
     """The warmup of a run that will get only `steps` steps (its minutes budget binds): the configured one, but at most
     WARMUP_SHARE of the run, so that a slow machine's short run still leaves warmup and learns; and (a very short
     run) at least MIN_WARMUP steps where half the run holds them, so that the rate still climbs rather than jumps."""
@@ -65,9 +82,35 @@ def advance(position: float, step: int, planned: int, length: int) -> float:
     return position + (length - position) / max(planned - step + 2, 2)
 
 
-def eval_interval(cfg: TrainConfig, steps: int | None) -> int | None:
+def eval_interval(cfg: ScheduleSettings, steps: int | None) -> int | None:
     """Steps between validations: eval_every when set, else the planned steps spread over VALIDATIONS_PER_RUN
     validations (None while the plan is unknown: a minutes budget not yet timed)."""
     if cfg.eval_every:
         return cfg.eval_every
     return max(1, math.ceil(steps / VALIDATIONS_PER_RUN)) if steps else None
+
+
+@dataclass(frozen=True)
+class SchedulePreview:
+    """The steps the Train tab's learning-rate preview draws, and the warmup over them."""
+
+    steps: int
+    caption: str  # where the number of steps comes from, for the chart's title
+    fitted: bool  # the steps are what the estimate expects to fit in a binding minutes budget: the run fits its
+    # warmup to them (fit_warmup), and so does the preview
+    warmup: int
+
+
+def schedule_preview(cfg: ScheduleSettings, epoch_steps: int | None, estimated: int | None = None) -> SchedulePreview:
+    """The preview's steps: the steps budget, epochs x batches per epoch, the steps the estimate expects to fit in
+    the minutes budget (`estimated`), or else a few warmups' worth."""
+    planned, limited_by = planned_steps(cfg, epoch_steps)
+    fitted = False
+    if planned:
+        steps, caption = planned, f"{limited_by} budget"
+    elif cfg.max_minutes and estimated:
+        steps, caption, fitted = estimated, "what fits in the minutes", True
+    else:
+        steps, caption = max(10 * cfg.warmup_steps, 1000), "no step budget: the first steps"
+    steps = max(int(steps), 2)
+    return SchedulePreview(steps, caption, fitted, fit_warmup(cfg, steps) if fitted else cfg.warmup_steps)

@@ -1,8 +1,8 @@
 """The training loop: a Trainer owns one run, from the tokenizer to the last saved package, and reports it as a
-stream of typed events (playground.training.events) for the UI and the CLI. The paper's pieces live in their own modules:
-batching (token-budget batches), schedule (the learning rate), loss (label smoothing), validation, checkpoint
-(saving and the resume policy). Gradient accumulation, and data-parallel training across the processes torchrun
-starts (see Trainer)."""
+stream of typed events (playground.training.events) for the UI and the CLI. Its pieces live in their own modules:
+step (one optimisation step: loss, backward, clipping, the learning rate, the update), budget (the steps planned
+and when a budget ends the run), batching (token-budget global batches), evaluation, checkpoint (saving and the
+resume policy), averaging. Data-parallel training across the processes torchrun starts: see Trainer."""
 
 from __future__ import annotations
 
@@ -14,42 +14,37 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Generator, Iterator
 
 import torch
 
+from playground.core.model import Transformer
+from playground.core.tokenizer import PairBpeDropout, PairTokenizer, train_tokenizer
+from playground.data.batching import GlobalBatch, collate, encode_pairs, make_batches, pad_multiple, token_counts
+from playground.data.languages import check_language
+from playground.errors import PlaygroundError, TrainingError
+from playground.packages.store import check_name, snapshots_folder
+from playground.runtime.device import describe, one_thread_on_cpu, resolve_device, resolve_precision
+from playground.runtime.foreground import yield_to_quick_calls
+from playground.runtime.memory import check_training_fits, keep_allocator_compact
 from playground.training import events
 from playground.training.averaging import SnapshotStore, average_packages
-from playground.data.batching import GlobalBatch, collate, encode_pairs, make_batches, pad_multiple, token_counts
-from playground.training.checkpoint import (History, RunState, load_run, optimizer_from_safetensors, refuse_fixed_changes,
-                                   save_run)
+from playground.training.budget import MinutesPlan, budget_reached
+from playground.training.checkpoint import (History, RunState, load_run, optimizer_from_safetensors,
+                                            refuse_fixed_changes, save_run, saved_config)
 from playground.training.config import TrainConfig
-from playground.data.load import check_language
-from playground.runtime.device import autocast, describe, one_thread_on_cpu, resolve_device, resolve_precision, sync
-from playground.training.distributed import (SINGLE, Ranks, agree, check_same_on_all_ranks, rank_device, seed_rank,
-                                    sum_over_ranks, wrap_model)
-from playground.errors import PlaygroundError, TrainingError
-from playground.runtime.foreground import yield_to_quick_calls
-from playground.training.loss import smoothed_loss_sum
-from playground.runtime.memory import check_training_fits, keep_allocator_compact
-from playground.core.model import Transformer
-from playground.packages.store import check_name, snapshots_folder
-from playground.training.schedule import (VALIDATION_SHARE, VALIDATIONS_PER_RUN, advance, eval_interval, fit_warmup,
-                                 learning_rate, planned_steps)
-from playground.core.tokenizer import PAD_ID, PairBpeDropout, PairTokenizer, train_tokenizer
+from playground.training.distributed import SINGLE, Ranks, agree, check_same_on_all_ranks, rank_device, seed_rank
+from playground.training.events import StopReason
 from playground.training.evaluation import (is_better, perplexity, probe_attention, translation_scores,
-                                   validation_loss)
+                                            validation_loss)
+from playground.training.schedule import eval_interval, planned_steps
+from playground.training.step import QUIET_CPU_SHARE, Optimization
 
 if TYPE_CHECKING:
     from playground.training.prepared import Prepared
 
-PAUSED = "paused"  # the reason of a run that ended its call (pause_after_s) to go on in the next one
-FIRST_TIMING_STEPS = 2  # a fitted plan is first re-planned once this many steps have been timed ...
 STOP_EVAL_SENTENCES = 50  # sentences decoded by the last validation of a stopped run
 FINAL_GRACE, FINAL_GRACE_S = 0.05, 10.0  # a time-capped run's last validation may run this share of the cap past it
-REPLAN_SHARE = 0.05  # ... and again each time this share of the budget has passed (the machine's speed changes)
-QUIET_CPU_SHARE = 0.8  # a timed pass that got this share of a core: the machine has room for more threads
-MAX_PACE_CHANGE = 1.5  # a re-plan changes the steps left by at most this factor: the rate's slope changes gently
 
 
 @dataclass
@@ -65,6 +60,34 @@ class TrainData:
         check_language(self.tgt_lang, "target language")
 
 
+@dataclass
+class Loop:
+    """The counters of one call of Trainer.run; what a resumed run goes on with lives on the Trainer."""
+
+    start: float  # time.perf_counter() when the call began
+    budget_steps: int | None  # the steps or epochs budget in steps (schedule.planned_steps)
+    steps_per_epoch: int
+    cap_end: float | None  # the time cap as a time.perf_counter() deadline
+    elapsed: float = 0.0  # seconds of the run, its earlier calls included
+    steps_here: int = 0
+    train_time: float = 0.0  # seconds of this call's steps, validations left out
+    tokens_window: int = 0
+    window_start: float = 0.0
+    planned_at: float = 0.0  # seconds into the call of the last re-plan
+    last_loss: float | None = None
+    saved_step: int | None = None
+    last_eval: int = 0
+    reason: StopReason | None = None
+
+    def tokens_per_s(self, tokens: int, now: float) -> float:
+        """Tokens a second over a sliding window that keeps the number current."""
+        self.tokens_window += tokens
+        rate = self.tokens_window / max(now - self.window_start, 1e-9)
+        if now - self.window_start > 2.0:
+            self.tokens_window, self.window_start = 0, now
+        return rate
+
+
 def run_fingerprint(cfg: TrainConfig, data: TrainData) -> str:
     """A hash of the settings and the sentence pairs, to check that every rank trains on the same ones."""
     digest = hashlib.sha256(json.dumps(cfg.to_dict(), sort_keys=True).encode())
@@ -75,80 +98,12 @@ def run_fingerprint(cfg: TrainConfig, data: TrainData) -> str:
     return digest.hexdigest()
 
 
-class Optimization:
-    """The model in training, its optimizer and its loss scaler: one optimizer step on a global batch. The
-    Trainer's step, and the one the duration estimate (playground.training.estimate) times."""
-
-    def __init__(self, cfg: TrainConfig, model: Transformer, device: torch.device, precision: str,
-                 ranks: Ranks = SINGLE):
-        self.cfg, self.model, self.device, self.precision, self.ranks = cfg, model, device, precision, ranks
-        self.train_model = wrap_model(model, device, ranks)
-        kind = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
-        fused = {"fused": True} if device.type in ("cuda", "cpu") else {}  # one kernel, not a loop per tensor
-        self.optimizer = kind(model.parameters(), lr=0.0, betas=cfg.betas, eps=cfg.eps,
-                              weight_decay=cfg.weight_decay, **fused)
-        self.scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
-
-    def gradient_sync(self, last: bool):
-        """DDP all-reduces the gradients in every backward: accumulate them locally, all-reduce after the last."""
-        if last or self.train_model is self.model:
-            return contextlib.nullcontext()
-        return self.train_model.no_sync()
-
-    def step(self, batch: GlobalBatch, step: float, planned: int | None,
-             warmup: int | None = None) -> tuple[float, float, float]:
-        """Optimizer step at schedule position `step` (the step, 1-based, unless a minutes budget fitted the
-        schedule: schedule.advance): (the global batch's loss per target token, the learning rate, the gradient
-        norm). `planned` and `warmup`: the run's schedule (Trainer.fit_schedule)."""
-        lr = learning_rate(self.cfg, step, planned, warmup)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
-        self.optimizer.zero_grad(set_to_none=True)
-        loss_sum = self.forward_backward(batch)
-        self.scaler.unscale_(self.optimizer)
-        max_norm = self.cfg.clip_norm if self.cfg.clip_norm > 0 else float("inf")
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
-        # summed over the ranks, the loss is the same number everywhere: all ranks skip a non-finite step together
-        loss = sum_over_ranks(loss_sum, self.ranks) / batch.n_tokens
-        loss_value, norm_value = torch.stack([loss, grad_norm.float()]).tolist()  # one wait for the device, not two
-        if math.isfinite(loss_value):
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-        return loss_value, lr, norm_value
-
-    def time_step(self, batch: GlobalBatch) -> float:
-        """Seconds of a step's forward and backward passes on `batch`; the gradients are dropped, nothing learns."""
-        self.optimizer.zero_grad(set_to_none=True)
-        sync(self.device)
-        start = time.perf_counter()
-        self.forward_backward(batch)
-        sync(self.device)
-        seconds = time.perf_counter() - start
-        self.optimizer.zero_grad(set_to_none=True)
-        return seconds
-
-    def forward_backward(self, batch: GlobalBatch) -> torch.Tensor:
-        """The gradients of the global batch's loss (summed over its target tokens, which it returns)."""
-        self.train_model.train()
-        loss_sum = torch.zeros((), device=self.device)
-        for index, micro in enumerate(batch.mine):
-            with self.gradient_sync(last=index == len(batch.mine) - 1):
-                with autocast(self.device, self.precision):
-                    logits = self.train_model(micro.src, micro.tgt_in)
-                micro_loss = smoothed_loss_sum(logits, micro.tgt_out, self.cfg.label_smoothing, PAD_ID)
-                # DDP averages the gradients over the ranks; the world size undoes that average, so the gradient is
-                # that of (sum of every micro-batch's loss) / (the global batch's target tokens)
-                self.scaler.scale(micro_loss * self.ranks.world_size / batch.n_tokens).backward()
-            loss_sum += micro_loss.detach()
-        return loss_sum
-
-
 class Trainer:
-    """Owns one training run. Iterate `run()` for events (playground.training.events); call `stop()` from any thread to end
-    it cleanly.
+    """Owns one training run. Iterate `run()` for events (playground.training.events); call `stop()` from any thread
+    to end it cleanly.
 
-    Under torchrun (`ranks` from playground.training.distributed) every rank runs its own Trainer inside the process group:
-    each trains on its share of every global batch, and rank 0 alone validates and writes packages (the other
+    Under torchrun (`ranks` from playground.training.distributed) every rank runs its own Trainer inside the process
+    group: each trains on its share of every global batch, and rank 0 alone validates and writes packages (the other
     ranks yield no Eval, Saved or Averaged events)."""
 
     def __init__(self, cfg: TrainConfig, data: TrainData, out_dir: str | Path, resume_from: str | Path | None = None,
@@ -172,21 +127,15 @@ class Trainer:
         self.dropout_rng = torch.Generator(self.device).manual_seed(cfg.seed)
         self.step, self.epoch, self.batch_in_epoch, self.tokens_seen, self.elapsed_before = 0, 0, 0, 0, 0.0
         self.history, self.best, self.bad_evals = History(), None, 0
-        # the steps the run plans to take; a binding minutes budget fits the schedule to them (fit_schedule)
-        self.plan: int | None = None
-        self.warmup = cfg.warmup_steps
-        self.schedule_steps: int | None = None  # a fitted schedule's length; None: the schedule counts steps
-        self.position = 0.0  # where a fitted schedule stands after the last step (schedule.advance)
-        self.keep_plain = False  # a resumed call of a run whose steps or epochs budget ends it first: no timing
-        self.first_plan: int | None = None  # the first steps-for-the-minutes guess of this call, for the summary
-        self.eval_seconds: list[float] = []  # the validations of this call, timed for the plan
+        self.budget = MinutesPlan(cfg)  # the steps the run plans to take and the schedule fitted to them
         self.one_thread = False  # train on one CPU thread: faster here when measured (time_step)
         self.eval_limit: int | None = None  # sentences the last validation of a fitted run had time to decode
         if resume_from is not None:
             self.resume(Path(resume_from))  # every rank loads the weights and the optimizer state
         else:
             self.tokenizer = prepared.tokenizer if prepared else self.shared_tokenizer()
-            model_cfg = cfg.model_config(self.tokenizer.src_vocab_size, self.tokenizer.tgt_vocab_size, self.tokenizer.joint)
+            tokenizer = self.tokenizer
+            model_cfg = cfg.model_config(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, tokenizer.joint)
             check_training_fits(model_cfg, cfg.batch_tokens, self.device, self.precision)
             self.model = Transformer(model_cfg, torch.Generator().manual_seed(cfg.seed))  # the same on every rank
             self.model.to(self.device)
@@ -194,7 +143,8 @@ class Trainer:
         self.model.draw_dropout_from(self.dropout_rng)
         seed_rank(self.dropout_rng, cfg.seed, ranks, self.step)
         self.segmenter = PairBpeDropout(self.tokenizer, cfg.bpe_dropout) if cfg.bpe_dropout else None
-        # `prepared` (a chunked run's calls, playground.training.prepared): the tokenizer trained and the pairs encoded once
+        # `prepared` (a chunked run's calls, playground.training.prepared): the tokenizer trained and the pairs
+        # encoded once
         self.train_set = prepared.train_set if prepared and not self.segmenter else self.encode_train(self.epoch)
         self.val_set = prepared.val_set if prepared else encode_pairs(self.tokenizer, data.val, cfg.max_len)  # plain
         self.batches = self.epoch_batches(self.epoch)
@@ -209,15 +159,17 @@ class Trainer:
         """Rank 0 trains the tokenizer and sends it to the others as JSON: every rank must map text to the very
         same ids, whatever the library versions on other machines do."""
         cfg = self.cfg
-        trained = (train_tokenizer(self.data.train, kind=cfg.tokenizer, vocab_size=cfg.vocab_size, joint=cfg.joint_vocab)
-                   if self.ranks.is_main else None)
+        trained = None
+        if self.ranks.is_main:
+            trained = train_tokenizer(self.data.train, kind=cfg.tokenizer, vocab_size=cfg.vocab_size,
+                                      joint=cfg.joint_vocab)
         if not self.ranks.distributed:
             return trained
         return PairTokenizer.from_json_strings(*agree(trained.to_json_strings() if trained else None, self.ranks))
 
     def resume(self, folder: Path) -> None:
         package, state, optimizer_tensors = load_run(folder, self.device)
-        refuse_fixed_changes((package.training or {}).get("config") or {}, self.cfg.to_dict(), folder.name)
+        refuse_fixed_changes(saved_config(package.training), self.cfg.to_dict(), folder.name)
         self.model, self.tokenizer = package.model, package.tokenizer
         self.optimization = Optimization(self.cfg, self.model, self.device, self.precision, self.ranks)
         optimizer_from_safetensors(self.optimization.optimizer, optimizer_tensors, state.optimizer)
@@ -225,24 +177,11 @@ class Trainer:
         self.tokens_seen, self.elapsed_before = state.tokens_seen, state.elapsed_s
         self.history = History(**package.training["history"])  # training.json: save() writes it with the state
         self.best, self.bad_evals = state.best, state.bad_evals
-        if self.cfg.max_minutes and state.planned_steps and not self.used_up(package.training or {}, state):
-            # the schedule goes on as it was (the next call of a chunked run, or after a Stop): a fitted one where it
-            # stood, a plain one without timing again; one whose minutes were used up starts a new one over the added
-            # minutes, from warmup
-            self.keep_plain = state.schedule_steps is None
-            if state.schedule_steps:
-                self.plan, self.warmup, self.schedule_steps, self.position = (
-                    state.planned_steps, state.warmup_steps, state.schedule_steps, state.schedule_position)
+        self.budget.resume(package.training, state)
         try:
             self.dropout_rng.set_state(torch.tensor(state.rng_state, dtype=torch.uint8))
         except RuntimeError:  # saved on another kind of device, whose stream has another state: start a seeded one
             self.dropout_rng.manual_seed(hash((self.cfg.seed, self.step)) % 2**63)
-
-    @staticmethod
-    def used_up(training: dict, state: RunState) -> bool:
-        """Whether the saved run ended because its minutes budget was spent (not paused between calls or stopped)."""
-        minutes = (training.get("config") or {}).get("max_minutes")
-        return bool(minutes) and state.elapsed_s >= minutes * 60
 
     def stop(self) -> None:
         self.stop_requested.set()
@@ -291,24 +230,10 @@ class Trainer:
         world_size = self.ranks.world_size
         global_batch = self.batches[start : start + self.batches_per_step]
         counts = [token_counts(self.train_set, indices) for indices in global_batch]
-        mine = [collate(self.train_set, indices, self.device) for indices in global_batch[self.ranks.rank :: world_size]]
-        return GlobalBatch(mine, n_tokens=sum(tgt for tgt, _ in counts), n_all_tokens=sum(tgt + src for tgt, src in counts))
-
-    def budget_reached(self, planned: int | None, elapsed: float, steps_here: int) -> str | None:
-        if planned is not None and self.step >= planned:
-            return "step budget reached" if self.cfg.max_steps == planned else "epoch budget reached"
-        # the time counts the setup too; a setup that took it all still gets one step, so a package comes out
-        if self.cfg.max_minutes and elapsed >= self.cfg.max_minutes * 60 and steps_here:
-            return "time budget reached"
-        return None
-
-    def eta(self, planned: int | None, elapsed: float, steps_done_here: int, run_time: float) -> float | None:
-        estimates = []
-        if planned is not None and steps_done_here:
-            estimates.append((planned - self.step) * run_time / steps_done_here)
-        if self.cfg.max_minutes:
-            estimates.append(self.cfg.max_minutes * 60 - elapsed)
-        return max(min(estimates), 0.0) if estimates else None
+        mine = [collate(self.train_set, indices, self.device)
+                for indices in global_batch[self.ranks.rank :: world_size]]
+        return GlobalBatch(mine, n_tokens=sum(tgt for tgt, _ in counts),
+                           n_all_tokens=sum(tgt + src for tgt, src in counts))
 
     # -- validation and saving ----------------------------------------------------------------------------
 
@@ -322,15 +247,13 @@ class Trainer:
             sentences = min(self.cfg.eval_sentences, sentences or self.cfg.eval_sentences, self.eval_limit or math.inf,
                             len(self.data.val))
             # a fitted run's validation decodes what fits in its share of the minutes, at most as many sentences as
-            # the one before: an untrained model's outputs run to their length limit and must not eat the budget
-            allowance = None
-            if self.schedule_steps:
-                allowance = VALIDATION_SHARE * self.cfg.max_minutes * 60 / VALIDATIONS_PER_RUN
+            # the one before
+            allowance = self.budget.validation_allowance()
             scores, samples = translation_scores(self.model, self.tokenizer, self.data.val[:sentences],
                                                  self.device, self.precision, allowance, until)
             if allowance is not None and scores["sentences"]:
                 self.eval_limit = scores["sentences"]
-        self.eval_seconds.append(time.perf_counter() - began)
+        self.budget.eval_seconds.append(time.perf_counter() - began)
         record = {"step": self.step, "val_loss": val_loss, "val_ppl": perplexity(val_loss), **scores}
         self.history.evals.append(record)
         self.history.probe.append({"step": self.step, **probe_attention(self.model, self.tokenizer, self.val_set[0])})
@@ -369,9 +292,7 @@ class Trainer:
 
     def save(self, elapsed: float, training: dict | None = None) -> Path:
         state = RunState(self.dropout_rng.get_state().tolist(), self.step, self.epoch, self.batch_in_epoch,
-                         self.tokens_seen, elapsed, self.best, self.bad_evals, planned_steps=self.plan,
-                         warmup_steps=self.warmup, schedule_steps=self.schedule_steps,
-                         schedule_position=self.position)
+                         self.tokens_seen, elapsed, self.best, self.bad_evals, **self.budget.saved())
         return save_run(self.out_dir, self.model, self.tokenizer, self.optimization.optimizer, state,
                         src_lang=self.data.src_lang, tgt_lang=self.data.tgt_lang,
                         training=training or self.summary(elapsed))
@@ -400,21 +321,7 @@ class Trainer:
         path = average_packages(snapshots, self.average_dir)
         return events.Averaged(str(path), [SnapshotStore.step_of(s) for s in snapshots])
 
-    # -- the schedule of a minutes budget ------------------------------------------------------------------
-
-    def fit_schedule(self, budget_steps: int | None, elapsed: float) -> None:
-        """Before the first step of a minutes budget: time a step, plan the steps the budget holds (keeping
-        VALIDATION_SHARE of it for validations until one is timed) and fit the schedule to them, warmup included.
-        A steps or epochs budget that ends the run first keeps the plain schedule."""
-        seconds = agree(self.time_step(), self.ranks)  # every rank times (and picks its threads), rank 0 plans
-        remaining = self.cfg.max_minutes * 60 - elapsed
-        fitted = self.step + max(1, int(remaining * (1 - VALIDATION_SHARE) / max(seconds, 1e-9)))
-        if budget_steps is not None and budget_steps <= fitted:
-            return
-        self.plan = self.first_plan = fitted
-        self.schedule_steps = fitted - self.step + 1  # one past the last planned step: none of them gets lr 0
-        self.warmup = fit_warmup(self.cfg, fitted - self.step)
-        self.position = 0.0
+    # -- the loop -----------------------------------------------------------------------------------------
 
     def time_step(self) -> float:
         """Seconds of one step here: the forward and backward passes on the next batch, timed on one thread after an
@@ -442,147 +349,146 @@ class Trainer:
     def step_threads(self):
         return one_thread_on_cpu(self.device) if self.one_thread else contextlib.nullcontext()
 
-    def replan(self, budget_steps: int | None, elapsed: float, steps_here: int, train_time: float) -> None:
-        """Fit the plan to the steps the rest of the minutes budget holds at the speed measured so far in this call,
-        and the validations still to come at the time they took (or VALIDATION_SHARE of the budget until one ran).
-        Only the pace of the fitted schedule changes (schedule.advance), so the rate never jumps."""
-        budget = self.cfg.max_minutes * 60
-        per_eval = (sum(self.eval_seconds) / len(self.eval_seconds) if self.eval_seconds
-                    else VALIDATION_SHARE * budget / VALIDATIONS_PER_RUN)
-        per_step = train_time / max(steps_here, 1) + per_eval / (eval_interval(self.cfg, self.plan) or self.plan)
-        left, fitted = self.plan - self.step, (budget - elapsed) / per_step
-        if left > 0:
-            fitted = min(max(fitted, left / MAX_PACE_CHANGE), left * MAX_PACE_CHANGE)
-        planned = self.step + max(1, round(fitted))
-        self.plan = min(planned, budget_steps) if budget_steps is not None else planned
-
-    def replan_due(self, steps_here: int, last_plan_time: float, run_time: float) -> bool:
-        if not self.schedule_steps or steps_here < FIRST_TIMING_STEPS:
-            return False
-        return run_time - last_plan_time >= REPLAN_SHARE * self.cfg.max_minutes * 60
-
-    def next_position(self) -> float:
-        """The schedule position of the next step: the step itself, or on a fitted schedule schedule.advance."""
-        if self.schedule_steps is None:
-            return self.step + 1
-        return advance(self.position, self.step + 1, self.plan, self.schedule_steps)
-
-    # -- the loop -----------------------------------------------------------------------------------------
-
     def run(self) -> Iterator[events.Event]:
-        cfg = self.cfg
-        steps_per_epoch = len(self.batches) // self.batches_per_step
-        budget_steps, _ = planned_steps(self.cfg, steps_per_epoch)
-        start_time = time.perf_counter()
-        self.elapsed_before += start_time - self.setup_started
-        if self.plan is None:  # not a fitted schedule saved by the call before
-            self.plan = budget_steps
-            if cfg.max_minutes and not self.keep_plain:
-                self.fit_schedule(budget_steps, self.elapsed_before + time.perf_counter() - start_time)
-        elapsed = self.elapsed_before
-        # the time cap as a clock time: validations stop there too (their decoding can outlast many steps)
-        cap_end = start_time + cfg.max_minutes * 60 - self.elapsed_before if cfg.max_minutes else None
-        steps_here, tokens_window, window_start, planned_at, train_time = 0, 0, start_time, 0.0, 0.0
-        last_good_loss, saved_step, reason = None, None, "finished"
-        last_eval = self.history.evals[-1]["step"] if self.history.evals else 0  # every rank has the history
-        yield events.Start(self.model.num_parameters(), self.device_text(), self.precision, self.plan,
-                           steps_per_epoch, len(self.train_set), len(self.val_set), self.step,
-                           self.tokenizer.tgt_vocab_size, self.ranks.world_size, cfg.accumulate)
+        loop = self.begin()
+        yield events.Start(self.model.num_parameters(), self.device_text(), self.precision, self.budget.planned,
+                           loop.steps_per_epoch, len(self.train_set), len(self.val_set), self.step,
+                           self.tokenizer.tgt_vocab_size, self.ranks.world_size, self.cfg.accumulate)
         try:
             while True:
-                elapsed = self.elapsed_before + time.perf_counter() - start_time
-                # rank 0's clock, stop button and call length (ZeroGPU) decide for every rank
-                call_over = (self.pause_after_s is not None and steps_here
-                             and time.perf_counter() - start_time >= self.pause_after_s)
-                reason = agree(self.budget_reached(budget_steps, elapsed, steps_here)
-                               or ("stopped by the user" if self.stop_requested.is_set() else None)
-                               or (PAUSED if call_over else None), self.ranks)
-                if reason == PAUSED:
+                loop.elapsed = self.elapsed_before + time.perf_counter() - loop.start
+                loop.reason = self.stop_reason(loop)
+                if loop.reason == StopReason.PAUSED:
                     return  # the finally saves the state to resume from: no final validation, no Done
-                if reason:
+                if loop.reason:
                     break
-                # the last batches of an epoch that cannot fill a global batch are left out (a different few each epoch)
-                if self.batch_in_epoch + self.batches_per_step > len(self.batches):
-                    self.epoch, self.batch_in_epoch = self.epoch + 1, 0
-                    if self.segmenter:
-                        self.train_set = self.encode_train(self.epoch)
-                    self.batches = self.epoch_batches(self.epoch)
+                self.roll_epoch()
                 yield_to_quick_calls(self.device.type)  # a visitor's translate first (playground/runtime/foreground.py)
-                batch = self.next_global_batch()
-                position, began = self.next_position(), time.perf_counter()
-                try:
-                    with self.step_threads():
-                        loss, lr, grad_norm = self.optimization.step(batch, position, self.schedule_steps or self.plan,
-                                                                     self.warmup)
-                except torch.OutOfMemoryError:
-                    reason = "out of memory"
-                    yield events.Error(f"The {self.device.type} ran out of memory at step {self.step + 1}; the last "
-                                       "saved package was kept. Lower batch tokens, the maximum length or the model "
-                                       "size.", self.step + 1)
-                    return
-                if not math.isfinite(loss):
-                    yield events.Error(f"The loss became {loss} at step {self.step + 1}; training stopped and the last "
-                                       f"good package (step {saved_step if saved_step is not None else 'none yet'}) "
-                                       "was kept. Lower the learning rate, raise the warmup, or use fp32 precision.",
-                                       self.step + 1)
-                    reason = "loss not finite"
-                    return
-                self.step, self.batch_in_epoch = self.step + 1, self.batch_in_epoch + self.batches_per_step
-                self.position = position
-                self.tokens_seen += batch.n_all_tokens
-                tokens_window += batch.n_all_tokens
-                steps_here += 1
-                last_good_loss = loss
-                now = time.perf_counter()
-                train_time += now - began
-                elapsed = self.elapsed_before + now - start_time
-                self.history.record_step(self.step, loss, lr, elapsed)
-                tokens_per_s = tokens_window / max(now - window_start, 1e-9)
-                if now - window_start > 2.0:  # a sliding window keeps tokens/s current
-                    tokens_window, window_start = 0, now
-                # rank 0's clock decides, so that every rank follows the same schedule
-                if cfg.max_minutes and agree(self.replan_due(steps_here, planned_at, now - start_time), self.ranks):
-                    if self.ranks.is_main:
-                        self.replan(budget_steps, elapsed, steps_here, train_time)
-                    self.plan = agree(self.plan, self.ranks)
-                    planned_at = now - start_time
-                yield events.Step(self.step, self.epochs_done, loss, lr, grad_norm, tokens_per_s, elapsed,
-                                  self.eta(self.plan, elapsed, steps_here, now - start_time), self.plan)
-                # counted from the last validation, not as multiples: a re-planned interval would skip the next one
-                every = eval_interval(cfg, self.plan)
-                if every and self.step - last_eval >= every:
-                    if self.ranks.is_main:  # the other ranks wait for it in the next collective
-                        yield from self.validate_and_save(elapsed, final=False, until=cap_end)
-                    saved_step = last_eval = self.step
-                    if agree(cfg.patience is not None and self.bad_evals >= cfg.patience, self.ranks):
-                        reason = f"early stopping: no {cfg.early_stop_metric} improvement in {cfg.patience} validations"
-                        break
-            if self.step != saved_step and self.step > 0:
-                if self.ranks.is_main:
-                    # a person pressed Stop: a quick last validation (an untrained model decodes every sentence to
-                    # its maximum length, and 200 of them take seconds on a CPU)
-                    quick = STOP_EVAL_SENTENCES if reason == "stopped by the user" else None
-                    until = None
-                    if cap_end is not None:  # the package's scores need a last validation: a short grace for it
-                        until = max(cap_end, time.perf_counter()) + max(FINAL_GRACE_S, FINAL_GRACE * cfg.max_minutes * 60)
-                    yield from self.validate_and_save(elapsed, final=True, sentences=quick, until=until)
-                saved_step = self.step
-            averaged = self.average_snapshots()
-            if averaged:
-                yield averaged
-            yield events.Done(reason, self.result(elapsed, last_good_loss, averaged.path if averaged else None))
+                step = yield from self.train_step(loop)
+                if step is None:
+                    return  # said in an Error event; the last good package is kept
+                yield step
+                if (yield from self.validate_if_due(loop)):
+                    loop.reason = StopReason.EARLY
+                    break
+            yield from self.finish(loop)
         finally:
             # the consumer went away (closed tab, Ctrl-C, cancelled job): keep the work done so far
-            if (self.ranks.is_main and reason not in ("loss not finite", "out of memory") and self.step > 0
-                    and self.step != saved_step):
-                self.save(self.elapsed_before + time.perf_counter() - start_time)
+            if (self.ranks.is_main and not (loop.reason and loop.reason.failed) and self.step > 0
+                    and self.step != loop.saved_step):
+                self.save(self.elapsed_before + time.perf_counter() - loop.start)
+
+    def begin(self) -> Loop:
+        """This call's counters, and its plan: under a minutes budget, fitted from a step timed now."""
+        steps_per_epoch = len(self.batches) // self.batches_per_step
+        budget_steps, _ = planned_steps(self.cfg, steps_per_epoch)
+        start = time.perf_counter()
+        self.elapsed_before += start - self.setup_started
+        if self.budget.needs_timing(budget_steps):
+            elapsed = self.elapsed_before + time.perf_counter() - start
+            seconds = agree(self.time_step(), self.ranks)  # every rank times (and picks its threads), rank 0 plans
+            self.budget.fit(self.step, budget_steps, elapsed, seconds)
+        # the time cap as a clock time: validations stop there too (their decoding can outlast many steps)
+        cap_end = start + self.cfg.max_minutes * 60 - self.elapsed_before if self.cfg.max_minutes else None
+        last_eval = self.history.evals[-1]["step"] if self.history.evals else 0  # every rank has the history
+        return Loop(start, budget_steps, steps_per_epoch, cap_end, elapsed=self.elapsed_before, window_start=start,
+                    last_eval=last_eval)
+
+    def stop_reason(self, loop: Loop) -> StopReason | None:
+        """Why the run stops before its next step, if it does: rank 0's clock, Stop button and call length
+        (ZeroGPU) decide for every rank."""
+        call_over = (self.pause_after_s is not None and loop.steps_here
+                     and time.perf_counter() - loop.start >= self.pause_after_s)
+        return agree(budget_reached(self.cfg, self.step, loop.budget_steps, loop.elapsed, loop.steps_here)
+                     or (StopReason.STOPPED if self.stop_requested.is_set() else None)
+                     or (StopReason.PAUSED if call_over else None), self.ranks)
+
+    def roll_epoch(self) -> None:
+        """The next epoch, when the last batches of this one cannot fill a global batch (they are left out: a
+        different few each epoch)."""
+        if self.batch_in_epoch + self.batches_per_step > len(self.batches):
+            self.epoch, self.batch_in_epoch = self.epoch + 1, 0
+            if self.segmenter:
+                self.train_set = self.encode_train(self.epoch)
+            self.batches = self.epoch_batches(self.epoch)
+
+    def train_step(self, loop: Loop) -> Generator[events.Event, None, events.Step | None]:
+        """One optimizer step and its bookkeeping; returns its Step event, or None after yielding the Error that
+        ends the run (out of memory, or a loss that is not finite)."""
+        batch = self.next_global_batch()
+        position, began = self.budget.next_position(self.step), time.perf_counter()
+        try:
+            with self.step_threads():
+                loss, lr, grad_norm = self.optimization.step(batch, position, self.budget.length, self.budget.warmup)
+        except torch.OutOfMemoryError:
+            loop.reason = StopReason.OUT_OF_MEMORY
+            yield events.Error(f"The {self.device.type} ran out of memory at step {self.step + 1}; the last "
+                               "saved package was kept. Lower batch tokens, the maximum length or the model "
+                               "size.", self.step + 1)
+            return None
+        if not math.isfinite(loss):
+            loop.reason = StopReason.LOSS_NOT_FINITE
+            saved = loop.saved_step if loop.saved_step is not None else "none yet"
+            yield events.Error(f"The loss became {loss} at step {self.step + 1}; training stopped and the last "
+                               f"good package (step {saved}) was kept. Lower the learning rate, raise the warmup, "
+                               "or use fp32 precision.", self.step + 1)
+            return None
+        self.step, self.batch_in_epoch = self.step + 1, self.batch_in_epoch + self.batches_per_step
+        self.budget.position = position
+        self.tokens_seen += batch.n_all_tokens
+        now = time.perf_counter()
+        loop.steps_here, loop.last_loss, loop.train_time = loop.steps_here + 1, loss, loop.train_time + now - began
+        loop.elapsed = self.elapsed_before + now - loop.start
+        self.history.record_step(self.step, loss, lr, loop.elapsed)
+        tokens_per_s = loop.tokens_per_s(batch.n_all_tokens, now)
+        # rank 0's clock decides, so that every rank follows the same schedule
+        if self.cfg.max_minutes and agree(self.budget.replan_due(loop.steps_here, loop.planned_at, now - loop.start),
+                                          self.ranks):
+            if self.ranks.is_main:
+                self.budget.replan(self.step, loop.budget_steps, loop.elapsed, loop.steps_here, loop.train_time)
+            self.budget.planned = agree(self.budget.planned, self.ranks)
+            loop.planned_at = now - loop.start
+        return events.Step(self.step, self.epochs_done, loss, lr, grad_norm, tokens_per_s, loop.elapsed,
+                           self.budget.eta(self.step, loop.elapsed, loop.steps_here, now - loop.start),
+                           self.budget.planned)
+
+    def validate_if_due(self, loop: Loop) -> Generator[events.Event, None, bool]:
+        """The validation due after this step, if one is (counted from the last one, not as multiples: a re-planned
+        interval would skip the next one); returns whether early stopping ends the run."""
+        every = eval_interval(self.cfg, self.budget.planned)
+        if not every or self.step - loop.last_eval < every:
+            return False
+        if self.ranks.is_main:  # the other ranks wait for it in the next collective
+            yield from self.validate_and_save(loop.elapsed, final=False, until=loop.cap_end)
+        loop.saved_step = loop.last_eval = self.step
+        return agree(self.cfg.patience is not None and self.bad_evals >= self.cfg.patience, self.ranks)
+
+    def finish(self, loop: Loop) -> Iterator[events.Event]:
+        """The end of the run: a last validation and save (unless this step was just validated), the average of
+        the snapshots, and Done."""
+        if self.step != loop.saved_step and self.step > 0:
+            if self.ranks.is_main:
+                # a person pressed Stop: a quick last validation (an untrained model decodes every sentence to
+                # its maximum length, and 200 of them take seconds on a CPU)
+                quick = STOP_EVAL_SENTENCES if loop.reason == StopReason.STOPPED else None
+                until = None
+                if loop.cap_end is not None:  # the package's scores need a last validation: a short grace for it
+                    grace = max(FINAL_GRACE_S, FINAL_GRACE * self.cfg.max_minutes * 60)
+                    until = max(loop.cap_end, time.perf_counter()) + grace
+                yield from self.validate_and_save(loop.elapsed, final=True, sentences=quick, until=until)
+            loop.saved_step = self.step
+        averaged = self.average_snapshots()
+        if averaged:
+            yield averaged
+        yield events.Done(loop.reason.said(self.cfg.early_stop_metric, self.cfg.patience),
+                          self.result(loop.elapsed, loop.last_loss, averaged.path if averaged else None))
 
     def result(self, elapsed: float, last_loss: float | None, averaged: str | None = None) -> dict:
         """The Done event's summary: the run's facts without the history, for the CLI's --json and the UI."""
         return {**self.run_facts(elapsed), "tokens_per_s": self.tokens_seen / max(elapsed, 1e-9),
                 "batches_per_step": self.batches_per_step, "train_loss": last_loss,
                 "final": self.history.evals[-1] if self.history.evals else {}, "package": str(self.out_dir),
-                "averaged": averaged, "first_plan": self.first_plan, "cut": self.cut}
+                "averaged": averaged, "first_plan": self.budget.first_plan, "cut": self.cut}
 
 
 def run_training(cfg: TrainConfig, data: TrainData, out_dir: str | Path, resume_from: str | Path | None = None,

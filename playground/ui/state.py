@@ -92,7 +92,7 @@ def oauth_available() -> bool:
 class Session:
     """One browser session's data, training run and last results (never shared between sessions)."""
 
-    data: Any = None  # playground.data.load.ParallelData of the loaded data, or None
+    data: Any = None  # playground.data.rows.ParallelData of the loaded data, or None
     description: str = ""  # where the data came from ("built-in: numbers", "corpus.tsv")
     src_lang: str = "src"
     tgt_lang: str = "tgt"
@@ -112,7 +112,8 @@ class Session:
 
     @property
     def pairs(self) -> list[tuple[str, str]]:
-        """The loaded pairs themselves, packed (playground.data.load.PackedPairs; swapping the direction replaces them)."""
+        """The loaded pairs themselves, packed (playground.data.packed.PackedPairs; swapping the direction replaces
+        them)."""
         return self.data.pairs if self.data is not None else []
 
     def release(self) -> None:
@@ -122,8 +123,8 @@ class Session:
         self.waiting_files = []
 
     def stats(self):
-        """playground.data.load.pair_stats of the loaded pairs (cached until the data or its direction changes)."""
-        from playground.data.load import pair_stats
+        """playground.data.stats.pair_stats of the loaded pairs (cached until the data or its direction changes)."""
+        from playground.data.stats import pair_stats
 
         pairs = self.pairs
         if self._stats is None or self._stats[0] is not pairs:

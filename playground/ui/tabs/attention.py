@@ -7,6 +7,7 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import gradio as gr
 import numpy as np
@@ -14,6 +15,7 @@ import numpy as np
 from playground.insight import model_plots, plots
 from playground.errors import PlaygroundError
 from playground.serving.library import Library
+from playground.ui.tabs.common import bound
 from playground.ui.state import (MODELS, Session, answers, default_model, friendly, model_names, model_picker,
                                  package_folder, package_probe, quick_call, request_lines)
 
@@ -74,7 +76,8 @@ def sliders(att: dict | None, kind: str, layer: int, head: int):
 
 def compute_maps(folder: str, source: str, target_mode: str, target: str) -> dict:
     """Every attention map of one pair with the package in `folder`: plain values in, numpy arrays out. The texts come
-    cut to a line's characters (request_lines); the maps are bounded by attention_maps.fit_attention, which cuts the pair if needed ("cut": the token counts it had)."""
+    cut to a line's characters (request_lines); the maps are bounded by attention_maps.fit_attention, which cuts the
+    pair if needed ("cut": the token counts it had)."""
     from playground.core.attention_maps import attention_maps
     from playground.core.decode import DecodeOptions, check_decode_work, cut_line, source_ids, translate
     from playground.insight.inspection import check_source
@@ -140,122 +143,160 @@ def probe_figure(probe: list, index: int):
                                       row_titles=["mean over heads"], column_titles=layers)
 
 
-def build(session: gr.State, library: Library) -> AttentionTab:
+# on the CPU on ZeroGPU too (playground.ui.zerogpu); a training step waits for it (playground.runtime.foreground)
+quick_maps = quick_call(compute_maps, "Shorten the sentence (the model's own translation of it is decoded first), "
+                                      "or teacher-force a shorter target.")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Handlers (build binds `library`)
+
+
+@friendly
+def show_attention(library: Library, session: Session, model: str, source: str, target_mode: str = TARGET_MODES[0],
+                   target: str = "", kind: str = "cross", view: str = VIEWS[0], layer: int = 0, head: int = 0):
+    """Compute the attention of one pair and draw it; returns the figure, the target used and a note."""
+    folder = str(package_folder(library, session, model))
+    source_lines, source_cut = request_lines(source, "source")
+    target_lines, target_cut = request_lines(target, "target")
+    session.attention = quick_maps(folder, " ".join(source_lines), target_mode, " ".join(target_lines))
+    att = session.attention
+    note = (f"**{att['model']}** · {len(att['src_tokens'])} source tokens (with `<eos>`), "
+            f"{len(att['tgt_tokens'])} target inputs (from `<bos>`); rows are queries, columns keys. "
+            "Hover for the weights." + cut_note(att) + "".join("\n\n" + cut for cut in (source_cut, target_cut)
+                                                              if cut))
+    return (render(att, kind, view, layer, head), att["target"], note, *sliders(att, kind, layer, head))
+
+
+@friendly
+def redraw(session: Session, kind: str = "cross", view: str = VIEWS[0], layer: int = 0, head: int = 0):
+    """Draw the last computed maps again with another kind, view, layer or head."""
+    return render(session.attention, kind, view, layer, head)
+
+
+@friendly
+def switch(session: Session, kind: str, view: str, layer: int, head: int):
+    """Another kind has its own number of layers: the sliders follow (their change redraws)."""
+    return (redraw(session, kind, view, layer, head), *sliders(session.attention, kind, layer, head))
+
+
+def current_figure(session: Session, kind: str, view: str, layer: int, head: int):
+    """The chart on screen, drawn again for an export."""
+    if not session.attention:
+        raise PlaygroundError("Show some attention first, then export it.")
+    return render(session.attention, kind, view, layer, head)
+
+
+@friendly
+def export_html(session: Session, kind: str = "cross", view: str = VIEWS[0], layer: int = 0, head: int = 0,
+                offline: bool = False):
+    """The current chart as an HTML file with zoom and hover: a few kB that load plotly.js from its CDN when
+    opened, or (offline) self-contained with plotly.js inside (about 4.7 MB)."""
+    fig = current_figure(session, kind, view, layer, head)
+    path = Path(tempfile.mkdtemp(prefix="attention-")) / f"attention-{kind}.html"
+    fig.write_html(str(path), include_plotlyjs=True if offline else "cdn", full_html=True)
+    return str(path)
+
+
+def clear_export() -> tuple:
+    """Clear the exported file and its note: one exported from another view would be taken for the one on screen."""
+    return None, ""
+
+
+def probe_slider(probe: list) -> dict:
+    """The validation slider of a probe history: at its last validation, hidden when there is none."""
+    n = len(probe)
+    return {"maximum": max(n - 1, 1), "value": max(n - 1, 0), "visible": n > 0, "interactive": n > 1}
+
+
+@friendly
+def pick_model(library: Library, session: Session, model: str):
+    """The picked model's attention history, at its last validation."""
+    probe = read_probe(library, session, model)
+    return gr.update(**probe_slider(probe)), probe_figure(probe, len(probe) - 1)
+
+
+@friendly
+def show_probe(library: Library, session: Session, model: str, index: int = 0):
+    """Cross-attention of the model's fixed validation pair at the index-th validation of its training."""
+    return probe_figure(read_probe(library, session, model), index)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Layout and wiring
+
+
+def pair_controls(session: gr.State, library: Library) -> SimpleNamespace:
+    """The left column: the model, the pair, which maps to draw and the export buttons."""
+    c = SimpleNamespace()
+    c.model, c.refreshed = model_picker(library, session, "attention_models")
+    c.source = gr.Textbox(label="Source sentence", lines=2)
+    c.target_mode = gr.Radio(TARGET_MODES, value=TARGET_MODES[0], label="Target side",
+                             info="teacher-forced: the decoder is fed your target as its previous tokens "
+                                  "instead of its own guesses")
+    c.target = gr.Textbox(label="Target (filled with the model's translation; edit it and choose "
+                                "“my target” to teacher-force your own)", lines=2)
+    c.show = gr.Button("Show attention", variant="primary")
+    c.kind = gr.Radio(KINDS, value="cross", label="Attention")
+    c.view = gr.Radio(VIEWS, value=VIEWS[0], label="View")
+    c.layer = gr.Slider(0, 1, 0, step=1, label="Layer")
+    c.head = gr.Slider(0, 1, 0, step=1, label="Head")
+    with gr.Row():
+        c.html_btn = gr.Button("Export HTML", size="sm")
+        c.png_btn = gr.Button("Export PNG", size="sm")
+    c.offline = gr.Checkbox(False, label="HTML for offline viewing (4.7 MB)",
+                            info="off: a file of a few kB that loads plotly.js from the internet when opened")
+    c.export = gr.File(label="Exported chart", interactive=False, height=90)
+    c.export_note = gr.Markdown()
+    return c
+
+
+def maps_panel(library: Library) -> SimpleNamespace:
+    """The right column: the maps, and the attention of the validation pair over training."""
+    p = SimpleNamespace()
     first_probe = read_probe(library, None, default_model(model_names(library, None)))
-    # on the CPU on ZeroGPU too (playground.ui.zerogpu); a training step waits for it (playground.runtime.foreground)
-    maps_of = quick_call(compute_maps, "Shorten the sentence (the model's own translation of it is decoded first), "
-                                       "or teacher-force a shorter target.")
+    p.note = gr.Markdown()
+    p.plot = gr.Plot(render(None, "cross", VIEWS[0], 0, 0), show_label=False, elem_id="attention-plot")
+    with gr.Accordion("Attention over training", open=True, elem_id="attention-over-training"):
+        gr.Markdown("The trainer records the cross-attention (each decoder layer, mean over heads) of one "
+                    "fixed validation pair at every validation: slide through training to watch the "
+                    "alignment form.")
+        p.probe_step = gr.Slider(0, **probe_slider(first_probe), step=1, label="Validation",
+                                 elem_id="attention-probe-step",
+                                 info="0 = the first validation; the training step is in the chart's title")
+        p.probe_plot = gr.Plot(probe_figure(first_probe, len(first_probe) - 1), show_label=False,
+                               elem_id="attention-probe-plot")
+    return p
 
-    @friendly
-    def show_attention(session: Session, model: str, source: str, target_mode: str = TARGET_MODES[0],
-                       target: str = "", kind: str = "cross", view: str = VIEWS[0], layer: int = 0, head: int = 0):
-        """Compute the attention of one pair and draw it; returns the figure, the target used and a note."""
-        folder = str(package_folder(library, session, model))
-        source_lines, source_cut = request_lines(source, "source")
-        target_lines, target_cut = request_lines(target, "target")
-        session.attention = maps_of(folder, " ".join(source_lines), target_mode, " ".join(target_lines))
-        att = session.attention
-        note = (f"**{att['model']}** · {len(att['src_tokens'])} source tokens (with `<eos>`), "
-                f"{len(att['tgt_tokens'])} target inputs (from `<bos>`); rows are queries, columns keys. "
-                "Hover for the weights." + cut_note(att) + "".join("\n\n" + cut for cut in (source_cut, target_cut)
-                                                                  if cut))
-        return (render(att, kind, view, layer, head), att["target"], note, *sliders(att, kind, layer, head))
 
-    @friendly
-    def redraw(session: Session, kind: str = "cross", view: str = VIEWS[0], layer: int = 0, head: int = 0):
-        """Draw the last computed maps again with another kind, view, layer or head."""
-        return render(session.attention, kind, view, layer, head)
-
-    @friendly
-    def switch(session: Session, kind: str, view: str, layer: int, head: int):
-        """Another kind has its own number of layers: the sliders follow (their change redraws)."""
-        return (redraw(session, kind, view, layer, head), *sliders(session.attention, kind, layer, head))
-
-    def current_figure(session: Session, kind: str, view: str, layer: int, head: int):
-        if not session.attention:
-            raise PlaygroundError("Show some attention first, then export it.")
-        return render(session.attention, kind, view, layer, head)
-
-    @friendly
-    def export_html(session: Session, kind: str = "cross", view: str = VIEWS[0], layer: int = 0, head: int = 0,
-                    offline: bool = False):
-        """The current chart as an HTML file with zoom and hover: a few kB that load plotly.js from its CDN when
-        opened, or (offline) self-contained with plotly.js inside (about 4.7 MB)."""
-        fig = current_figure(session, kind, view, layer, head)
-        path = Path(tempfile.mkdtemp(prefix="attention-")) / f"attention-{kind}.html"
-        fig.write_html(str(path), include_plotlyjs=True if offline else "cdn", full_html=True)
-        return str(path)
-
-    @friendly
-    def pick_model(session: Session, model: str):
-        probe = read_probe(library, session, model)
-        n = len(probe)
-        return (gr.update(maximum=max(n - 1, 1), value=max(n - 1, 0), visible=n > 0, interactive=n > 1),
-                probe_figure(probe, n - 1))
-
-    @friendly
-    def show_probe(session: Session, model: str, index: int = 0):
-        """Cross-attention of the model's fixed validation pair at the index-th validation of its training."""
-        return probe_figure(read_probe(library, session, model), index)
-
+def build(session: gr.State, library: Library) -> AttentionTab:
     with gr.Row():
         with gr.Column(scale=1):
-            model, refreshed = model_picker(library, session, "attention_models")
-            source = gr.Textbox(label="Source sentence", lines=2)
-            target_mode = gr.Radio(TARGET_MODES, value=TARGET_MODES[0], label="Target side",
-                                   info="teacher-forced: the decoder is fed your target as its previous tokens "
-                                        "instead of its own guesses")
-            target = gr.Textbox(label="Target (filled with the model's translation; edit it and choose "
-                                      "“my target” to teacher-force your own)", lines=2)
-            show = gr.Button("Show attention", variant="primary")
-            kind = gr.Radio(KINDS, value="cross", label="Attention")
-            view = gr.Radio(VIEWS, value=VIEWS[0], label="View")
-            layer = gr.Slider(0, 1, 0, step=1, label="Layer")
-            head = gr.Slider(0, 1, 0, step=1, label="Head")
-            with gr.Row():
-                html_btn = gr.Button("Export HTML", size="sm")
-                png_btn = gr.Button("Export PNG", size="sm")
-            offline = gr.Checkbox(False, label="HTML for offline viewing (4.7 MB)",
-                                  info="off: a file of a few kB that loads plotly.js from the internet when opened")
-            export = gr.File(label="Exported chart", interactive=False, height=90)
-            export_note = gr.Markdown()
+            c = pair_controls(session, library)
         with gr.Column(scale=2):
-            note = gr.Markdown()
-            plot = gr.Plot(render(None, "cross", VIEWS[0], 0, 0), show_label=False, elem_id="attention-plot")
-            with gr.Accordion("Attention over training", open=True, elem_id="attention-over-training"):
-                gr.Markdown("The trainer records the cross-attention (each decoder layer, mean over heads) of one "
-                            "fixed validation pair at every validation: slide through training to watch the "
-                            "alignment form.")
-                probe_step = gr.Slider(0, max(len(first_probe) - 1, 1), max(len(first_probe) - 1, 0), step=1,
-                                       label="Validation", visible=bool(first_probe),
-                                       interactive=len(first_probe) > 1, elem_id="attention-probe-step",
-                                       info="0 = the first validation; the training step is in the chart's title")
-                probe_plot = gr.Plot(probe_figure(first_probe, len(first_probe) - 1), show_label=False,
-                                     elem_id="attention-probe-plot")
+            p = maps_panel(library)
 
-    view_inputs = [session, kind, view, layer, head]
-    compute = dict(**answers(show_attention, [plot, target, note, layer, head], note),
-                   inputs=[session, model, source, target_mode, target, kind, view, layer, head])
-    show.click(**compute, api_name="attention")
-    source.submit(**compute, api_visibility="private")
-    kind.change(switch, view_inputs, [plot, layer, head], api_visibility="private", show_progress="hidden")
-    view.change(redraw, view_inputs, [plot], api_name="attention_view", show_progress="hidden")
-    for control in (layer, head):
-        control.change(redraw, view_inputs, [plot], api_visibility="private", show_progress="hidden",
+    view_inputs = [session, c.kind, c.view, c.layer, c.head]
+    compute = dict(**answers(bound(show_attention, library), [p.plot, c.target, p.note, c.layer, c.head], p.note),
+                   inputs=[session, c.model, c.source, c.target_mode, c.target, *view_inputs[1:]])
+    c.show.click(**compute, api_name="attention")
+    c.source.submit(**compute, api_visibility="private")
+    c.kind.change(switch, view_inputs, [p.plot, c.layer, c.head], api_visibility="private", show_progress="hidden")
+    c.view.change(redraw, view_inputs, [p.plot], api_name="attention_view", show_progress="hidden")
+    for control in (c.layer, c.head):
+        control.change(redraw, view_inputs, [p.plot], api_visibility="private", show_progress="hidden",
                        trigger_mode="always_last")
-    html_btn.click(**answers(export_html, [export], export_note), inputs=[*view_inputs, offline],
-                   api_name="export_attention_html")
-    png_btn.click(None, js=PNG_JS)
-    # a file exported from another view than the one on screen would be taken for it
-    gr.on([show.click, source.submit, kind.change, view.change, layer.change, head.change, model.change],
-          lambda: (None, ""), None, [export, export_note], queue=False, show_progress="hidden",
+    c.html_btn.click(**answers(export_html, [c.export], c.export_note), inputs=[*view_inputs, c.offline],
+                     api_name="export_attention_html")
+    c.png_btn.click(None, js=PNG_JS)
+    gr.on([c.show.click, c.source.submit, c.kind.change, c.view.change, c.layer.change, c.head.change,
+           c.model.change], clear_export, None, [c.export, c.export_note], queue=False, show_progress="hidden",
           api_visibility="private")
-    probe_outputs = dict(fn=pick_model, inputs=[session, model], outputs=[probe_step, probe_plot], api_visibility="private",
-                         show_progress="hidden")
+    probe_outputs = dict(fn=bound(pick_model, library), inputs=[session, c.model],
+                         outputs=[p.probe_step, p.probe_plot], api_visibility="private", show_progress="hidden")
     # ↻ also rereads the history: a model still training (the demo) gains validations under the same name
-    refreshed.then(**probe_outputs)
-    model.change(**probe_outputs)
-    probe_step.change(show_probe, [session, model, probe_step], [probe_plot], api_name="attention_probe",
-                      show_progress="hidden", trigger_mode="always_last")
-    return AttentionTab(model, source)
-
+    c.refreshed.then(**probe_outputs)
+    c.model.change(**probe_outputs)
+    p.probe_step.change(bound(show_probe, library), [session, c.model, p.probe_step], [p.probe_plot],
+                        api_name="attention_probe", show_progress="hidden", trigger_mode="always_last")
+    return AttentionTab(c.model, c.source)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import gradio as gr
 import pandas as pd
@@ -12,6 +13,7 @@ import pandas as pd
 from playground.insight import plots
 from playground.errors import PlaygroundError
 from playground.serving.library import Library
+from playground.ui.tabs.common import bound
 from playground.ui.state import MODELS, Session, answers, model_names, package_folder, quick_call, request_lines
 
 MAX_SENTENCES = 20  # each sentence is translated by every compared model
@@ -88,6 +90,79 @@ def time_note(runs) -> str:
             "over it.*")
 
 
+# on the CPU on ZeroGPU too (playground.ui.zerogpu); a training step waits for it (playground.runtime.foreground)
+quick_columns = quick_call(greedy_columns, "Send fewer or shorter sentences, or compare fewer models.")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Handlers (build binds `library`)
+
+
+def compare(library: Library, session: Session, names: list[str] | None, x_axis: str = "step"):
+    """The comparison of the chosen packages; a wrong choice is said next to the button, the views stay."""
+    from playground.insight.compare import check_choice, load_runs
+
+    check_choice(list(names or []))  # before any name is resolved: a list of 100,000 names costs nothing
+    runs = load_runs([package_folder(library, session, name) for name in names or []])
+    note = time_note(runs) if x_axis == "wall time" else ""
+    session.compared_runs = len(runs)
+    return note, *tables(runs), *run_figures(runs, x_axis)
+
+
+def translate_each(library: Library, session: Session, names: list[str] | None, text: str):
+    """The sentences translated greedily by each chosen model: one column per model."""
+    from playground.insight.compare import check_choice
+
+    if not names:
+        raise PlaygroundError("Pick the models to compare first.")
+    check_choice(list(names))
+    lines, cut = request_lines(text, "sentences")
+    if not lines or len(lines) > MAX_SENTENCES:
+        raise PlaygroundError(f"Type between 1 and {MAX_SENTENCES} sentences, one per line.")
+    folders = [str(package_folder(library, session, name)) for name in names]
+    table = pd.DataFrame(quick_columns(folders, lines)).replace("", "(empty output)")
+    session.compared_models = len(folders)
+    return cut, table
+
+
+def fitted(n_models: int):
+    """A table's update to the widths of n_models side by side (gr.skip() before any table was made)."""
+    return gr.Dataframe(column_widths=side_by_side_widths(n_models)) if n_models else gr.skip()
+
+
+def fit_columns(session: Session):
+    """Widths for the models the table shows (a refused request left both as they were); set in a step of their
+    own, so that API clients get a plain table from compare_translate. Its only input is the session's State,
+    which a caller cannot send: the step is reachable over HTTP like any other."""
+    return fitted(session.compared_models)
+
+
+def fit_tables(session: Session):
+    """Widths for the settings and scores tables, in a private step as fit_columns: the names of the settings
+    a fifth and more, each run an equal share, so eight runs still fit at 1024 px."""
+    return fitted(session.compared_runs), fitted(session.compared_runs)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Layout and wiring
+
+
+def comparison_panel() -> SimpleNamespace:
+    """The tables and curves of the compared runs."""
+    v = SimpleNamespace()
+    # one above the other: side by side at 1024 px, eight models' columns did not fit in half the page
+    v.settings = gr.Dataframe(pd.DataFrame(columns=["setting"]), label="Settings that differ", interactive=False,
+                              wrap=True, elem_id="compare-settings")
+    v.scores = gr.Dataframe(pd.DataFrame(columns=["score"]), label="Scores (the final validation of each run)",
+                            interactive=False, wrap=True, elem_id="compare-scores")
+    with gr.Row():
+        v.loss_plot, v.val_plot = gr.Plot(show_label=False), gr.Plot(show_label=False)
+    with gr.Row():
+        v.lr_plot, v.bleu_plot, v.chrf_plot = (gr.Plot(show_label=False), gr.Plot(show_label=False),
+                                               gr.Plot(show_label=False))
+    return v
+
+
 def build(session: gr.State, library: Library) -> CompareTab:
     gr.Markdown("Pick two or more models to see their training curves on shared axes, the settings that differ and "
                 "the scores of their last validation; then translate the same sentences with each of them.")
@@ -98,15 +173,7 @@ def build(session: gr.State, library: Library) -> CompareTab:
         x_axis = gr.Radio(["step", "wall time"], value="step", label="Horizontal axis", scale=1)
         compare_btn = gr.Button("Compare", variant="primary", scale=1)
     message = gr.Markdown()
-    # one above the other: side by side at 1024 px, eight models' columns did not fit in half the page
-    settings = gr.Dataframe(pd.DataFrame(columns=["setting"]), label="Settings that differ", interactive=False,
-                            wrap=True, elem_id="compare-settings")
-    scores = gr.Dataframe(pd.DataFrame(columns=["score"]), label="Scores (the final validation of each run)",
-                          interactive=False, wrap=True, elem_id="compare-scores")
-    with gr.Row():
-        loss_plot, val_plot = gr.Plot(show_label=False), gr.Plot(show_label=False)
-    with gr.Row():
-        lr_plot, bleu_plot, chrf_plot = gr.Plot(show_label=False), gr.Plot(show_label=False), gr.Plot(show_label=False)
+    v = comparison_panel()
     with gr.Row():
         sentences = gr.Textbox(EXAMPLE, lines=3, label="Sentences to translate with each model (one per line)",
                                scale=4)
@@ -114,54 +181,11 @@ def build(session: gr.State, library: Library) -> CompareTab:
     side_by_side = gr.Dataframe(pd.DataFrame(columns=["source"]), label="Greedy translations, side by side",
                                 interactive=False, wrap=True)
 
-    view_outputs = [settings, scores, loss_plot, val_plot, lr_plot, bleu_plot, chrf_plot]
-
-    def compare(session: Session, names: list[str] | None, x_axis: str = "step"):
-        """The comparison of the chosen packages; a wrong choice is said next to the button, the views stay."""
-        from playground.insight.compare import check_choice, load_runs
-
-        check_choice(list(names or []))  # before any name is resolved: a list of 100,000 names costs nothing
-        runs = load_runs([package_folder(library, session, name) for name in names or []])
-        note = time_note(runs) if x_axis == "wall time" else ""
-        session.compared_runs = len(runs)
-        return note, *tables(runs), *run_figures(runs, x_axis)
-
-    translate_columns = quick_call(greedy_columns, "Send fewer or shorter sentences, or compare fewer models.")
-
-    def translate_each(session: Session, names: list[str] | None, text: str):
-        """The sentences translated greedily by each chosen model: one column per model."""
-        from playground.insight.compare import check_choice
-
-        if not names:
-            raise PlaygroundError("Pick the models to compare first.")
-        check_choice(list(names))
-        lines, cut = request_lines(text, "sentences")
-        if not lines or len(lines) > MAX_SENTENCES:
-            raise PlaygroundError(f"Type between 1 and {MAX_SENTENCES} sentences, one per line.")
-        folders = [str(package_folder(library, session, name)) for name in names]
-        table = pd.DataFrame(translate_columns(folders, lines)).replace("", "(empty output)")
-        session.compared_models = len(folders)
-        return cut, table
-
-    def fit_columns(session: Session):
-        """Widths for the models the table shows (a refused request left both as they were); set in a step of their
-        own, so that API clients get a plain table from compare_translate. Its only input is the session's State,
-        which a caller cannot send: the step is reachable over HTTP like any other."""
-        n_models = session.compared_models
-        return gr.Dataframe(column_widths=side_by_side_widths(n_models)) if n_models else gr.skip()
-
-    def fit_tables(session: Session):
-        """Widths for the settings and scores tables, in a private step as fit_columns: the names of the settings
-        a fifth and more, each run an equal share, so eight runs still fit at 1024 px."""
-        n_runs = session.compared_runs
-        if not n_runs:
-            return gr.skip(), gr.skip()
-        return gr.Dataframe(column_widths=side_by_side_widths(n_runs)), gr.Dataframe(column_widths=side_by_side_widths(n_runs))
-
-    gr.on([compare_btn.click, x_axis.change], **answers(compare, [message, *view_outputs], message),
+    view_outputs = [v.settings, v.scores, v.loss_plot, v.val_plot, v.lr_plot, v.bleu_plot, v.chrf_plot]
+    gr.on([compare_btn.click, x_axis.change], **answers(bound(compare, library), [message, *view_outputs], message),
           inputs=[session, models, x_axis], api_name="compare").then(
-        fit_tables, session, [settings, scores], api_visibility="private", show_progress="hidden", queue=False)
-    translate_btn.click(**answers(translate_each, [message, side_by_side], message),
+        fit_tables, session, [v.settings, v.scores], api_visibility="private", show_progress="hidden", queue=False)
+    translate_btn.click(**answers(bound(translate_each, library), [message, side_by_side], message),
                         inputs=[session, models, sentences], api_name="compare_translate").then(
         fit_columns, session, side_by_side, api_visibility="private", show_progress="hidden", queue=False)
     return CompareTab(models)

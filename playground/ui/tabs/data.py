@@ -35,22 +35,6 @@ def builtin_choices() -> list[tuple[str, str]]:
     return [(f"{d.title} ({name})", name) for name, d in BUILTIN_DATASETS.items()]
 
 
-def read_builtin(name: str):
-    """A built-in dataset's training pairs: its shipped TSV when present (fast), else generated on the spot."""
-    from playground.data.builtin import BUILTIN_DATASETS, DATASETS_DIR
-    from playground.data.load import DROP_REASONS, ParallelData, load_parallel
-
-    if name not in BUILTIN_DATASETS:
-        raise DataError(f"There is no built-in dataset {name!r}; choose one of {', '.join(BUILTIN_DATASETS)}.")
-    dataset = BUILTIN_DATASETS[name]
-    path = DATASETS_DIR / name / "train.tsv"
-    if path.is_file():
-        return load_parallel(path, src_lang=dataset.src_lang, tgt_lang=dataset.tgt_lang, max_len=MAX_LEN_WORDS)
-    train, _ = dataset.generate(0)
-    return ParallelData(list(train), dict.fromkeys(DROP_REASONS, 0), "generated", dataset.src_lang, dataset.tgt_lang,
-                        len(train))
-
-
 def read_upload(files, language_hint: tuple[str, str] | None = None) -> tuple[object, str]:
     """One file (TSV/CSV/JSONL/TMX/Parquet, maybe gzipped) or two aligned plain-text files, source first;
     `language_hint` picks the pair of a file with more than two languages."""
@@ -71,16 +55,10 @@ def read_upload(files, language_hint: tuple[str, str] | None = None) -> tuple[ob
 # What the tab shows
 
 
-def split_sizes(n_pairs: int, val_fraction: float) -> tuple[int, int]:
-    """(train, validation) sizes that playground.data.load.split_pairs will produce."""
-    if n_pairs < 2:
-        return n_pairs, 0
-    n_val = min(max(1, round(n_pairs * val_fraction)), 1000, n_pairs - 1)
-    return n_pairs - n_val, n_val
-
-
 def summary_markdown(session: Session, note: str = "") -> str:
     """The loaded data's summary; `note` (said under its title) marks it when the page shows something else."""
+    from playground.data.stats import MAX_VALIDATION_PAIRS, split_sizes
+
     data = session.data
     if data is None:
         return "*No data loaded yet: pick a built-in dataset or upload a file.*"
@@ -92,7 +70,7 @@ def summary_markdown(session: Session, note: str = "") -> str:
         f"{data.summary()}",
         "",
         f"**Direction:** `{session.src_lang}` → `{session.tgt_lang}` · **split:** {n_train:,} training / {n_val:,} "
-        f"validation pairs ({session.val_fraction:.0%} held out, at most 1,000)",
+        f"validation pairs ({session.val_fraction:.0%} held out, at most {MAX_VALIDATION_PAIRS:,})",
         "",
         "| side | words | mean length | median | 95th pct. | longest | distinct words |",
         "|---|---:|---:|---:|---:|---:|---:|",
@@ -137,7 +115,7 @@ def show(session: Session):
 
 
 def _adopt(session: Session, data, description: str, val_fraction: float | None) -> None:
-    from playground.data.load import PackedPairs
+    from playground.data.packed import PackedPairs
     from playground.limits import max_session_data_bytes
 
     # every visitor's session keeps its own pairs for as long as it lives: packed, and never past the cap
@@ -158,9 +136,9 @@ def _adopt(session: Session, data, description: str, val_fraction: float | None)
 @friendly
 def load_builtin(session: Session, name: str, val_fraction: float = 0.05):
     """Load a built-in dataset (reverse, numbers, mini-translation) into this session."""
-    from playground.data.builtin import BUILTIN_DATASETS
+    from playground.data.builtin import BUILTIN_DATASETS, read_builtin
 
-    data = read_builtin(name)
+    data = read_builtin(name, MAX_LEN_WORDS)
     _adopt(session, data, f"Built-in: {BUILTIN_DATASETS[name].title}", val_fraction)
     return show(session)
 
@@ -214,7 +192,7 @@ def swap_direction(session: Session):
 
 @friendly
 def set_languages(session: Session, src_lang: str, tgt_lang: str):
-    from playground.data.load import check_language
+    from playground.data.languages import check_language
 
     session.src_lang = check_language((src_lang or "").strip() or "src", "source language")
     session.tgt_lang = check_language((tgt_lang or "").strip() or "tgt", "target language")

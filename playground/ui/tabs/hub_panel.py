@@ -9,10 +9,12 @@ gr.OAuthProfile annotations of the push handler to inject the token and the user
 import importlib.util
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import gradio as gr
 
 from playground.serving.library import Library
+from playground.ui.tabs.common import bound
 from playground.ui.state import Session, answers, friendly, oauth_available, package_folder, visitor_of
 
 
@@ -31,40 +33,47 @@ def export_zip(folder: Path, fmt: str, quantization: str, visitor: str) -> str:
     return archive
 
 
-def build(session: gr.State, library: Library, model: gr.Dropdown) -> None:
-    @friendly
-    def transformers_zip(session: Session, name: str):
-        """Zip the package exported for 🤗 transformers (AutoModelForSeq2SeqLM + AutoTokenizer)."""
-        return export_zip(package_folder(library, session, name), "transformers", "float32",
-                          visitor_of(library, session).key)
+# ----------------------------------------------------------------------------------------------------------
+# Handlers (build binds `library`)
 
-    @friendly
-    def ctranslate2_zip(session: Session, name: str, quantization: str):
-        """Zip the package exported for CTranslate2 (float32 or int8 weights)."""
-        return export_zip(package_folder(library, session, name), "ctranslate2", quantization,
-                          visitor_of(library, session).key)
 
-    @friendly
-    def push(session: Session, name: str, repo_id: str, private: bool, with_transformers: bool, license: str,
-             oauth_token: gr.OAuthToken | None = None, profile: gr.OAuthProfile | None = None):
-        """Upload the package (and optionally its transformers export) to a new model repo on the Hub; a bare name
-        goes to the signed-in visitor's account."""
-        from playground.serving.hub import check_scope, hub_token, push_package
+@friendly
+def transformers_zip(library: Library, session: Session, name: str):
+    """Zip the package exported for 🤗 transformers (AutoModelForSeq2SeqLM + AutoTokenizer)."""
+    return export_zip(package_folder(library, session, name), "transformers", "float32",
+                      visitor_of(library, session).key)
 
-        if oauth_token is not None:
-            check_scope(oauth_token.scope)
-        token = hub_token(oauth_token.token if oauth_token else None, shared=library.shared)
-        url = push_package(package_folder(library, session, name), repo_id, token, private=private,
-                           with_transformers=with_transformers, license=license.strip() or None,
-                           namespace=profile.username if profile is not None else None)
-        return f"✅ Pushed to [{url}]({url})."
 
-    with gr.Row():
-        hf_btn = gr.Button("⬇ 🤗 transformers zip", size="sm")
-        ct2_btn = gr.Button("⬇ CTranslate2 zip", size="sm")
-    quantization = gr.Radio(["float32", "int8"], value="int8", label="CTranslate2 weights")
-    exported = gr.File(label="Export zip", interactive=False, height=90)
-    export_note = gr.Markdown()
+@friendly
+def ctranslate2_zip(library: Library, session: Session, name: str, quantization: str):
+    """Zip the package exported for CTranslate2 (float32 or int8 weights)."""
+    return export_zip(package_folder(library, session, name), "ctranslate2", quantization,
+                      visitor_of(library, session).key)
+
+
+@friendly
+def push(library: Library, session: Session, name: str, repo_id: str, private: bool, with_transformers: bool,
+         license: str, oauth_token: gr.OAuthToken | None = None, profile: gr.OAuthProfile | None = None):
+    """Upload the package (and optionally its transformers export) to a new model repo on the Hub; a bare name
+    goes to the signed-in visitor's account."""
+    from playground.serving.hub import check_scope, hub_token, push_package
+
+    if oauth_token is not None:
+        check_scope(oauth_token.scope)
+    token = hub_token(oauth_token.token if oauth_token else None, shared=library.shared)
+    url = push_package(package_folder(library, session, name), repo_id, token, private=private,
+                       with_transformers=with_transformers, license=license.strip() or None,
+                       namespace=profile.username if profile is not None else None)
+    return f"✅ Pushed to [{url}]({url})."
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Layout and wiring
+
+
+def hub_accordion(library: Library) -> SimpleNamespace:
+    """The push form, with the sign-in this app offers (or why it has none)."""
+    h = SimpleNamespace()
     with gr.Accordion("Share on the 🤗 Hub", open=False):
         if oauth_available() and library.shared:
             gr.Markdown("Sign in with the button at the top of the page: the push goes to your own account.")
@@ -75,18 +84,30 @@ def build(session: gr.State, library: Library, model: gr.Dropdown) -> None:
         else:
             gr.Markdown("Uses the `HF_TOKEN` environment variable (a token with write access) of the person "
                         "running the app.")
-        repo_id = gr.Textbox(label="Repo id (a new repo)", placeholder="model-name, or your-user-name/model-name")
+        h.repo_id = gr.Textbox(label="Repo id (a new repo)", placeholder="model-name, or your-user-name/model-name")
         with gr.Row():
-            private = gr.Checkbox(True, label="Private")
-            with_transformers = gr.Checkbox(importlib.util.find_spec("transformers") is not None,
-                                            label="Add the 🤗 transformers export (in transformers/)")
-        license = gr.Textbox(label="License (optional, e.g. apache-2.0)", max_lines=1)
-        push_btn = gr.Button("⬆ Push to the Hub")
-        pushed = gr.Markdown()
+            h.private = gr.Checkbox(True, label="Private")
+            h.with_transformers = gr.Checkbox(importlib.util.find_spec("transformers") is not None,
+                                              label="Add the 🤗 transformers export (in transformers/)")
+        h.license = gr.Textbox(label="License (optional, e.g. apache-2.0)", max_lines=1)
+        h.push_btn = gr.Button("⬆ Push to the Hub")
+        h.pushed = gr.Markdown()
+    return h
 
-    hf_btn.click(**answers(transformers_zip, [exported], export_note), inputs=[session, model],
+
+def build(session: gr.State, library: Library, model: gr.Dropdown) -> None:
+    with gr.Row():
+        hf_btn = gr.Button("⬇ 🤗 transformers zip", size="sm")
+        ct2_btn = gr.Button("⬇ CTranslate2 zip", size="sm")
+    quantization = gr.Radio(["float32", "int8"], value="int8", label="CTranslate2 weights")
+    exported = gr.File(label="Export zip", interactive=False, height=90)
+    export_note = gr.Markdown()
+    h = hub_accordion(library)
+
+    hf_btn.click(**answers(bound(transformers_zip, library), [exported], export_note), inputs=[session, model],
                  api_name="export_transformers")
-    ct2_btn.click(**answers(ctranslate2_zip, [exported], export_note), inputs=[session, model, quantization],
-                  api_name="export_ctranslate2")
-    push_btn.click(**answers(push, [pushed], pushed), inputs=[session, model, repo_id, private, with_transformers,
-                                                            license], api_name="push_to_hub")
+    ct2_btn.click(**answers(bound(ctranslate2_zip, library), [exported], export_note),
+                  inputs=[session, model, quantization], api_name="export_ctranslate2")
+    push_inputs = [session, model, h.repo_id, h.private, h.with_transformers, h.license]
+    h.push_btn.click(**answers(bound(push, library), [h.pushed], h.pushed), inputs=push_inputs,
+                     api_name="push_to_hub")

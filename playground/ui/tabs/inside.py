@@ -6,11 +6,13 @@ playground.insight.model_plots and playground.insight.plots."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import gradio as gr
 
 from playground.insight import model_plots, plots
 from playground.serving.library import Library
+from playground.ui.tabs.common import bound
 from playground.ui.state import Session, answers, friendly, load_model, model_picker
 
 NO_DATA = "Load data on the Data tab: this view is computed on your sentence pairs."
@@ -137,86 +139,119 @@ def embeddings_view(session: Session, library: Library, model: str | None, n_tok
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Layout
+# Handlers: the views with the API's defaults and descriptions (build binds `library`)
+
+
+@friendly
+def show_positional(library: Library, session: Session, model: str | None, side: str = "source",
+                    dimensions: list[int] | None = None):
+    """The model's positional encoding as a heatmap (position x dimension) and a few dimensions as curves."""
+    return positional_view(session, library, model, side, dimensions)
+
+
+@friendly
+def show_masks(library: Library, session: Session, model: str | None, n_pairs: int = 4, seed: int = 0,
+               pair: int = 1):
+    """The padding mask of a batch of n_pairs of this session's pairs and the look-ahead mask of one of them."""
+    return masks_view(session, library, model, n_pairs, seed, pair)
+
+
+@friendly
+def show_batching(library: Library, session: Session, model: str | None, batch_tokens: int = 0, seed: int = 0):
+    """Padding per sentence and tokens per batch: random batches versus batches grouped by length
+    (batch_tokens 0 = the model's own training budget)."""
+    return batching_view(session, library, model, batch_tokens, seed)
+
+
+@friendly
+def show_embeddings(library: Library, session: Session, model: str | None, n_tokens: int = 150):
+    """The n most frequent tokens of this session's data (or of the vocabulary) on a 2-D PCA map."""
+    return embeddings_view(session, library, model, n_tokens)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Layout and wiring: one accordion per view, each returning its controls and outputs
+
+
+def positional_panel() -> SimpleNamespace:
+    """The positional encoding: side, dimensions, heatmap and curves."""
+    p = SimpleNamespace()
+    with gr.Accordion("Positional encoding", open=True, elem_id="inside-positional"):
+        with gr.Row():
+            p.side = gr.Radio(["source", "target"], value="source", label="Side",
+                              info="learned encodings differ per side; sinusoidal ones are the same")
+            p.dimensions = gr.Dropdown([], value=[], multiselect=True, label="Dimensions to draw as curves",
+                                       elem_id="inside-pe-dimensions")
+        p.note = gr.Markdown()
+        with gr.Row():
+            p.heatmap = gr.Plot(show_label=False, elem_id="inside-pe-heatmap")
+            p.curves = gr.Plot(show_label=False, elem_id="inside-pe-curves")
+    return p
+
+
+def masks_panel() -> SimpleNamespace:
+    """The padding and look-ahead masks of a batch of the session's pairs."""
+    m = SimpleNamespace()
+    with gr.Accordion("Padding and look-ahead masks", open=True, elem_id="inside-masks"):
+        with gr.Row():
+            m.n_pairs = gr.Slider(1, 8, 4, step=1, label="Pairs in the batch")
+            m.seed = gr.Number(0, label="Which pairs (seed)", precision=0, minimum=0)
+            m.pair = gr.Slider(1, 8, 1, step=1, label="Pair shown in the square masks")
+        m.note = gr.Markdown()
+        m.padding_plot = gr.Plot(show_label=False, elem_id="inside-padding-mask")
+        with gr.Row():
+            m.self_mask_plot = gr.Plot(show_label=False, elem_id="inside-self-attention-mask")
+            m.look_ahead_plot = gr.Plot(show_label=False, elem_id="inside-look-ahead-mask")
+    return m
+
+
+def batching_panel() -> SimpleNamespace:
+    """Random batches versus batches grouped by length."""
+    b = SimpleNamespace()
+    with gr.Accordion("Batching by length", open=True, elem_id="inside-batching-view"):
+        with gr.Row():
+            b.batch_tokens = gr.Number(0, label="Batch tokens (0 = the model's training setting)", precision=0,
+                                       minimum=0, step=512)
+            b.seed = gr.Number(0, label="Shuffle seed", precision=0, minimum=0)
+        b.note = gr.Markdown()
+        b.plot = gr.Plot(show_label=False, elem_id="inside-batching")
+    return b
+
+
+def embeddings_panel() -> SimpleNamespace:
+    """The token embeddings on a 2-D map."""
+    e = SimpleNamespace()
+    with gr.Accordion("Token embeddings", open=True, elem_id="inside-embeddings-view"):
+        e.n_tokens = gr.Slider(20, 500, 150, step=10, label="Tokens")
+        e.note = gr.Markdown()
+        e.plot = gr.Plot(show_label=False, elem_id="inside-embeddings")
+    return e
 
 
 def build(session: gr.State, library: Library) -> InsideTab:
-
-    @friendly
-    def show_positional(session: Session, model: str | None, side: str = "source",
-                        dimensions: list[int] | None = None):
-        """The model's positional encoding as a heatmap (position x dimension) and a few dimensions as curves."""
-        return positional_view(session, library, model, side, dimensions)
-
-    @friendly
-    def show_masks(session: Session, model: str | None, n_pairs: int = 4, seed: int = 0, pair: int = 1):
-        """The padding mask of a batch of n_pairs of this session's pairs and the look-ahead mask of one of them."""
-        return masks_view(session, library, model, n_pairs, seed, pair)
-
-    @friendly
-    def show_batching(session: Session, model: str | None, batch_tokens: int = 0, seed: int = 0):
-        """Padding per sentence and tokens per batch: random batches versus batches grouped by length
-        (batch_tokens 0 = the model's own training budget)."""
-        return batching_view(session, library, model, batch_tokens, seed)
-
-    @friendly
-    def show_embeddings(session: Session, model: str | None, n_tokens: int = 150):
-        """The n most frequent tokens of this session's data (or of the vocabulary) on a 2-D PCA map."""
-        return embeddings_view(session, library, model, n_tokens)
-
     gr.Markdown("The figures that explain the Transformer, drawn from **your** model and **your** data (load some on "
                 "the Data tab for the masks, batching and word-frequency views).")
     model, _ = model_picker(library, session, "inside_models")
-    with gr.Accordion("Positional encoding", open=True, elem_id="inside-positional"):
-        with gr.Row():
-            side = gr.Radio(["source", "target"], value="source", label="Side",
-                            info="learned encodings differ per side; sinusoidal ones are the same")
-            dimensions = gr.Dropdown([], value=[], multiselect=True, label="Dimensions to draw as curves",
-                                     elem_id="inside-pe-dimensions")
-        pe_note = gr.Markdown()
-        with gr.Row():
-            pe_heatmap = gr.Plot(show_label=False, elem_id="inside-pe-heatmap")
-            pe_curves = gr.Plot(show_label=False, elem_id="inside-pe-curves")
-    with gr.Accordion("Padding and look-ahead masks", open=True, elem_id="inside-masks"):
-        with gr.Row():
-            n_pairs = gr.Slider(1, 8, 4, step=1, label="Pairs in the batch")
-            mask_seed = gr.Number(0, label="Which pairs (seed)", precision=0, minimum=0)
-            pair = gr.Slider(1, 8, 1, step=1, label="Pair shown in the square masks")
-        masks_note = gr.Markdown()
-        padding_plot = gr.Plot(show_label=False, elem_id="inside-padding-mask")
-        with gr.Row():
-            self_mask_plot = gr.Plot(show_label=False, elem_id="inside-self-attention-mask")
-            look_ahead_plot = gr.Plot(show_label=False, elem_id="inside-look-ahead-mask")
-    with gr.Accordion("Batching by length", open=True, elem_id="inside-batching-view"):
-        with gr.Row():
-            batch_tokens = gr.Number(0, label="Batch tokens (0 = the model's training setting)", precision=0,
-                                     minimum=0, step=512)
-            batch_seed = gr.Number(0, label="Shuffle seed", precision=0, minimum=0)
-        batching_note = gr.Markdown()
-        batching_plot = gr.Plot(show_label=False, elem_id="inside-batching")
-    with gr.Accordion("Token embeddings", open=True, elem_id="inside-embeddings-view"):
-        n_tokens = gr.Slider(20, 500, 150, step=10, label="Tokens")
-        embeddings_note = gr.Markdown()
-        embeddings_plot = gr.Plot(show_label=False, elem_id="inside-embeddings")
+    p, m, b, e = positional_panel(), masks_panel(), batching_panel(), embeddings_panel()
 
     # a view that cannot be drawn says why in its own note; the others keep what they show
     views = [
-        dict(**answers(show_positional, [pe_heatmap, pe_curves, dimensions, pe_note], pe_note),
-             inputs=[session, model, side, dimensions], api_name="positional_encoding"),
-        dict(**answers(show_masks, [padding_plot, self_mask_plot, look_ahead_plot, masks_note], masks_note),
-             inputs=[session, model, n_pairs, mask_seed, pair], api_name="masks"),
-        dict(**answers(show_batching, [batching_plot, batching_note], batching_note),
-             inputs=[session, model, batch_tokens, batch_seed], api_name="batching"),
-        dict(**answers(show_embeddings, [embeddings_plot, embeddings_note], embeddings_note),
-             inputs=[session, model, n_tokens], api_name="embeddings"),
+        dict(**answers(bound(show_positional, library), [p.heatmap, p.curves, p.dimensions, p.note], p.note),
+             inputs=[session, model, p.side, p.dimensions], api_name="positional_encoding"),
+        dict(**answers(bound(show_masks, library), [m.padding_plot, m.self_mask_plot, m.look_ahead_plot, m.note],
+                       m.note), inputs=[session, model, m.n_pairs, m.seed, m.pair], api_name="masks"),
+        dict(**answers(bound(show_batching, library), [b.plot, b.note], b.note),
+             inputs=[session, model, b.batch_tokens, b.seed], api_name="batching"),
+        dict(**answers(bound(show_embeddings, library), [e.plot, e.note], e.note),
+             inputs=[session, model, e.n_tokens], api_name="embeddings"),
     ]
     # each view redraws when its own controls are edited (.input: not when a handler sets them) ...
-    for view, controls in zip(views, [(side, dimensions), (n_pairs, mask_seed, pair), (batch_tokens, batch_seed),
-                                      (n_tokens,)]):
+    for view, controls in zip(views, [(p.side, p.dimensions), (m.n_pairs, m.seed, m.pair), (b.batch_tokens, b.seed),
+                                      (e.n_tokens,)]):
         gr.on([c.input for c in controls], **view, trigger_mode="always_last", show_progress="minimal")
     # ... all of them when the tab opens (the session's data may have changed) or the model changes; another model
     # has other dimensions, so it starts from its own default curves
     redraw = [{**view, "api_name": None, "api_visibility": "private", "show_progress": "minimal"} for view in views]
-    for view in [{**redraw[0], "inputs": [session, model, side]}, *redraw[1:]]:
+    for view in [{**redraw[0], "inputs": [session, model, p.side]}, *redraw[1:]]:
         model.change(**view)
     return InsideTab(model, redraw)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import gradio as gr
 import pandas as pd
@@ -13,6 +14,7 @@ import pandas as pd
 from playground.errors import PackageError
 from playground.serving.library import Library
 from playground.ui.tabs import hub_panel
+from playground.ui.tabs.common import bound
 from playground.ui.state import (Session, answers, default_model, friendly, model_dropdown, model_names, package_folder,
                                  package_info, visitor_of)
 
@@ -102,67 +104,113 @@ def storage_note(library: Library) -> str:
     return note
 
 
-def build(session: gr.State, library: Library) -> ModelsTab:
+# ----------------------------------------------------------------------------------------------------------
+# Handlers (build binds `library`)
+
+
+@friendly
+def refresh_all(library: Library, session: Session, keep: str | None = None):
+    """All packages with their metrics (newest first), and the picker's choices."""
+    return models_frame(library, session), model_dropdown(library, session, keep)
+
+
+@friendly
+def model_card(library: Library, session: Session, name: str):
+    """The model card (Markdown) and config (JSON) of a package."""
+    return card(library, session, name)
+
+
+@friendly
+def export_model(library: Library, session: Session, name: str, with_state: bool = False):
+    """Zip a package (weights, tokenizer, config, card; with_state: also resume.*, to go on training it
+    elsewhere) for download."""
+    from playground.packages.store import export_dir, export_zip
+
+    folder = package_folder(library, session, name)
+    # one folder per visitor and package, replaced by their next download of it; the sweep removes it once Gradio
+    # has copied the zip to its cache (playground.packages.store.sweep_leftovers)
+    return str(export_zip(folder, export_dir(visitor_of(library, session).key, folder.name, "package"),
+                          with_state=bool(with_state)))
+
+
+@friendly
+def import_model(library: Library, session: Session, file):
+    """Add a package from a zip file (checked before anything is written to the models folder)."""
+    from playground.packages.store import import_zip, safe_stem
+
+    if not file:
+        raise PackageError("Choose a package zip to upload.")
+    path = Path(file if isinstance(file, str) else file.name)
+    visitor = visitor_of(library, session)
+    reserved = library.add(safe_stem(path.stem), visitor, zip_bytes(path))  # quotas checked, name reserved
+    try:
+        folder = import_zip(path, library.models_dir, name=reserved.name)
+    finally:
+        library.forget(reserved.name)  # dropped only when nothing was imported
+    gr.Info(f"Imported {folder.name}.")
+    table, dropdown = refresh_all(library, session, folder.name)
+    return f"✅ Imported **{folder.name}**.", table, dropdown, None
+
+
+@friendly
+def delete_model(library: Library, session: Session, name: str, confirm: bool = False):
+    """Delete a package (confirm must be True); the shipped ones are read-only."""
+    if not name:
+        raise PackageError("Choose the model to delete.")
+    folder = package_folder(library, session, name)  # somebody else's is "no such model", before any question
+    if not confirm:
+        raise PackageError(f"Tick “Yes, delete {name}” first: deleting cannot be undone.")
+    library.delete(folder.name, visitor_of(library, session))
+    table, dropdown = refresh_all(library, session, None)
+    return f"🗑 Deleted **{name}**.", table, dropdown, gr.update(value=False)
+
+
+def pick(evt: gr.SelectData):
+    """The model of the table row clicked."""
+    row = evt.row_value or []
+    return gr.update(value=row[0]) if row else gr.update()
+
+
+def untick() -> bool:
+    """The delete confirmation, unticked: a tick is for one model and one press."""
+    return False
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Layout and wiring
+
+
+def card_column(library: Library) -> SimpleNamespace:
+    """The left column: the model picker, its card and its config."""
+    c = SimpleNamespace()
     names = model_names(library, None)
     first = default_model(names)
     first_card, first_config = card(library, None, first)
+    c.model = gr.Dropdown(names, value=first, label="Model", allow_custom_value=True)
+    c.card_md = gr.Markdown(first_card)
+    with gr.Accordion("config.json", open=False):
+        c.config = gr.JSON(first_config)
+    return c
 
-    @friendly
-    def refresh_all(session: Session, keep: str | None = None):
-        """All packages with their metrics (newest first), and the picker's choices."""
-        return models_frame(library, session), model_dropdown(library, session, keep)
 
-    @friendly
-    def model_card(session: Session, name: str):
-        """The model card (Markdown) and config (JSON) of a package."""
-        return card(library, session, name)
+def files_column(session: gr.State, library: Library, model: gr.Dropdown) -> SimpleNamespace:
+    """The right column: download, export, push, upload and delete the picked package."""
+    f = SimpleNamespace()
+    f.download_btn = gr.Button("⬇ Download as zip")
+    f.download = gr.File(label="Package zip", interactive=False, height=90)
+    f.with_state = gr.Checkbox(False, label="Include the training state (resume.*)",
+                               info="about twice the size; lets the model be resumed elsewhere (Train tab → "
+                                    "Resume from, after uploading the zip)")
+    hub_panel.build(session, library, model)
+    f.upload = gr.File(label="Upload a package zip", file_types=[".zip"], height=120)
+    f.status = gr.Markdown(elem_id="models-status")
+    with gr.Group():
+        f.confirm = gr.Checkbox(False, label="Yes, delete the selected model (cannot be undone)")
+        f.delete_btn = gr.Button("🗑 Delete", variant="stop")
+    return f
 
-    @friendly
-    def export_model(session: Session, name: str, with_state: bool = False):
-        """Zip a package (weights, tokenizer, config, card; with_state: also resume.*, to go on training it
-        elsewhere) for download."""
-        from playground.packages.store import export_dir, export_zip
 
-        folder = package_folder(library, session, name)
-        # one folder per visitor and package, replaced by their next download of it; the sweep removes it once Gradio
-        # has copied the zip to its cache (playground.packages.store.sweep_leftovers)
-        return str(export_zip(folder, export_dir(visitor_of(library, session).key, folder.name, "package"),
-                              with_state=bool(with_state)))
-
-    @friendly
-    def import_model(session: Session, file):
-        """Add a package from a zip file (checked before anything is written to the models folder)."""
-        from playground.packages.store import import_zip, safe_stem
-
-        if not file:
-            raise PackageError("Choose a package zip to upload.")
-        path = Path(file if isinstance(file, str) else file.name)
-        visitor = visitor_of(library, session)
-        reserved = library.add(safe_stem(path.stem), visitor, zip_bytes(path))  # quotas checked, name reserved
-        try:
-            folder = import_zip(path, library.models_dir, name=reserved.name)
-        finally:
-            library.forget(reserved.name)  # dropped only when nothing was imported
-        gr.Info(f"Imported {folder.name}.")
-        table, dropdown = refresh_all(session, folder.name)
-        return f"✅ Imported **{folder.name}**.", table, dropdown, None
-
-    @friendly
-    def delete_model(session: Session, name: str, confirm: bool = False):
-        """Delete a package (confirm must be True); the shipped ones are read-only."""
-        if not name:
-            raise PackageError("Choose the model to delete.")
-        folder = package_folder(library, session, name)  # somebody else's is "no such model", before any question
-        if not confirm:
-            raise PackageError(f"Tick “Yes, delete {name}” first: deleting cannot be undone.")
-        library.delete(folder.name, visitor_of(library, session))
-        table, dropdown = refresh_all(session, None)
-        return f"🗑 Deleted **{name}**.", table, dropdown, gr.update(value=False)
-
-    def pick(evt: gr.SelectData):
-        row = evt.row_value or []
-        return gr.update(value=row[0]) if row else gr.update()
-
+def build(session: gr.State, library: Library) -> ModelsTab:
     gr.Markdown(storage_note(library), elem_id="models-storage")
     with gr.Row():
         table = gr.Dataframe(models_frame(library, None), label="Model packages (click a row)",
@@ -170,37 +218,26 @@ def build(session: gr.State, library: Library) -> ModelsTab:
         refresh = gr.Button("↻ Refresh", scale=0, min_width=100)
     with gr.Row():
         with gr.Column(scale=3):
-            model = gr.Dropdown(names, value=first, label="Model", allow_custom_value=True)
-            card_md = gr.Markdown(first_card)
-            with gr.Accordion("config.json", open=False):
-                config = gr.JSON(first_config)
+            c = card_column(library)
         with gr.Column(scale=2):
-            download_btn = gr.Button("⬇ Download as zip")
-            download = gr.File(label="Package zip", interactive=False, height=90)
-            with_state = gr.Checkbox(False, label="Include the training state (resume.*)",
-                                     info="about twice the size; lets the model be resumed elsewhere (Train tab → "
-                                          "Resume from, after uploading the zip)")
-            hub_panel.build(session, library, model)
-            upload = gr.File(label="Upload a package zip", file_types=[".zip"], height=120)
-            status = gr.Markdown(elem_id="models-status")
-            with gr.Group():
-                confirm = gr.Checkbox(False, label="Yes, delete the selected model (cannot be undone)")
-                delete_btn = gr.Button("🗑 Delete", variant="stop")
+            f = files_column(session, library, c.model)
+    model = c.model
 
-    refresh.click(refresh_all, [session, model], [table, model], api_name="list_models", show_progress="hidden")
+    refresh.click(bound(refresh_all, library), [session, model], [table, model], api_name="list_models",
+                  show_progress="hidden")
     table.select(pick, None, [model], api_visibility="private")
-    show_card = dict(**answers(model_card, [card_md, config], card_md), inputs=[session, model],
-                     show_progress="hidden")
+    show_card = dict(**answers(bound(model_card, library), [c.card_md, c.config], c.card_md),
+                     inputs=[session, model], show_progress="hidden")
     model.change(**show_card, api_name="model_card")
     refresh.click(**show_card, api_visibility="private")
-    download_btn.click(**answers(export_model, [download], status), inputs=[session, model, with_state],
-                       api_name="export_model")
-    imported = upload.upload(**answers(import_model, [status, table, model, upload], status), inputs=[session, upload],
-                             api_name="import_model")
-    deleted = delete_btn.click(**answers(delete_model, [status, table, model, confirm], status),
-                               inputs=[session, model, confirm], api_name="delete_model")
+    f.download_btn.click(**answers(bound(export_model, library), [f.download], f.status),
+                         inputs=[session, model, f.with_state], api_name="export_model")
+    imported = f.upload.upload(**answers(bound(import_model, library), [f.status, table, model, f.upload], f.status),
+                               inputs=[session, f.upload], api_name="import_model")
+    deleted = f.delete_btn.click(**answers(bound(delete_model, library), [f.status, table, model, f.confirm],
+                                           f.status), inputs=[session, model, f.confirm], api_name="delete_model")
     # a tick is for one model and one press: a refused delete, or another model picked, asks again
-    unticked = dict(fn=lambda: False, inputs=None, outputs=[confirm], queue=False, show_progress="hidden",
+    unticked = dict(fn=untick, inputs=None, outputs=[f.confirm], queue=False, show_progress="hidden",
                     api_visibility="private")
     deleted.then(**unticked)
     model.change(**unticked)

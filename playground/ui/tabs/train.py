@@ -20,6 +20,7 @@ import pandas as pd
 from playground.insight import plots
 from playground.errors import DataError, PackageError, TrainingError
 from playground.serving.library import Library
+from playground.training.form import FIELD_RANGES, build_config, field_problem, label_of, preset_values
 from playground.ui.state import Session, answers, friendly, visitor_of
 from playground.ui.zerogpu import (CPU_RUN_MAX_PARAMS, ESTIMATE_GPU_S, GPU_TIME, gpu, gpu_chunk_seconds, on_zerogpu,
                                    training_slots)
@@ -44,113 +45,12 @@ class TrainTab:
 # Settings <-> TrainConfig
 
 
-def preset_values(name: str) -> dict:
-    """Every form value for a preset: TrainConfig defaults, the preset's settings on top, budgets it lacks off."""
-    from playground.training.config import BUDGETS, TrainConfig, optional_settings
-    from playground.training.presets import PRESETS
-
-    if name not in PRESETS:
-        raise TrainingError(f"Unknown preset {name!r}: choose one of {', '.join(PRESETS)}.")
-    values = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
-    values.update({k: None for k in BUDGETS})
-    values.update(PRESETS[name].settings)
-    beta1, beta2 = values.pop("betas")
-    values.update(beta1=beta1, beta2=beta2)
-    optional = optional_settings()  # None ("not set") is 0 on the form
-    return {k: (0 if k in optional and v is None else v) for k, v in values.items()}
-
-
-def build_config(values: dict):
-    """A TrainConfig from the form (0 = no budget / no patience); bad settings raise TrainingError."""
-    from playground.training.config import TrainConfig, optional_settings, setting_types
-
-    v = dict(values)
-    missing = [k for k, x in v.items() if x is None or x == ""]
-    if missing:
-        verb = "is" if len(missing) == 1 else "are"
-        raise TrainingError(f"Fill in every setting: {', '.join(missing)} {verb} empty.")
-    problems = [f"{label_of(k)} {problem}" for k, x in v.items() if (problem := field_problem(k, x))]
-    if problems:
-        raise TrainingError("; ".join(problems) + ". Change it above, then start again.")
-    v["betas"] = (as_number("beta1", v.pop("beta1"), float), as_number("beta2", v.pop("beta2"), float))
-    for name, kind in setting_types().items():
-        if name not in v or kind is tuple:
-            continue
-        if kind in (int, float):
-            v[name] = as_number(name, v[name], kind)
-        elif kind is bool and not isinstance(v[name], bool):
-            raise TrainingError(f"{name} must be true or false, not {v[name]!r}.")
-        elif kind is str and not isinstance(v[name], str):
-            raise TrainingError(f"{name} must be text, not {v[name]!r}.")
-    for k in optional_settings() & set(v):
-        v[k] = v[k] if v[k] and v[k] > 0 else None
-    cfg = TrainConfig(**v)
-    cfg.model_config(cfg.vocab_size, cfg.vocab_size, True)  # d_model / heads and friends, checked now
-    return cfg
-
-
-# The range of each numeric field: (lowest, highest or None, whether the highest is allowed). Said beside the field
-# as soon as a value leaves it, and again when Start or Estimate refuses the form; never clamped.
-FIELD_RANGES = {
-    "n_encoder_layers": (1, 12, True), "n_decoder_layers": (1, 12, True), "d_model": (4, None, True),
-    "d_ff": (1, None, True), "dropout": (0, 1, False), "attention_dropout": (0, 1, False), "max_len": (4, None, True),
-    "vocab_size": (8, None, True), "bpe_dropout": (0, 1, False), "weight_decay": (0, None, True),
-    "warmup_steps": (0, None, True), "label_smoothing": (0, 1, False), "clip_norm": (0, None, True),
-    "batch_tokens": (16, None, True), "max_steps": (0, None, True), "max_epochs": (0, None, True),
-    "max_minutes": (0, None, True), "eval_every": (0, None, True), "eval_sentences": (1, None, True),
-    "patience": (0, None, True), "accumulate": (1, None, True), "average_last": (0, 20, True),
-}
-
-
-LABELS = {"d_model": "d_model", "n_encoder_layers": "Encoder layers", "n_decoder_layers": "Decoder layers", "d_ff": "Feed-forward size",
-          "max_len": "Max tokens per sentence", "eval_every": "Validate every", "bpe_dropout": "BPE-dropout",
-          "eval_sentences": "Sentences decoded per validation", "average_last": "Average last"}
-
-
-def label_of(name: str) -> str:
-    return LABELS.get(name, name.replace("_", " ").capitalize())
-
-
-def range_text(name: str) -> str:
-    low, high, high_allowed = FIELD_RANGES[name]
-    if high is None:
-        return f"at least {low:g}"
-    return f"from {low:g} to {high:g}" if high_allowed else f"from {low:g} to below {high:g}"
-
-
-def field_problem(name: str, value) -> str:
-    """What is wrong with one field's value ("" when nothing): not a number, or outside its FIELD_RANGES range."""
-    if name not in FIELD_RANGES or value is None or value == "":
-        return ""
-    try:
-        number = float(value)
-        if not math.isfinite(number) or isinstance(value, bool):
-            raise ValueError
-    except (TypeError, ValueError, OverflowError):
-        return f"must be a number, not {value!r}"
-    low, high, high_allowed = FIELD_RANGES[name]
-    if number < low or (high is not None and (number > high or (number == high and not high_allowed))):
-        return f"must be {range_text(name)}, not {value:g}"
-    return ""
-
-
 def range_note(name: str, info: str | None):
     """The handler that shows a field's refusal (with its range) in place of its info line, and puts the info back."""
     def note(value):
         problem = field_problem(name, value)
         return gr.update(info=f"⚠️ {label_of(name)} {problem}." if problem else info or "")  # None would keep it
     return note
-
-
-def as_number(name: str, value, kind: type) -> int | float:
-    """A form (or API) value as a finite int or float; TrainingError naming the field otherwise."""
-    try:
-        number = float(value)
-        if not math.isfinite(number) or isinstance(value, bool):
-            raise ValueError
-    except (TypeError, ValueError, OverflowError):
-        raise TrainingError(f"{name} must be a number, not {value!r}.") from None
-    return int(round(number)) if kind is int else number
 
 
 ESTIMATING = "  \n⏱ Estimating the duration on this machine…"
@@ -186,34 +86,16 @@ def data_shape(session: Session, tokenizer: str, batch_tokens: int) -> tuple[int
     return mean, steps_per_epoch(src, tgt, stats.num_pairs, batch_tokens)
 
 
-FITS_IN_MINUTES = "what fits in the minutes"  # the estimate's steps: the run fits its warmup to them too
-
-
-def preview_steps(cfg, epoch_steps: int | None, estimated: int | None = None) -> tuple[int, str]:
-    """Steps for the LR preview and where the number comes from: the steps budget, epochs x batches per epoch,
-    the steps the estimate expects to fit in the minutes budget, or else a few warmups' worth."""
-    from playground.training.schedule import planned_steps
-
-    planned, limited_by = planned_steps(cfg, epoch_steps)
-    if planned:
-        return planned, f"{limited_by} budget"
-    if cfg.max_minutes and estimated:
-        return estimated, FITS_IN_MINUTES
-    return max(10 * cfg.warmup_steps, 1000), "no step budget: the first steps"
-
-
 def lr_preview_figure(session: Session, cfg, estimated_steps: int | None = None):
-    from playground.training.schedule import fit_warmup, learning_rate
+    from playground.training.schedule import learning_rate, schedule_preview
 
     _, epoch_steps = data_shape(session, cfg.tokenizer, cfg.batch_tokens)
-    total, source = preview_steps(cfg, epoch_steps, estimated_steps)
-    total = max(int(total), 2)
-    # the minutes budget binds: the run fits its warmup to the steps it gets (Trainer.replan), so does the preview
-    warmup = fit_warmup(cfg, total) if source == FITS_IN_MINUTES else cfg.warmup_steps
+    preview = schedule_preview(cfg, epoch_steps, estimated_steps)
+    total, warmup = preview.steps, preview.warmup
     stride = max(1, total // 400)
     steps = list(range(1, total + 1, stride)) + ([total] if (total - 1) % stride else [])
     return plots.lr_figure(steps, [learning_rate(cfg, s, total, warmup) for s in steps],
-                           f"Learning rate: {cfg.schedule} over {total:,} steps ({source})",
+                           f"Learning rate: {cfg.schedule} over {total:,} steps ({preview.caption})",
                            mark_step=warmup if 0 < warmup < total else None)
 
 
@@ -292,7 +174,9 @@ class Progress:
 
 def estimate_error(estimated: int | None, did: int, reason: str) -> str:
     """How far the run's steps were from the estimate made before it (only a minutes budget leaves room for one)."""
-    if not estimated or reason != "time budget reached":
+    from playground.training.events import StopReason
+
+    if not estimated or reason != StopReason.TIME:
         return ""
     ratio = did / max(estimated, 1)
     why = ("the machine was busier than when it was timed (other work, or other visitors' runs)" if ratio < 0.8 else
@@ -325,7 +209,7 @@ def samples_frame(e) -> pd.DataFrame:
 
 
 def split_data(session: Session, seed: int):
-    from playground.data.load import split_pairs
+    from playground.data.stats import split_pairs
     from playground.training.trainer import TrainData
 
     if session.data is None:
@@ -445,7 +329,7 @@ def drive(session: Session, build_trainer, name: str, folder: Path, cfg, cap_not
                     averaged = (f"  \nThe weights of steps {', '.join(map(str, e.steps))} were averaged into "
                                 f"**`{Path(e.path).name}`**.")
                 case ev.Done():
-                    note = cap_note if e.reason == "time budget reached" else ""
+                    note = cap_note if e.reason == ev.StopReason.TIME else ""
                     note += f"  \n✂️ {e.summary['cut']}" if e.summary.get("cut") else ""
                     yield (done_line(name, e, estimated) + averaged + note, *charts(True), samples)
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import gradio as gr
 import pandas as pd
@@ -12,6 +13,7 @@ import pandas as pd
 from playground.insight import decoding_plots
 from playground.errors import PlaygroundError
 from playground.ui.tabs import steps_view
+from playground.ui.tabs.common import bound
 from playground.serving.library import Library
 from playground.ui.state import (DEMO_MODEL, MODELS, Session, answers, friendly, model_picker, package_folder,
                                  package_info, quick_call, request_lines)
@@ -131,159 +133,197 @@ def next_token_view(library: Library, session: Session, row: int, k: int = TOP_K
     return decoding_plots.next_token_figure(rows, title), table
 
 
+# on the CPU on ZeroGPU too (playground.ui.zerogpu); a training step waits for them (playground.runtime.foreground)
+quick_translation = quick_call(run_translation, TOO_SLOW)
+quick_next_rows = quick_call(next_token_rows, TOO_SLOW)
+quick_steps = quick_call(decode_steps, "Lower the max output length or the beam size.")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Handlers (build binds `library`)
+
+
+@friendly
+def translate_text(library: Library, session: Session, model: str, text: str, method: str = "greedy",
+                   temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0, beam_size: int = 5,
+                   length_penalty: float = 1.0, nbest: int = 1, max_len: int = 0):
+    """Translate one sentence per line; returns the results table, a note, and row 1's next-token view."""
+    folder = package_folder(library, session, model)
+    config = package_info(folder)["config"]
+    sentences, cut = request_lines(text)
+    if not sentences:
+        raise PlaygroundError("Type at least one sentence to translate (one per line).")
+    if len(sentences) > MAX_SENTENCES:
+        raise PlaygroundError(f"{len(sentences)} lines is more than this page translates at once "
+                              f"({MAX_SENTENCES}); use `python -m playground translate --input FILE` for files.")
+    opts = decode_options(method, temperature, top_k, top_p, seed, beam_size, length_penalty, nbest, max_len)
+    start = time.perf_counter()
+    results = quick_translation(str(folder), sentences, opts, int(nbest) if method == "sample" else 1)
+    seconds = time.perf_counter() - start
+    rows, merged = result_rows(session, folder.name, results)
+    score = "log p / length^α" if method == "beam" else "sum of log p"
+    note = (f"{len(sentences)} sentence{'s' if len(sentences) > 1 else ''} with **{folder.name}** "
+            f"({config['src_lang']} → {config['tgt_lang']}), {method}, in {seconds:.2f} s. "
+            f"Score = {score}. Click a row to see the model's next-token choices for it.")
+    if merged:
+        note += (f" {merged} {'beam' if method == 'beam' else 'sample'}{'s' if merged > 1 else ''} that spelled "
+                 "a sentence already listed (the same words, in the same or other tokens) "
+                 f"{'were' if merged > 1 else 'was'} merged into it: its best score is kept, and the count column "
+                 "says how many there were.")
+    if cut:
+        note += "\n\n" + cut
+    return (pd.DataFrame(rows, columns=RESULT_COLUMNS), note, 1,
+            *next_token_view(library, session, 1, TOP_K, quick_next_rows))
+
+
+def result_rows(session: Session, model: str, results: list) -> tuple[list[list], int]:
+    """The results table's rows (the hypotheses that spell the same sentence merged into one) and how many were
+    merged; the session keeps each row's ids for the next-token view."""
+    from playground.core.decode import distinct_hypotheses
+
+    rows, session.translations, merged = [], [], 0
+    for i, t in enumerate(results):
+        distinct = distinct_hypotheses(t.hypotheses)
+        merged += len(t.hypotheses) - len(distinct)
+        for rank, (h, count) in enumerate(distinct):
+            n = max(len(h.token_logprobs), 1)
+            source = t.source if len(t.source) <= ECHO_CHARS else t.source[:ECHO_CHARS] + "…"
+            rows.append([i + 1, rank + 1, source if rank == 0 else "", h.text, round(h.score, 3),
+                         round(sum(h.token_logprobs) / n, 3), len(h.ids), count])
+            session.translations.append({"model": model, "src_ids": t.source_ids,
+                                         "out_ids": h.ids, "text": h.text})
+    return rows, merged
+
+
+@friendly
+def next_tokens(library: Library, session: Session, row: int = 1, k: int = TOP_K):
+    """The top-k next tokens (teacher-forced on the output) at each step of a row of the last results.
+    Rows count from 1, as in the table."""
+    return next_token_view(library, session, row, k, quick_next_rows)
+
+
+@friendly
+def pick_row(library: Library, session: Session, k: int, evt: gr.SelectData):
+    """The row clicked in the results table, and its next-token view."""
+    row = (evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index) + 1
+    return (row, *next_token_view(library, session, row, k, quick_next_rows))
+
+
+@friendly
+def step_through(library: Library, session: Session, model: str, text: str, method: str = "greedy",
+                 temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0, beam_size: int = 5,
+                 length_penalty: float = 1.0, max_len: int = 0, k: int = TOP_K):
+    """Decode the first sentence step by step: greedy versus sampling (top-k candidates per step, the greedy
+    choice, a seeded sampled choice) or, for beam search, every beam at every step; figure, table and note."""
+    folder = package_folder(library, session, model)
+    lines, cut = request_lines(text)
+    opts = decode_options(method, temperature, top_k, top_p, seed, beam_size, length_penalty, 1, max_len)
+    figure, table, note = quick_steps(str(folder), lines[0] if lines else "", opts, check_candidates(k))
+    return figure, table, note + (cut and "\n\n" + cut)
+
+
+@friendly
+def show_controls(method: str):
+    """The sampling or beam controls of the chosen decoding method, and the n-best slider's meaning for it."""
+    return (gr.update(visible=method == "sample"), gr.update(visible=method == "beam"),
+            gr.update(visible=method != "greedy", label="n-best" if method == "beam" else "samples per sentence",
+                      info="how many of the best finished beams to list per sentence" if method == "beam" else
+                      "draws per sentence (seeds seed, seed+1, …), best score first"))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Layout and wiring
+
+
+def decoding_controls(session: gr.State, library: Library) -> SimpleNamespace:
+    """The left column: the model, the sentences and the decoding settings (those of the other methods hidden)."""
+    c = SimpleNamespace()
+    c.model, _ = model_picker(library, session, "translate_models")
+    demo = c.model.value == DEMO_MODEL
+    c.model_info = gr.Markdown(model_summary(library, None, c.model.value))
+    c.text = gr.Textbox("\n".join(DEMO_EXAMPLES[:2]) if demo else "", label="Source sentences (one per line)",
+                        lines=5, placeholder="Type in the model's source language, one sentence per line.")
+    if demo:
+        gr.Examples([[line] for line in DEMO_EXAMPLES], [c.text], label="Sentences the demo model has never "
+                    "seen (English → German): click one, then Translate")
+    c.method = gr.Radio(["greedy", "sample", "beam"], value="greedy", label="Decoding")
+    with gr.Row(visible=False) as c.sample_row:
+        c.temperature = gr.Slider(0.05, 2.0, 1.0, step=0.05, label="Temperature", elem_id="translate-temperature")
+        c.top_k = gr.Number(0, label="Top-k (0 = off)", precision=0, minimum=0)
+        c.top_p = gr.Slider(0.05, 1.0, 1.0, step=0.05, label="Top-p")
+        c.seed = gr.Number(0, label="Seed", precision=0)
+    with gr.Row(visible=False) as c.beam_row:
+        c.beam_size = gr.Slider(1, 16, 5, step=1, label="Beam size",
+                                info="keep this many partial translations at each step")
+        c.length_penalty = gr.Slider(0.0, 2.0, 1.0, step=0.1, label="Length penalty α",
+                                     info="a beam's score is log p / length^α: 0 favours short outputs, "
+                                          "1 = mean log-probability per token")
+    with gr.Row():
+        c.nbest = gr.Slider(1, 8, 1, step=1, label="n-best", visible=False,
+                            info="how many of the best finished beams to list per sentence")
+        c.max_len = gr.Number(0, label="Max output tokens (0 = auto)", precision=0, minimum=0)
+    c.translate_btn = gr.Button("Translate", variant="primary")
+    return c
+
+
+def results_panel() -> SimpleNamespace:
+    """The right column: the results table and the next-token view of one of its rows."""
+    r = SimpleNamespace()
+    r.note = gr.Markdown()
+    r.results = gr.Dataframe(pd.DataFrame(columns=RESULT_COLUMNS), label="Translations", interactive=False,
+                             wrap=True, column_widths=RESULT_WIDTHS)
+    with gr.Row():
+        r.row = gr.Number(1, label="Table row for the next-token view (1 = first)", precision=0, minimum=1, scale=2)
+        r.k = gr.Slider(2, 10, TOP_K, step=1, label="Candidates per step", scale=2)
+        r.show_row = gr.Button("Show", scale=1)
+    gr.Markdown("The next-token view is *teacher-forced*: the model is fed the row's own output as its "
+                "previous tokens (not its own guesses) and shows the next tokens it scored highest at each "
+                "step.")
+    r.row_note = gr.Markdown()
+    r.next_plot = gr.Plot(decoding_plots.next_token_figure([]), show_label=False)
+    r.next_table = gr.Dataframe(pd.DataFrame(columns=NEXT_COLUMNS), label="Next-token table", interactive=False,
+                                wrap=True, column_widths=NEXT_WIDTHS)
+    return r
+
+
+def steps_panel() -> SimpleNamespace:
+    """The accordion that steps through the decoding of the first sentence."""
+    s = SimpleNamespace()
+    with gr.Accordion("Step by step: greedy versus sampling, and beam search", open=False,
+                      elem_id="translate-steps"):
+        gr.Markdown("Decodes the first sentence with the settings on the left and shows each step: with "
+                    "greedy or sampling, the candidates, the greedy choice and a sampled one (temperature, "
+                    "top-k, top-p, seed); with beam search, the beams and their scores.")
+        s.button = gr.Button("Step through the first sentence", elem_id="translate-steps-button")
+        s.note = gr.Markdown()
+        s.plot = gr.Plot(decoding_plots.sampling_steps_figure([]), show_label=False, elem_id="translate-steps-plot")
+        s.table = gr.Dataframe(pd.DataFrame(columns=steps_view.SAMPLING_COLUMNS), label="Steps",
+                               interactive=False, wrap=True, max_height=400, column_widths=steps_view.COLUMN_WIDTHS)
+    return s
+
+
 def build(session: gr.State, library: Library) -> TranslateTab:
-    # on the CPU on ZeroGPU too (playground.ui.zerogpu); a training step waits for them (playground.runtime.foreground)
-    decode = quick_call(run_translation, TOO_SLOW)
-    next_rows = quick_call(next_token_rows, TOO_SLOW)
-    steps = quick_call(decode_steps, "Lower the max output length or the beam size.")
-
-    def next_view(session: Session, row: int, k: int = TOP_K):
-        return next_token_view(library, session, row, k, next_rows)
-
-    @friendly
-    def translate_text(session: Session, model: str, text: str, method: str = "greedy", temperature: float = 1.0,
-                       top_k: int = 0, top_p: float = 1.0, seed: int = 0, beam_size: int = 5,
-                       length_penalty: float = 1.0, nbest: int = 1, max_len: int = 0):
-        """Translate one sentence per line; returns the results table, a note, and row 1's next-token view."""
-        folder = package_folder(library, session, model)
-        config = package_info(folder)["config"]
-        sentences, cut = request_lines(text)
-        if not sentences:
-            raise PlaygroundError("Type at least one sentence to translate (one per line).")
-        if len(sentences) > MAX_SENTENCES:
-            raise PlaygroundError(f"{len(sentences)} lines is more than this page translates at once "
-                                  f"({MAX_SENTENCES}); use `python -m playground translate --input FILE` for files.")
-        opts = decode_options(method, temperature, top_k, top_p, seed, beam_size, length_penalty, nbest, max_len)
-        start = time.perf_counter()
-        results = decode(str(folder), sentences, opts, int(nbest) if method == "sample" else 1)
-        seconds = time.perf_counter() - start
-        from playground.core.decode import distinct_hypotheses
-
-        rows, session.translations, merged = [], [], 0
-        for i, t in enumerate(results):
-            distinct = distinct_hypotheses(t.hypotheses)
-            merged += len(t.hypotheses) - len(distinct)
-            for rank, (h, count) in enumerate(distinct):
-                n = max(len(h.token_logprobs), 1)
-                source = t.source if len(t.source) <= ECHO_CHARS else t.source[:ECHO_CHARS] + "…"
-                rows.append([i + 1, rank + 1, source if rank == 0 else "", h.text, round(h.score, 3),
-                             round(sum(h.token_logprobs) / n, 3), len(h.ids), count])
-                session.translations.append({"model": folder.name, "src_ids": t.source_ids,
-                                             "out_ids": h.ids, "text": h.text})
-        score = "log p / length^α" if method == "beam" else "sum of log p"
-        note = (f"{len(sentences)} sentence{'s' if len(sentences) > 1 else ''} with **{folder.name}** "
-                f"({config['src_lang']} → {config['tgt_lang']}), {method}, in {seconds:.2f} s. "
-                f"Score = {score}. Click a row to see the model's next-token choices for it.")
-        if merged:
-            note += (f" {merged} {'beam' if method == 'beam' else 'sample'}{'s' if merged > 1 else ''} that spelled "
-                     "a sentence already listed (the same words, in the same or other tokens) "
-                     f"{'were' if merged > 1 else 'was'} merged into it: its best score is kept, and the count column "
-                     "says how many there were.")
-        if cut:
-            note += "\n\n" + cut
-        return (pd.DataFrame(rows, columns=RESULT_COLUMNS), note, 1, *next_view(session, 1))
-
-    @friendly
-    def next_tokens(session: Session, row: int = 1, k: int = TOP_K):
-        """The top-k next tokens (teacher-forced on the output) at each step of a row of the last results.
-        Rows count from 1, as in the table."""
-        return next_view(session, row, k)
-
-    @friendly
-    def pick_row(session: Session, k: int, evt: gr.SelectData):
-        row = (evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index) + 1
-        return (row, *next_view(session, row, k))
-
-    @friendly
-    def step_through(session: Session, model: str, text: str, method: str = "greedy", temperature: float = 1.0, top_k: int = 0,
-                     top_p: float = 1.0, seed: int = 0, beam_size: int = 5, length_penalty: float = 1.0,
-                     max_len: int = 0, k: int = TOP_K):
-        """Decode the first sentence step by step: greedy versus sampling (top-k candidates per step, the greedy
-        choice, a seeded sampled choice) or, for beam search, every beam at every step; figure, table and note."""
-        folder = package_folder(library, session, model)
-        lines, cut = request_lines(text)
-        opts = decode_options(method, temperature, top_k, top_p, seed, beam_size, length_penalty, 1, max_len)
-        figure, table, note = steps(str(folder), lines[0] if lines else "", opts, check_candidates(k))
-        return figure, table, note + (cut and "\n\n" + cut)
-
-    @friendly
-    def show_controls(method: str):
-        return (gr.update(visible=method == "sample"), gr.update(visible=method == "beam"),
-                gr.update(visible=method != "greedy", label="n-best" if method == "beam" else "samples per sentence",
-                          info="how many of the best finished beams to list per sentence" if method == "beam" else
-                          "draws per sentence (seeds seed, seed+1, …), best score first"))
-
     with gr.Row():
         with gr.Column(scale=1):
-            model, _ = model_picker(library, session, "translate_models")
-            demo = model.value == DEMO_MODEL
-            model_info = gr.Markdown(model_summary(library, None, model.value))
-            text = gr.Textbox("\n".join(DEMO_EXAMPLES[:2]) if demo else "", label="Source sentences (one per line)",
-                              lines=5, placeholder="Type in the model's source language, one sentence per line.")
-            if demo:
-                gr.Examples([[line] for line in DEMO_EXAMPLES], [text], label="Sentences the demo model has never "
-                            "seen (English → German): click one, then Translate")
-            method = gr.Radio(["greedy", "sample", "beam"], value="greedy", label="Decoding")
-            with gr.Row(visible=False) as sample_row:
-                temperature = gr.Slider(0.05, 2.0, 1.0, step=0.05, label="Temperature",
-                                        elem_id="translate-temperature")
-                top_k = gr.Number(0, label="Top-k (0 = off)", precision=0, minimum=0)
-                top_p = gr.Slider(0.05, 1.0, 1.0, step=0.05, label="Top-p")
-                seed = gr.Number(0, label="Seed", precision=0)
-            with gr.Row(visible=False) as beam_row:
-                beam_size = gr.Slider(1, 16, 5, step=1, label="Beam size",
-                                      info="keep this many partial translations at each step")
-                length_penalty = gr.Slider(0.0, 2.0, 1.0, step=0.1, label="Length penalty α",
-                                           info="a beam's score is log p / length^α: 0 favours short outputs, "
-                                                "1 = mean log-probability per token")
-            with gr.Row():
-                nbest = gr.Slider(1, 8, 1, step=1, label="n-best", visible=False,
-                                  info="how many of the best finished beams to list per sentence")
-                max_len = gr.Number(0, label="Max output tokens (0 = auto)", precision=0, minimum=0)
-            translate_btn = gr.Button("Translate", variant="primary")
+            c = decoding_controls(session, library)
         with gr.Column(scale=2):
-            note = gr.Markdown()
-            results = gr.Dataframe(pd.DataFrame(columns=RESULT_COLUMNS), label="Translations", interactive=False,
-                                   wrap=True, column_widths=RESULT_WIDTHS)
-            with gr.Row():
-                row = gr.Number(1, label="Table row for the next-token view (1 = first)", precision=0, minimum=1,
-                                scale=2)
-                k = gr.Slider(2, 10, TOP_K, step=1, label="Candidates per step", scale=2)
-                show_row = gr.Button("Show", scale=1)
-            gr.Markdown("The next-token view is *teacher-forced*: the model is fed the row's own output as its "
-                        "previous tokens (not its own guesses) and shows the next tokens it scored highest at each "
-                        "step.")
-            row_note = gr.Markdown()
-            next_plot = gr.Plot(decoding_plots.next_token_figure([]), show_label=False)
-            next_table = gr.Dataframe(pd.DataFrame(columns=NEXT_COLUMNS), label="Next-token table", interactive=False,
-                                      wrap=True, column_widths=NEXT_WIDTHS)
-            with gr.Accordion("Step by step: greedy versus sampling, and beam search", open=False,
-                              elem_id="translate-steps"):
-                gr.Markdown("Decodes the first sentence with the settings on the left and shows each step: with "
-                            "greedy or sampling, the candidates, the greedy choice and a sampled one (temperature, "
-                            "top-k, top-p, seed); with beam search, the beams and their scores.")
-                steps_btn = gr.Button("Step through the first sentence", elem_id="translate-steps-button")
-                steps_note = gr.Markdown()
-                steps_plot = gr.Plot(decoding_plots.sampling_steps_figure([]), show_label=False,
-                                     elem_id="translate-steps-plot")
-                steps_table = gr.Dataframe(pd.DataFrame(columns=steps_view.SAMPLING_COLUMNS), label="Steps",
-                                           interactive=False, wrap=True, max_height=400,
-                                           column_widths=steps_view.COLUMN_WIDTHS)
+            r = results_panel()
+            s = steps_panel()
 
-    method.change(show_controls, [method], [sample_row, beam_row, nbest], api_visibility="private",
-                  show_progress="hidden")
-    model.change(lambda s, m: model_summary(library, s, m), [session, model], [model_info], api_visibility="private",
-                 show_progress="hidden")
-    inputs = [session, model, text, method, temperature, top_k, top_p, seed, beam_size, length_penalty, nbest, max_len]
-    translation = answers(translate_text, [results, note, row, next_plot, next_table], note)
-    translated = translate_btn.click(**translation, inputs=inputs, api_name="translate")
-    text.submit(**translation, inputs=inputs, api_visibility="private")
-    results.select(**answers(pick_row, [row, next_plot, next_table], row_note), inputs=[session, k],
-                   api_visibility="private")
-    show_row.click(**answers(next_tokens, [next_plot, next_table], row_note), inputs=[session, row, k],
-                   api_name="next_tokens")
-    steps_btn.click(**answers(step_through, [steps_plot, steps_table, steps_note], steps_note),
-                    inputs=[session, model, text, method, temperature, top_k, top_p, seed, beam_size, length_penalty,
-                            max_len, k], api_name="decode_steps")
-    return TranslateTab(model, text, translated)
-
+    c.method.change(show_controls, [c.method], [c.sample_row, c.beam_row, c.nbest], api_visibility="private",
+                    show_progress="hidden")
+    c.model.change(bound(model_summary, library), [session, c.model], [c.model_info], api_visibility="private",
+                   show_progress="hidden")
+    settings = [c.method, c.temperature, c.top_k, c.top_p, c.seed, c.beam_size, c.length_penalty]
+    translation = answers(bound(translate_text, library), [r.results, r.note, r.row, r.next_plot, r.next_table],
+                          r.note)
+    inputs = [session, c.model, c.text, *settings, c.nbest, c.max_len]
+    translated = c.translate_btn.click(**translation, inputs=inputs, api_name="translate")
+    c.text.submit(**translation, inputs=inputs, api_visibility="private")
+    r.results.select(**answers(bound(pick_row, library), [r.row, r.next_plot, r.next_table], r.row_note),
+                     inputs=[session, r.k], api_visibility="private")
+    r.show_row.click(**answers(bound(next_tokens, library), [r.next_plot, r.next_table], r.row_note),
+                     inputs=[session, r.row, r.k], api_name="next_tokens")
+    s.button.click(**answers(bound(step_through, library), [s.plot, s.table, s.note], s.note),
+                   inputs=[session, c.model, c.text, *settings, c.max_len, r.k], api_name="decode_steps")
+    return TranslateTab(c.model, c.text, translated)
