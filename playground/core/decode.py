@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from playground.limits import (MB, check_time, max_attention_cells, max_decode_bytes, max_decode_tokens,
-                               max_line_chars)
+from playground.limits import check_time, max_attention_cells, max_decode_bytes, max_decode_tokens, max_line_chars
+from playground.settings import MB
 from playground.data.batching import pad_batch, sentence_tokens
 from playground.errors import PlaygroundError
 from playground.core.model import Transformer, TransformerConfig

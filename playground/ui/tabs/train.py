@@ -722,7 +722,7 @@ def build(session: gr.State, library: Library, page: gr.Tab) -> TrainTab:
     def estimate(session: Session, **values):
         """Time a few training steps of this configuration on this machine; estimate the whole run."""
         cfg = build_config(values)
-        library.check_size(visitor_of(library, session), package_bytes(cfg))  # before building anything to time
+        library.keeper.check_size(visitor_of(library, session), package_bytes(cfg))  # before building anything to time
         seq_len, epoch_steps = data_shape(session, cfg.tokenizer, cfg.batch_tokens)
         est = time_steps(cfg, seq_len=seq_len, epoch_steps=epoch_steps)
         session.estimated, session.estimate = True, (cfg.to_dict(), est.steps)
