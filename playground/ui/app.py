@@ -109,7 +109,7 @@ def storage_secret(secret: bytes) -> str:
 def build_app(models_dir: str | os.PathLike | None = None, *, shared: bool | None = None) -> gr.Blocks:
     """The whole app; `models_dir` holds the packages (created when missing; None: models_location decides).
     `shared` None: shared_mode() decides (on a Space, or PLAYGROUND_SHARED=1). Nothing heavy runs here."""
-    from playground.ui.zerogpu import device_line
+    from playground.serving.zerogpu import device_line
 
     shared = shared_mode() if shared is None else shared
     persistent = True

@@ -386,7 +386,7 @@ class ModelCache:
 
     def get(self, folder: str | Path):
         from playground.packages.store import WEIGHTS, load_package
-        from playground.ui.zerogpu import quick_device
+        from playground.serving.zerogpu import quick_device
 
         folder = Path(folder).resolve()
         try:

@@ -20,9 +20,10 @@ import pandas as pd
 from playground.insight import plots
 from playground.errors import DataError, PackageError, TrainingError
 from playground.serving.library import Library
+from playground.serving.zerogpu import (CPU_RUN_MAX_PARAMS, ESTIMATE_GPU_S, GPU_TIME, gpu_chunk_seconds, on_zerogpu,
+                                        training_slots)
 from playground.ui.state import Session, answers, friendly, visitor_of
-from playground.ui.zerogpu import (CPU_RUN_MAX_PARAMS, ESTIMATE_GPU_S, GPU_TIME, gpu, gpu_chunk_seconds, on_zerogpu,
-                                   training_slots)
+from playground.ui.zerogpu import gpu
 
 UPDATE_EVERY = 0.3  # seconds between UI updates while training (evals, the end and errors always update)
 CHART_SHARE = 0.1  # at most this share of the time goes to redrawing the charts between validations
