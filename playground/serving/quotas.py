@@ -47,7 +47,6 @@ class Quotas:
                    bytes_per_address=env_megabytes("PLAYGROUND_MAX_ADDRESS_MB", 1000))
 
 
-
 def remove_package(folder: Path) -> None:
     """Delete a package and the snapshots its run kept for averaging."""
     shutil.rmtree(folder, ignore_errors=True)
