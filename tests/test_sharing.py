@@ -268,9 +268,10 @@ def test_a_full_folder_frees_the_heaviest_anonymous_holder_first_and_never_a_sig
         library.keeper.make_room(2 * size, library.owners.read(), crowd[1])
     assert {"bot1", "bot2", "bot3", "light", "carols"} <= set(library.names(Visitor("hf:x", True, admin=True)))
     # a signed-in visitor frees anonymous models whatever they hold, and never another signed-in one's
-    assert library.keeper.make_room(3 * size, library.owners.read(), Visitor("hf:dave", signed_in=True)) == ["bot1", "bot2"]
+    dave = Visitor("hf:dave", signed_in=True)
+    assert library.keeper.make_room(3 * size, library.owners.read(), dave) == ["bot1", "bot2"]
     with pytest.raises(PackageError, match="models folder of this Space is full"):
-        library.keeper.make_room(6 * size, library.owners.read(), Visitor("hf:dave", signed_in=True))
+        library.keeper.make_room(6 * size, library.owners.read(), dave)
     assert (library.models_dir / "carols").is_dir() and (library.models_dir / "light").is_dir()
 
 

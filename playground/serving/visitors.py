@@ -108,7 +108,6 @@ def server_secret(folder: Path) -> bytes:
     return secret.encode()
 
 
-
 PERSONAL = Visitor("personal", admin=True)  # the one person of a personal app
 
 

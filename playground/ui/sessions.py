@@ -184,7 +184,8 @@ class UploadBounds:
     its size is known before it is read), is answered 429 / 411 with a sentence. Gradio's max_file_size still
     bounds each file. A browser's and gradio_client's uploads carry no session, so this is the bound there is."""
 
-    def __init__(self, app, per_address: int | None = None, total: int | None = None, window_s: float = UPLOAD_WINDOW_S):
+    def __init__(self, app, per_address: int | None = None, total: int | None = None,
+                 window_s: float = UPLOAD_WINDOW_S):
         self.app = app
         self.per_address = per_address or env_int("PLAYGROUND_MAX_UPLOAD_MB_PER_ADDRESS", 600) * MB
         self.total = total or env_int("PLAYGROUND_MAX_UPLOAD_MB", 3000) * MB
