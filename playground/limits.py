@@ -7,7 +7,7 @@ form is refused with a number instead of taking the server down.
     PLAYGROUND_MAX_PARAMETERS     largest model loaded, trained or timed (default 300M: the paper's big model is 213M)
     PLAYGROUND_MAX_<KIND>_BYTES   largest file of each kind in a package (CARD, CONFIG, TRAINING, RESUME_STATE,
                                   TOKENIZER); weights follow from the parameter limit
-    PLAYGROUND_MAX_DATA_MB / _ROWS  largest data file read (default 200 MB, 2M rows)
+    PLAYGROUND_MAX_DATA_MB / _ROWS  largest data file read (default 200 MB, 2M rows; MB: 1024**2 bytes, settings.py)
     PLAYGROUND_MAX_SESSION_DATA_MB  sentence pairs one web session may hold in memory (default 512)
 
 What one quick call (translate, attention, step-through, compare, next tokens) may cost, checked from the request and
@@ -36,24 +36,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from playground.errors import PlaygroundError
+from playground.settings import KB, MB, env_int
 
-KB, MB = 1024, 1024**2
 MAX_POSITIONS = 4096  # positions a model may have (sentence tokens + BOS/EOS); its tables and caches grow with them
 NO_LIMIT = 1 << 60  # cgroup v1 reports "unlimited" as a number near 2**63
-
-
-def env_int(name: str, default: int) -> int:
-    """An operator's integer setting; a value that is not a positive integer is a start-up error that says so."""
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = int(float(raw))
-    except ValueError:
-        raise ValueError(f"The environment variable {name}={raw!r} must be a positive number.") from None
-    if value < 1:
-        raise ValueError(f"The environment variable {name}={raw!r} must be a positive number.")
-    return value
 
 
 def max_parameters() -> int:

@@ -203,8 +203,9 @@ def make(quota_s: float = 120.0) -> types.ModuleType:
 
 
 def install(monkeypatch, quota_s: float = 120.0, zero_gpu: bool = True) -> types.ModuleType:
-    """Make the stand-in the app's `spaces` (SPACES_ZERO_GPU set, or not) and, on ZeroGPU, patch torch.cuda in this
-    process as `spaces` does (torch/patching.py) for the test's duration."""
+    """Make the stand-in the app's `spaces` (SPACES_ZERO_GPU set, or not): the module playground.serving.zerogpu finds
+    loaded and the one playground.ui.zerogpu calls. On ZeroGPU, patch torch.cuda in this process as `spaces` does
+    (torch/patching.py) for the test's duration."""
     if zero_gpu:
         monkeypatch.setenv("SPACES_ZERO_GPU", "true")
     else:

@@ -25,7 +25,9 @@ from test_sharing import ALICE, BOB, tiny  # noqa: F401 (tiny: a fixture)
 
 from playground.errors import PackageError
 from playground.packages.store import load_package, reserve_name, save_package
-from playground.serving.library import REGISTRY, Library, Quotas, lagging_mount
+from playground.serving.library import REGISTRY, Library
+from playground.serving.mode import lagging_mount
+from playground.serving.quotas import Quotas
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -134,7 +136,7 @@ def test_the_owners_survive_a_registry_rename_cut_in_half(bucket, tmp_path, tiny
     assert not (models / REGISTRY).exists()
     restarted = shared(models)
     assert "alices" in restarted.names(ALICE) and "alices" not in restarted.names(BOB)
-    assert restarted.read_registry()["bobs"]["owner"] == BOB.key  # the newest whole copy, not an empty registry
+    assert restarted.owners.read()["bobs"]["owner"] == BOB.key  # the newest whole copy, not an empty registry
     assert (models / REGISTRY).exists() and not list(models.glob(".owners-*.tmp"))
 
 
@@ -152,11 +154,11 @@ def test_a_package_another_process_wrote_stays_its_owners_while_the_mount_shows_
         subprocess.run([sys.executable, "-c", f"import shutil; shutil.copytree({str(done)!r}, {str(folder)!r})"],
                        check=True, cwd=REPO, timeout=60)
         assert "run" not in library.names(ALICE)  # not visible yet
-    assert library.read_registry()["run"]["owner"] == ALICE.key and "run" in library.pending
+    assert library.owners.read()["run"]["owner"] == ALICE.key and "run" in library.pending
     time.sleep(1.6)
     assert "run" in library.names(ALICE) and "run" not in library.names(BOB)
     time.sleep(1.6)  # past visible_within_s: looked at again, and kept
-    assert library.read_registry()["run"]["owner"] == ALICE.key and "run" not in library.pending
+    assert library.owners.read()["run"]["owner"] == ALICE.key and "run" not in library.pending
 
 
 def test_a_run_that_never_saved_lets_its_name_go_after_the_wait(bucket, tmp_path):
@@ -167,7 +169,7 @@ def test_a_run_that_never_saved_lets_its_name_go_after_the_wait(bucket, tmp_path
         pass
     assert "failed" in library.pending
     time.sleep(0.6)
-    assert "failed" not in library.read_registry() and not library.pending
+    assert "failed" not in library.owners.read() and not library.pending
 
 
 def test_only_fuse_and_nfs_mounts_lag(tmp_path):

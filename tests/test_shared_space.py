@@ -23,6 +23,7 @@ from gradio_client import Client, handle_file  # noqa: E402
 from playground.core.model import Transformer, TransformerConfig  # noqa: E402
 from playground.packages.store import export_zip, load_package, save_package  # noqa: E402
 from playground.serving.library import REGISTRY  # noqa: E402
+from playground.settings import MB  # noqa: E402
 from playground.core.tokenizer import train_tokenizer  # noqa: E402
 from playground.ui.app import build_app  # noqa: E402
 
@@ -219,17 +220,17 @@ def test_eviction_frees_old_anonymous_models_least_recently_used_first(tmp_path,
         Client(url, verbose=False).predict(handle_file(str(package_zip)), api_name="/import_model")
     size = sum(p.stat().st_size for p in (probe / "upload").iterdir())
     models_dir = tmp_path / "full"
-    with serving(models_dir, True, PLAYGROUND_MAX_TOTAL_MB=str(3.5 * size / 1e6)) as url:
+    with serving(models_dir, True, PLAYGROUND_MAX_TOTAL_MB=str(3.5 * size / MB)) as url:
         frank, grace = Client(url, verbose=False), Client(url, verbose=False)
         for _ in range(3):
             frank.predict(handle_file(str(package_zip)), api_name="/import_model")
         owned = [n for n in names(frank) if n != DEMO]
         library = libraries[-1]
-        registry = library.read_registry()
+        registry = library.owners.read()
         day = 24 * 3600
         for name, age in zip(sorted(owned), (2 * day, 3 * day, 3600)):  # two older than a day; one used recently
             registry[name]["used"] = time.time() - age
-        library.write_registry(registry)
+        library.owners.write(registry)
         older, recent = sorted(owned)[0], sorted(owned)[2]  # sorted(owned)[1], three days old, goes first
 
         grace.predict(handle_file(str(package_zip)), api_name="/import_model")  # room for one: the LRU old one goes
@@ -266,7 +267,7 @@ def test_a_refused_run_reserves_no_name_and_evicts_nobody(tmp_path):
     session.trainer = object()  # this tab is training already
     with pytest.raises(TrainingError, match="already training"):
         next(_train(session, "second", library, preset_values("tiny")))
-    assert library.read_registry() == {} and not library.pending
+    assert library.owners.read() == {} and not library.pending
 
 
 def test_a_translation_row_is_looked_up_again_by_name_for_its_visitor(tmp_path):

@@ -1,5 +1,6 @@
-"""The core of a shared app (playground/serving/library.py): who sees which package, quotas, and the order eviction frees
-space in; the shipped packages read-only in both modes; no visitor identity inside an exported zip."""
+"""The core of a shared app (playground/serving/: library, quotas, visitors, mode): who sees which package, quotas,
+and the order eviction frees space in; the shipped packages read-only in both modes; no visitor identity inside an
+exported zip."""
 
 from __future__ import annotations
 
@@ -14,7 +15,11 @@ from playground.errors import PackageError, TrainingError
 from playground.core.model import Transformer, TransformerConfig
 from playground.packages.store import (SHIPPED_MODELS_DIR, delete_package, export_zip, is_shipped, save_package,
                                 snapshots_folder)
-from playground.serving.library import MB, PERSONAL, Library, Quotas, Visitor, models_location, shared_mode
+from playground.serving.library import Library
+from playground.serving.mode import models_location, shared_mode
+from playground.serving.quotas import Quotas
+from playground.serving.visitors import PERSONAL, Visitor
+from playground.settings import MB
 from playground.core.tokenizer import train_tokenizer
 
 ALICE, BOB = Visitor("anon:alice"), Visitor("anon:bob")
@@ -100,21 +105,21 @@ def test_eviction_frees_the_least_recently_used_old_anonymous_models_first(tmp_p
             "carol-oldest": (CAROL, 9 * day), "bob-running": (BOB, 8 * day)}
     for name, (visitor, _) in ages.items():
         make(library, tiny, name, visitor)
-    registry = library.read_registry()
+    registry = library.owners.read()
     for name, (_, age) in ages.items():
         registry[name]["used"] = now - age
-    library.write_registry(registry)
+    library.owners.write(registry)
     library.running["bob-key"] = "bob-running"
-    size = library.total_bytes() // 5
+    size = library.keeper.total_bytes() // 5
     # room for one more package beyond the limit: the least recently used anonymous model older than a day goes
-    library.quotas = Quotas(bytes_total=5 * size + size // 2)
-    registry = library.read_registry()
-    assert library.make_room(size, registry) == ["bob-older"]
+    library.keeper.quotas = Quotas(bytes_total=5 * size + size // 2)
+    registry = library.owners.read()
+    assert library.keeper.make_room(size, registry) == ["bob-older"]
     # a tighter limit: then the next in line; never a signed-in visitor's, a model in training or a recent one
-    library.quotas = Quotas(bytes_total=4 * size + size // 2)
-    assert library.make_room(size, registry) == ["alice-old"]
+    library.keeper.quotas = Quotas(bytes_total=4 * size + size // 2)
+    assert library.keeper.make_room(size, registry) == ["alice-old"]
     with pytest.raises(PackageError, match="models folder of this Space is full"):
-        library.make_room(10 * size, registry)
+        library.keeper.make_room(10 * size, registry)
     assert {p.name for p in library.all_packages()} >= {"carol-oldest", "bob-running", "alice-new"}
 
 
@@ -138,7 +143,7 @@ def test_signing_in_keeps_the_browsers_models_and_zips_carry_no_owner(tmp_path, 
     folder = make(library, tiny, "before-sign-in", ALICE)
     library.adopt(ALICE, CAROL)
     assert "before-sign-in" in library.names(CAROL) and "before-sign-in" not in library.names(ALICE)
-    assert library.read_registry()["before-sign-in"]["signed_in"] is True
+    assert library.owners.read()["before-sign-in"]["signed_in"] is True
     with zipfile.ZipFile(export_zip(folder, tmp_path)) as zf:
         text = b"".join(zf.read(n) for n in zf.namelist())
     assert b"a" * 32 not in text and b"carol" not in text and not any("owner" in n for n in zf.namelist())
@@ -149,18 +154,18 @@ def test_a_run_never_averages_into_another_visitors_package(tmp_path, tiny):
     library = shared(tmp_path)
     make(library, tiny, "victim-avg", ALICE)
     run = library.add("victim", BOB, 0, average=True)
-    assert run.name.startswith("victim-") and library.read_registry()[f"{run.name}-avg"]["owner"] == BOB.key
-    assert library.read_registry()["victim-avg"]["owner"] == ALICE.key
+    assert run.name.startswith("victim-") and library.owners.read()[f"{run.name}-avg"]["owner"] == BOB.key
+    assert library.owners.read()["victim-avg"]["owner"] == ALICE.key
     make(library, tiny, "theirs", ALICE)
     make(library, tiny, "theirs-avg", BOB)  # Bob took the name beside Alice's package first
     with pytest.raises(PackageError, match="theirs-avg, a name that is taken"):  # Alice resumes "theirs" averaging
         library.add_average(library.models_dir / "theirs", ALICE, 0)
-    assert library.read_registry()["theirs-avg"]["owner"] == BOB.key
+    assert library.owners.read()["theirs-avg"]["owner"] == BOB.key
     own = library.add_average(run, BOB, 0)  # his own -avg: replaced by his resume
     assert own.name == f"{run.name}-avg"
     with library.writing(run, own):  # the run failed before it saved anything: both names are let go
         pass
-    assert run.name not in library.read_registry() and own.name not in library.read_registry()
+    assert run.name not in library.owners.read() and own.name not in library.owners.read()
 
 
 def test_pending_reservations_count_toward_the_model_quota(tmp_path):
@@ -179,7 +184,7 @@ def test_snapshots_count_toward_the_quotas_and_go_with_their_package(tmp_path, t
     snapshots = snapshots_folder(folder) / "step-00000010"
     snapshots.mkdir(parents=True)
     (snapshots / "model.safetensors").write_bytes(b"\0" * MB)
-    assert library.usage(ALICE)[1] > MB and library.total_bytes() > MB
+    assert library.keeper.usage(ALICE, library.owners.read())[1] > MB and library.keeper.total_bytes() > MB
     with pytest.raises(PackageError, match="at most 1 MB per visitor"):
         library.add("more", ALICE, 0)
     library.delete("run", ALICE)
@@ -218,7 +223,7 @@ def test_mode_and_models_folder_from_the_environment(monkeypatch, tmp_path):
 
 
 def test_visitor_tokens_are_issued_and_signed_by_the_server(tmp_path):
-    from playground.serving.library import issue_token, server_secret, verify_token
+    from playground.serving.visitors import issue_token, server_secret, verify_token
 
     secret = server_secret(tmp_path)
     assert server_secret(tmp_path) == secret and (tmp_path / ".browser-secret").stat().st_mode & 0o077 == 0
@@ -252,20 +257,21 @@ def test_a_full_folder_frees_the_heaviest_anonymous_holder_first_and_never_a_sig
         make(library, tiny, f"bot{i}", bot)
     make(library, tiny, "light", Visitor("anon:light", address="198.51.100.2"))
     make(library, tiny, "carols", CAROL)
-    size = library.total_bytes() // 6
-    library.quotas = Quotas(models_per_visitor=10, bytes_total=6 * size + size // 2)
+    size = library.keeper.total_bytes() // 6
+    library.keeper.quotas = Quotas(models_per_visitor=10, bytes_total=6 * size + size // 2)
     newcomer = Visitor("anon:new", address="198.51.100.3")
     # fresh models, none old enough to free: the heaviest holder (the crowd's address) gives way, least recent first
-    registry = library.read_registry()
-    assert library.make_room(size, registry, newcomer) == ["bot0"]
+    registry = library.owners.read()
+    assert library.keeper.make_room(size, registry, newcomer) == ["bot0"]
     # a member of the crowd cannot push out the lighter visitor, nor the signed-in one: refused, nothing deleted
     with pytest.raises(PackageError, match="models folder of this Space is full"):
-        library.make_room(2 * size, library.read_registry(), crowd[1])
+        library.keeper.make_room(2 * size, library.owners.read(), crowd[1])
     assert {"bot1", "bot2", "bot3", "light", "carols"} <= set(library.names(Visitor("hf:x", True, admin=True)))
     # a signed-in visitor frees anonymous models whatever they hold, and never another signed-in one's
-    assert library.make_room(3 * size, library.read_registry(), Visitor("hf:dave", signed_in=True)) == ["bot1", "bot2"]
+    dave = Visitor("hf:dave", signed_in=True)
+    assert library.keeper.make_room(3 * size, library.owners.read(), dave) == ["bot1", "bot2"]
     with pytest.raises(PackageError, match="models folder of this Space is full"):
-        library.make_room(6 * size, library.read_registry(), Visitor("hf:dave", signed_in=True))
+        library.keeper.make_room(6 * size, library.owners.read(), dave)
     assert (library.models_dir / "carols").is_dir() and (library.models_dir / "light").is_dir()
 
 
@@ -273,10 +279,10 @@ def test_a_name_whose_operation_died_is_given_back(tmp_path, tiny):
     library = shared(tmp_path)
     library.add("killed", ALICE, 10_000)  # an import registered its name, then its process was killed
     library.pending.clear()  # (a new process: nothing is pending)
-    registry = library.read_registry()
+    registry = library.owners.read()
     assert "killed" in registry and library.repair_registry() == []  # within the grace a name is just being made
     registry["killed"]["created"] -= 120
-    library.write_registry(registry)
+    library.owners.write(registry)
     make(library, tiny, "kept", ALICE)
-    assert library.repair_registry() == ["killed"] and set(library.read_registry()) == {"kept"}
-    assert library.usage(ALICE)[0] == 1
+    assert library.repair_registry() == ["killed"] and set(library.owners.read()) == {"kept"}
+    assert library.keeper.usage(ALICE, library.owners.read())[0] == 1

@@ -27,13 +27,13 @@ from gradio_client import Client, handle_file  # noqa: E402
 from playground.core.model import Transformer, TransformerConfig  # noqa: E402
 from playground.packages.store import export_zip, save_package  # noqa: E402
 from playground.serving.library import REGISTRY  # noqa: E402
+from playground.settings import MB  # noqa: E402
 from playground.core.tokenizer import train_tokenizer  # noqa: E402
 
 pytestmark = pytest.mark.sessions
 
 REPO = Path(__file__).resolve().parent.parent
 MEMORY_LIMIT = 6 * 1024**3  # the issue's server ran under 6 GiB
-MB = 1024**2  # as the limits' environment variables count
 IDLE_S = 30  # a session's data is let go after this long without a request
 DEAD_PID = 4_000_000  # above Linux's pid_max: no process has it
 LIMITS = {  # the issue's attacks, scaled down: the limits are scaled with them
@@ -281,7 +281,7 @@ def test_a_refusal_never_names_the_internal_import_folder(server, tmp_path):
 
 
 def test_6_the_client_address_is_the_proxys_word_only_behind_a_proxy(monkeypatch):
-    from playground.ui.sessions import client_address
+    from playground.serving.visitors import client_address
 
     monkeypatch.delenv("SPACE_ID", raising=False)
     monkeypatch.delenv("PLAYGROUND_TRUST_FORWARDED", raising=False)
@@ -314,7 +314,7 @@ def call_queued(url: str, api_name: str, data: list, session_hash: str, address:
 def test_6_visitors_are_issued_by_the_server_and_bounded_per_address(tmp_path):
     from test_shared_space import serving
 
-    from playground.serving.library import address_key, verify_token
+    from playground.serving.visitors import address_key, verify_token
 
     upload = export_zip(tiny_package(tmp_path / "mine"), tmp_path)
     size = sum(p.stat().st_size for p in (tmp_path / "mine").iterdir())

@@ -246,7 +246,7 @@ def test_quick_views_run_on_the_cpu_and_spend_no_gpu_time(tmp_path, monkeypatch,
 
 
 def test_spaces_importable_but_not_zerogpu_trains_in_one_piece(tmp_path, monkeypatch, one_thread):
-    from playground.ui import zerogpu
+    from playground.serving import zerogpu
     from playground.ui.tabs.train import make_trainer
 
     spaces = spaces_standin.install(monkeypatch, zero_gpu=False)
@@ -259,19 +259,21 @@ def test_spaces_importable_but_not_zerogpu_trains_in_one_piece(tmp_path, monkeyp
 
 def test_the_real_spaces_package_off_a_space_is_inert(tmp_path, monkeypatch, one_thread):
     real = pytest.importorskip("spaces")
-    import importlib
+    import sys
 
+    from playground.serving.zerogpu import device_line, on_zerogpu
     from playground.ui import zerogpu
     from playground.ui.tabs.train import make_trainer
 
     monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
     monkeypatch.delenv("PLAYGROUND_GPU_CHUNK_S", raising=False)
-    monkeypatch.setattr(zerogpu, "_spaces", importlib.import_module("spaces"))
-    assert real.config.Config.zero_gpu is False and not zerogpu.on_zerogpu()
+    monkeypatch.setitem(sys.modules, "spaces", real)
+    monkeypatch.setattr(zerogpu, "_spaces", real)
+    assert real.config.Config.zero_gpu is False and not on_zerogpu()
 
     def task():
         return 1
 
     assert real.GPU(duration=5)(task) is task and zerogpu.gpu(task, duration=5) is task
     assert isinstance(make_trainer(config(max_steps=5), DATA, tmp_path / "one"), Trainer)
-    assert "ZeroGPU" not in zerogpu.device_line()
+    assert "ZeroGPU" not in device_line()

@@ -18,7 +18,8 @@ from playground.core.attention_maps import attention_maps
 from playground.core.model import Transformer, TransformerConfig, model_device
 from playground.core.sequences import pad_batch, sentence_tokens
 from playground.errors import PlaygroundError
-from playground.limits import MB, check_time, max_decode_bytes, max_decode_tokens, max_line_chars
+from playground.limits import check_time, max_decode_bytes, max_decode_tokens, max_line_chars
+from playground.settings import MB
 
 METHODS = ("greedy", "sample", "beam")
 

@@ -15,6 +15,8 @@ import ctypes.util
 import os
 import sys
 
+from playground.settings import env_str
+
 # sonames, best first: Debian's libtcmalloc-minimal4 (…4t64 on Debian 13; the Space's packages.txt installs it),
 # gperftools' full tcmalloc, libjemalloc2 (least memory, but ~15% slower steps in the same measurement)
 LIBRARIES = ("tcmalloc_minimal", "tcmalloc", "jemalloc")
@@ -35,12 +37,12 @@ def fast_allocator() -> str | None:
 def restart_with_fast_allocator() -> None:
     """Replace this process by the same command with a fast allocator preloaded; return if there is none, if the
     operator chose the system's (PLAYGROUND_ALLOCATOR=system), or if this process is the restarted one."""
-    if os.environ.get(SETTING):
+    if env_str(SETTING):
         return
     library = fast_allocator()
-    if library is None or any(name in os.environ.get("LD_PRELOAD", "") for name in LIBRARIES):
+    if library is None or any(name in env_str("LD_PRELOAD") for name in LIBRARIES):
         return
-    preload = " ".join(filter(None, [library, os.environ.get("LD_PRELOAD")]))
+    preload = " ".join(filter(None, [library, env_str("LD_PRELOAD")]))
     env = {**os.environ, SETTING: library, "LD_PRELOAD": preload}
     sys.stdout.flush()
     sys.stderr.flush()

@@ -13,6 +13,8 @@ import math
 import os
 from pathlib import Path
 
+from playground.settings import env_str
+
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
@@ -87,7 +89,7 @@ def configure_threads(root: Path = CGROUP_ROOT, proc_cgroup: Path = Path("/proc/
     Call it once, at start-up, before any parallel work (PyTorch refuses to resize its inter-op pool after that)."""
     import torch
 
-    if os.environ.get("OMP_NUM_THREADS", "").strip():  # the operator's choice, which PyTorch already follows
+    if env_str("OMP_NUM_THREADS"):  # the operator's choice, which PyTorch already follows
         return torch.get_num_threads()
     threads = available_cpus(root, proc_cgroup)
     torch.set_num_threads(threads)

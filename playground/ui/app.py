@@ -13,9 +13,11 @@ from pathlib import Path
 
 import gradio as gr
 
-from playground.limits import env_int, max_data_bytes
-from playground.serving.library import (Library, Visitor, address_key, issue_token, models_location, server_secret,
-                                shared_mode)
+from playground.limits import max_data_bytes
+from playground.serving.library import Library
+from playground.serving.mode import models_location, shared_mode
+from playground.serving.visitors import Visitor, address_key, issue_token, server_secret
+from playground.settings import env_int, env_str
 from playground.ui import sessions
 from playground.ui.tabs import attention as attention_tab
 from playground.ui.tabs import compare as compare_tab
@@ -100,14 +102,14 @@ def mode_line(library: Library) -> str:
 def storage_secret(secret: bytes) -> str:
     """What gr.BrowserState encrypts the visitor token with in localStorage. Gradio sends it to every browser in
     /config, so it is public: derived from the server's secret (stable across restarts, as the token must be), never
-    the secret itself. What keeps a token from being made up is its signature (playground.serving.library.issue_token)."""
+    the secret itself. What keeps a token from being made up is its signature (playground.serving.visitors.issue_token)."""
     return hmac.new(secret, b"browser-storage", hashlib.sha256).hexdigest()[:32]
 
 
 def build_app(models_dir: str | os.PathLike | None = None, *, shared: bool | None = None) -> gr.Blocks:
     """The whole app; `models_dir` holds the packages (created when missing; None: models_location decides).
     `shared` None: shared_mode() decides (on a Space, or PLAYGROUND_SHARED=1). Nothing heavy runs here."""
-    from playground.ui.zerogpu import device_line
+    from playground.serving.zerogpu import device_line
 
     shared = shared_mode() if shared is None else shared
     persistent = True
@@ -274,6 +276,6 @@ def launch_options(shared: bool | None = None) -> dict:
 
 def launch(demo: gr.Blocks, **kwargs):
     """Serve on 0.0.0.0:7860; GRADIO_SERVER_NAME / GRADIO_SERVER_PORT override, as do keyword arguments."""
-    options = {"server_name": os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"),
-               "server_port": int(os.environ.get("GRADIO_SERVER_PORT", "7860")), **launch_options(), **kwargs}
+    options = {"server_name": env_str("GRADIO_SERVER_NAME", "0.0.0.0"),
+               "server_port": int(env_str("GRADIO_SERVER_PORT", "7860")), **launch_options(), **kwargs}
     return demo.launch(**options)

@@ -10,23 +10,22 @@ system (its visitor is remembered, so a visitor coming back still has their mode
     PLAYGROUND_SESSION_IDLE_MINUTES   a session is let go after this long without a request (default 30)
     PLAYGROUND_MAX_SESSIONS_DATA_MB   all sessions' sentence pairs together (default: a quarter of the memory)
     PLAYGROUND_MAX_UPLOAD_MB_PER_ADDRESS / PLAYGROUND_MAX_UPLOAD_MB   uploads per hour from one client address / all
-    PLAYGROUND_TRUST_FORWARDED        take the client address from X-Forwarded-For (on by default on a Space, where
-                                      the proxy sets it); PLAYGROUND_PROXY_HOPS counts proxies from the right instead
-                                      of taking the first address
+
+The client address itself (X-Forwarded-For behind a Space's proxy) is worked out by playground.serving.visitors.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 import weakref
 from collections import OrderedDict, deque
 
 from playground.errors import DataError
-from playground.limits import MB, env_int, memory_limit_bytes
-from playground.serving.library import env_flag, env_number
+from playground.limits import memory_limit_bytes
+from playground.serving.visitors import client_address
+from playground.settings import MB, env_int, env_number
 
 log = logging.getLogger("playground.ui")
 FREED = threading.Event()  # something big was let go since the last sweep: give the memory back then
@@ -37,25 +36,8 @@ UPLOAD_WINDOW_S = 3600  # Gradio's cache cleanup deletes uploads older than an h
 # Where a request comes from
 
 
-def trust_forwarded() -> bool:
-    if os.environ.get("PLAYGROUND_TRUST_FORWARDED", "").strip() in ("0", "false", "no", "off"):
-        return False
-    return bool(os.environ.get("SPACE_ID")) or env_flag("PLAYGROUND_TRUST_FORWARDED")
-
-
-def client_address(forwarded_for: str | None, peer: str | None) -> str:
-    """The client's address: behind a trusted proxy (a Space's), the one X-Forwarded-For names (the first, or the
-    PLAYGROUND_PROXY_HOPS-th from the right when proxies append); else the socket's peer."""
-    if forwarded_for and trust_forwarded():
-        hops = [h.strip() for h in forwarded_for.split(",") if h.strip()]
-        count = int(env_number("PLAYGROUND_PROXY_HOPS", 0))
-        if hops:
-            return hops[-count] if 0 < count <= len(hops) else hops[0]
-    return peer or "unknown"
-
-
 def request_address(request) -> str:
-    """client_address of a gr.Request (None outside an event: "")."""
+    """client_address (playground.serving.visitors) of a gr.Request (None outside an event: "")."""
     if request is None:
         return ""
     headers = getattr(request, "headers", None) or {}
@@ -79,7 +61,7 @@ _HOLDING_LOCK = threading.Lock()
 
 
 def max_sessions_data_bytes() -> int:
-    default = max(512, (memory_limit_bytes() or 16 * 1024**3) // 4 // MB)
+    default = max(512, (memory_limit_bytes() or 16 * 1024 * MB) // 4 // MB)
     return env_int("PLAYGROUND_MAX_SESSIONS_DATA_MB", default) * MB
 
 
@@ -202,7 +184,8 @@ class UploadBounds:
     its size is known before it is read), is answered 429 / 411 with a sentence. Gradio's max_file_size still
     bounds each file. A browser's and gradio_client's uploads carry no session, so this is the bound there is."""
 
-    def __init__(self, app, per_address: int | None = None, total: int | None = None, window_s: float = UPLOAD_WINDOW_S):
+    def __init__(self, app, per_address: int | None = None, total: int | None = None,
+                 window_s: float = UPLOAD_WINDOW_S):
         self.app = app
         self.per_address = per_address or env_int("PLAYGROUND_MAX_UPLOAD_MB_PER_ADDRESS", 600) * MB
         self.total = total or env_int("PLAYGROUND_MAX_UPLOAD_MB", 3000) * MB

@@ -13,7 +13,6 @@ import functools
 import importlib.util
 import inspect
 import logging
-import os
 import sys
 import threading
 import uuid
@@ -25,8 +24,9 @@ from typing import Any
 import gradio as gr
 
 from playground.errors import PackageError, PlaygroundError, is_rust_panic, reraising
-from playground.limits import env_int
-from playground.serving.library import PERSONAL, Library, Visitor
+from playground.settings import MB, env_int, env_str, on_space
+from playground.serving.library import Library
+from playground.serving.visitors import PERSONAL, Visitor
 
 log = logging.getLogger("playground.ui")
 
@@ -80,7 +80,7 @@ def request_lines(text: str | None, what: str = "text") -> tuple[list[str], str]
 def oauth_available() -> bool:
     """Hugging Face sign-in works only on a Space with OAuth configured (`hf_oauth: true`) and Gradio's OAuth extra
     installed; a gr.LoginButton without them stops Gradio from starting the app."""
-    return bool(os.environ.get("SPACE_ID") and os.environ.get("OAUTH_CLIENT_ID")) and \
+    return on_space() and bool(env_str("OAUTH_CLIENT_ID")) and \
         importlib.util.find_spec("authlib") is not None
 
 
@@ -241,7 +241,7 @@ def visitor_of(library: Library, session: Session | None) -> Visitor:
     if session is None:
         return NOBODY
     if session.visitor is None:
-        from playground.serving.library import address_key, server_secret
+        from playground.serving.visitors import address_key, server_secret
         from playground.ui.sessions import current_address, known_visitor
 
         address = address_key(current_address(), server_secret(library.models_dir))
@@ -345,7 +345,7 @@ class JsonCache:
                 self.held -= self.items.pop(key)[2]
 
 
-INFO = JsonCache(env_int("PLAYGROUND_INFO_CACHE_MB", 32) * 1024**2)
+INFO = JsonCache(env_int("PLAYGROUND_INFO_CACHE_MB", 32) * MB)
 
 
 def package_info(folder: str | Path) -> dict:
@@ -387,7 +387,7 @@ class ModelCache:
 
     def get(self, folder: str | Path):
         from playground.packages.store import WEIGHTS, load_package
-        from playground.ui.zerogpu import quick_device
+        from playground.serving.zerogpu import quick_device
 
         folder = Path(folder).resolve()
         try:

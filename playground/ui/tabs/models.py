@@ -13,6 +13,7 @@ import pandas as pd
 
 from playground.errors import PackageError
 from playground.serving.library import Library
+from playground.settings import MB
 from playground.ui.tabs import hub_panel
 from playground.ui.tabs.common import bound
 from playground.ui.state import (Session, answers, default_model, friendly, model_dropdown, model_names, package_folder,
@@ -96,7 +97,7 @@ def storage_note(library: Library) -> str:
     if not library.shared:
         return f"Packages are saved in `{library.models_dir}`."
     q = library.quotas
-    note = (f"You can keep up to {q.models_per_visitor} models and {q.bytes_per_visitor / 1e6:.0f} MB here; "
+    note = (f"You can keep up to {q.models_per_visitor} models and {q.bytes_per_visitor / MB:.0f} MB here; "
             "only you see yours (sign in to keep them across browsers).")
     if not library.persistent:
         note += (" ⚠️ **This Space has no persistent storage: models vanish when it restarts.** Download the ones "

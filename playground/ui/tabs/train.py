@@ -21,9 +21,10 @@ from playground.insight import plots
 from playground.errors import DataError, PackageError, TrainingError
 from playground.serving.library import Library
 from playground.training.form import FIELD_RANGES, build_config, field_problem, label_of, preset_values
+from playground.serving.zerogpu import (CPU_RUN_MAX_PARAMS, ESTIMATE_GPU_S, GPU_TIME, gpu_chunk_seconds, on_zerogpu,
+                                        training_slots)
 from playground.ui.state import Session, answers, friendly, visitor_of
-from playground.ui.zerogpu import (CPU_RUN_MAX_PARAMS, ESTIMATE_GPU_S, GPU_TIME, gpu, gpu_chunk_seconds, on_zerogpu,
-                                   training_slots)
+from playground.ui.zerogpu import gpu
 
 UPDATE_EVERY = 0.3  # seconds between UI updates while training (evals, the end and errors always update)
 CHART_SHARE = 0.1  # at most this share of the time goes to redrawing the charts between validations
@@ -606,7 +607,7 @@ def build(session: gr.State, library: Library, page: gr.Tab) -> TrainTab:
     def estimate(session: Session, **values):
         """Time a few training steps of this configuration on this machine; estimate the whole run."""
         cfg = build_config(values)
-        library.check_size(visitor_of(library, session), package_bytes(cfg))  # before building anything to time
+        library.keeper.check_size(visitor_of(library, session), package_bytes(cfg))  # before building anything to time
         seq_len, epoch_steps = data_shape(session, cfg.tokenizer, cfg.batch_tokens)
         est = time_steps(cfg, seq_len=seq_len, epoch_steps=epoch_steps)
         session.estimated, session.estimate = True, (cfg.to_dict(), est.steps)
