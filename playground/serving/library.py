@@ -3,7 +3,7 @@
 Two modes. **Personal** (the default, `python app.py` on your own machine): one person, every package visible and
 usable. **Shared** (on a Hugging Face Space, where `SPACE_ID` is set, or with `PLAYGROUND_SHARED=1`): each visitor
 sees and uses only their own packages plus the shipped ones; another visitor's package is "no such model", exactly
-like a missing one; quotas keep one visitor from filling the disk. The shipped packages (playground.packages.store
+like a missing one; quotas keep one visitor from filling the disk. The shipped packages (playground.packages.names
 .SHIPPED_MODELS, from the repo's models/) are read-only for everyone in both modes.
 
 Who owns what is kept in one registry file in the models folder (`.owners.json`), never inside a package: an exported
@@ -37,8 +37,10 @@ from pathlib import Path
 from typing import Iterator
 
 from playground.errors import PackageError, TrainingError
-from playground.packages.store import (SHIPPED_MODELS, SHIPPED_MODELS_DIR, average_name, check_name, disk_bytes, is_package,
-                                is_shipped, list_packages, package_path, reserve_name, reserved, snapshots_folder)
+from playground.packages.format import is_package
+from playground.packages.names import (SHIPPED_MODELS, SHIPPED_MODELS_DIR, average_name, check_name, is_shipped,
+                                       package_path, reserve_name, reserved, snapshots_folder)
+from playground.packages.store import disk_bytes, list_packages
 
 REGISTRY = ".owners.json"
 REGISTRY_COPIES = ".owners-*.tmp"  # the whole new registry, written before it is renamed over the old one
@@ -487,7 +489,7 @@ class Library:
 
     @contextmanager
     def writing(self, *folders: Path) -> Iterator[None]:
-        """Hold the names add() reserved while an operation writes them (playground.packages.store.reserve_name: nothing
+        """Hold the names add() reserved while an operation writes them (playground.packages.names.reserve_name: nothing
         else writes them meanwhile); at the end, forget those it never wrote, even when taking a lock failed."""
         try:
             with ExitStack() as locks:

@@ -368,7 +368,7 @@ def package_info(folder: str | Path) -> dict:
 def package_probe(folder: str | Path) -> list:
     """The recorded cross-attention of a package's probe pair, one entry per validation (the Attention tab's slider
     reads it at every move): training.json's history, read on demand and cached as package_info is."""
-    from playground.packages.store import read_training
+    from playground.packages.format import read_training
 
     def probe(folder: Path) -> list:
         training = read_training(folder) or {}
@@ -386,7 +386,8 @@ class ModelCache:
         self.lock = threading.Lock()
 
     def get(self, folder: str | Path):
-        from playground.packages.store import WEIGHTS, load_package
+        from playground.packages.format import WEIGHTS
+        from playground.packages.store import load_package
         from playground.ui.zerogpu import quick_device
 
         folder = Path(folder).resolve()
