@@ -30,6 +30,8 @@ SCHEMAS = {CONFIG: schema.CONFIG, TRAINING: schema.TRAINING, RESUME_STATE: schem
 
 @dataclass
 class Package:
+    """A loaded package (playground.packages.store.load_package): the model, its tokenizer and its JSON files."""
+
     path: Path
     model: Transformer
     tokenizer: PairTokenizer
