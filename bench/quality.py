@@ -15,7 +15,8 @@ from playground.training import events
 from playground.core.decode import DecodeOptions, translate
 from playground.runtime.device import resolve_device
 from playground.core.metrics import score
-from playground.packages.store import Package, load_package
+from playground.packages.format import Package
+from playground.packages.store import load_package
 from playground.training.presets import preset_config
 from playground.training.trainer import TrainData, run_training
 

@@ -25,7 +25,8 @@ from playground.data.load import load_parallel
 from playground.data.stats import split_pairs
 from playground.core.decode import DecodeOptions, translate
 from playground.runtime.foreground import quick
-from playground.packages.store import SHIPPED_MODELS_DIR, load_package
+from playground.packages.names import SHIPPED_MODELS_DIR
+from playground.packages.store import load_package
 from playground.training.presets import preset_config
 from playground.training.trainer import Trainer, TrainData
 

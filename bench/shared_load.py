@@ -81,7 +81,7 @@ def heaviest_lines(method: str) -> int:
     from playground.core.decode import output_limit
     from playground.limits import max_decode_tokens
     from playground.core.model import TransformerConfig
-    from playground.packages.store import read_json
+    from playground.packages.format import read_json
     from playground.ui.tabs.translate import MAX_SENTENCES
 
     cfg = TransformerConfig(**read_json(REPO_ROOT / "models" / "demo-en-de" / "config.json")["model"])

@@ -20,7 +20,9 @@ from playground.core.attention_maps import attention_cells, attention_maps  # no
 from playground.core.decode import DecodeOptions, check_decode_work, fitting_batch, source_ids, translate  # noqa: E402
 from playground.errors import DataError, PackageError, PlaygroundError, TrainingError  # noqa: E402
 from playground.core.model import Transformer, TransformerConfig  # noqa: E402
-from playground.packages.store import CONFIG, TRAINING, import_zip, load_package, save_package  # noqa: E402
+from playground.packages.format import CONFIG, TRAINING  # noqa: E402
+from playground.packages.store import load_package, save_package  # noqa: E402
+from playground.packages.zips import import_zip  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 REPO = Path(__file__).resolve().parent.parent

@@ -24,7 +24,8 @@ import pytest
 from test_sharing import ALICE, BOB, tiny  # noqa: F401 (tiny: a fixture)
 
 from playground.errors import PackageError
-from playground.packages.store import load_package, reserve_name, save_package
+from playground.packages.names import reserve_name
+from playground.packages.store import load_package, save_package
 from playground.serving.library import REGISTRY, Library
 from playground.serving.mode import lagging_mount
 from playground.serving.quotas import Quotas

@@ -31,9 +31,12 @@ from playground.training.config import TrainConfig  # noqa: E402
 from playground.errors import PackageError, PlaygroundError, TrainingError  # noqa: E402
 from playground.core.model import Transformer, TransformerConfig  # noqa: E402
 from playground.serving.library import Library  # noqa: E402
-from playground.packages.store import (CARD, CONFIG, TRAINING, WEIGHTS, check_package, delete_package, import_zip,  # noqa: E402
-                                is_package, is_shipped, list_packages, load_package, package_info, reserve_name,
-                                reserved, save_package, sweep_leftovers)
+from playground.packages.format import CARD, CONFIG, TRAINING, WEIGHTS, is_package  # noqa: E402
+from playground.packages.names import is_shipped, reserve_name, reserved  # noqa: E402
+from playground.packages.store import (check_package, delete_package, list_packages, load_package,  # noqa: E402
+                                       package_info, save_package)
+from playground.packages.sweep import sweep_leftovers  # noqa: E402
+from playground.packages.zips import import_zip  # noqa: E402
 
 GB = 1e9
 REPO = Path(__file__).resolve().parent.parent
@@ -335,7 +338,7 @@ def test_5_reservations_live_in_the_process_and_a_fork_can_take_its_own(tmp_path
     reservations' lock (ZeroGPU forks its worker from the server) gets a lock of its own instead of a deadlock."""
     import threading
 
-    from playground.packages import store as package_module
+    from playground.packages import names as package_module
     with reserve_name(tmp_path, "x", exact=True):
         assert not any(tmp_path.iterdir())
     held, release = threading.Event(), threading.Event()

@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from playground.errors import PlaygroundError
-from playground.serving.hub import hub_card, hub_token, push_package
+from playground.packages.card import hub_card
+from playground.serving.hub import hub_token, push_package
 
 DEMO = Path(__file__).resolve().parent.parent / "models" / "demo-en-de"
 

@@ -55,7 +55,7 @@ def test_repeated_exports_replace_each_other(client):
     """Each download used to leave its own folder in /tmp for 10 minutes: a loop could fill the disk."""
     import tempfile
 
-    from playground.packages.store import temp_prefix
+    from playground.packages.sweep import temp_prefix
 
     def ours() -> set:
         return set(Path(tempfile.gettempdir()).glob(temp_prefix("package") + "*"))

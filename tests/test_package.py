@@ -8,8 +8,10 @@ import torch
 from safetensors.torch import save_file
 
 from playground.errors import PackageError
-from playground.packages.store import (check_name, delete_package, export_zip, import_zip, list_packages, load_package,
-                                package_info, reserve_name, save_package, sweep_leftovers)
+from playground.packages.names import check_name, reserve_name
+from playground.packages.store import delete_package, list_packages, load_package, package_info, save_package
+from playground.packages.sweep import sweep_leftovers
+from playground.packages.zips import export_zip, import_zip
 
 SRC = torch.tensor([[5, 6, 7, 3, 0]])
 TGT = torch.tensor([[2, 8, 9, 10]])

@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from playground.errors import PackageError
-from playground.packages.store import export_zip, import_zip, list_packages, load_package, save_package
+from playground.packages.store import list_packages, load_package, save_package
+from playground.packages.zips import export_zip, import_zip
 
 ROOT = Path(__file__).resolve().parent.parent
 

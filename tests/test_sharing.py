@@ -13,8 +13,9 @@ import pytest
 
 from playground.errors import PackageError, TrainingError
 from playground.core.model import Transformer, TransformerConfig
-from playground.packages.store import (SHIPPED_MODELS_DIR, delete_package, export_zip, is_shipped, save_package,
-                                snapshots_folder)
+from playground.packages.names import SHIPPED_MODELS_DIR, is_shipped, snapshots_folder
+from playground.packages.store import delete_package, save_package
+from playground.packages.zips import export_zip
 from playground.serving.library import Library
 from playground.serving.mode import models_location, shared_mode
 from playground.serving.quotas import Quotas

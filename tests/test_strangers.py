@@ -25,7 +25,8 @@ from conftest import free_port, refusal_of  # noqa: E402
 from gradio_client import Client, handle_file  # noqa: E402
 
 from playground.core.model import Transformer, TransformerConfig  # noqa: E402
-from playground.packages.store import export_zip, save_package  # noqa: E402
+from playground.packages.store import save_package  # noqa: E402
+from playground.packages.zips import export_zip  # noqa: E402
 from playground.serving.library import REGISTRY  # noqa: E402
 from playground.settings import MB  # noqa: E402
 from playground.core.tokenizer import train_tokenizer  # noqa: E402

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from pathlib import Path
 
 MODELS_DIR = Path("models")
@@ -50,39 +49,21 @@ def package_arg(model: str) -> Path:
 
 def cmd_info(args: argparse.Namespace) -> int:
     """What load_package checks (every file's size and schema, tokenizer, weights' header), without the weights."""
+    from playground.packages.info import info_lines, summary_of
     from playground.packages.store import check_package, package_info
 
-    checked = check_package(args.model)
+    check_package(args.model)
     info = package_info(args.model)
     if args.json:
         print(json.dumps(info, ensure_ascii=False))
         return 0
-    c, m, t = info["config"], checked.model_config, info["training"]
-    print(f"{info['name']}: {c['src_lang']} → {c['tgt_lang']}, {c['num_parameters']:,} parameters, "
-          f"{info['size_bytes'] / 1e6:.1f} MB on disk")
-    print(f"  d_model {m.d_model}, {m.n_heads} heads, {m.n_encoder_layers}+{m.n_decoder_layers} layers, "
-          f"ff {m.d_ff}, {m.activation}, {m.positional_encoding} positions, {m.norm_placement}-LN, "
-          f"{'tied' if m.tie_embeddings else 'untied'} embeddings, max length {m.max_len}")
-    vocabulary = f"{m.src_vocab_size:,}" if c["tokenizer"]["joint"] else f"{m.src_vocab_size:,}/{m.tgt_vocab_size:,}"
-    print(f"  tokenizer {c['tokenizer']['kind']} ({'joint' if c['tokenizer']['joint'] else 'separate'}), "
-          f"vocabulary {vocabulary}")
-    if t:
-        data = t.get("data") or {}
-        print(f"  trained {t.get('steps', '?')} steps ({t.get('epochs', 0):.2f} epochs) in {t.get('wall_s', 0):.0f} s "
-              f"on {t.get('device', '?')} [{t.get('precision', '?')}], data: {data.get('description', '?')} "
-              f"({data.get('train_pairs', 0):,} pairs)")
-        for label in ("last", "best"):
-            if t.get(label):
-                r = {"step": "?", "val_loss": math.nan, "bleu": math.nan, "chrf": math.nan, "exact_match": math.nan,
-                     **t[label]}
-                print(f"  {label}: step {r['step']}, val loss {r['val_loss']:.3f}, BLEU {r['bleu']:.1f}, "
-                      f"chrF {r['chrf']:.1f}, exact match {r['exact_match']:.1%}")
+    print("\n".join(info_lines(summary_of(info))))
     return 0
 
 
 def cmd_average(args: argparse.Namespace) -> int:
     from playground.training.averaging import average_packages
-    from playground.packages.store import reserve_package
+    from playground.packages.names import reserve_package
 
     with reserve_package(out_folder(args.out), overwrite=args.overwrite) as folder:
         out = average_packages(args.packages, folder)

@@ -108,7 +108,7 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from playground.training.distributed import process_group, torchrun_ranks
-    from playground.packages.store import average_name, reserve_package
+    from playground.packages.names import average_name, reserve_package
 
     cfg = train_config(args)
     main = torchrun_ranks().is_main
@@ -210,12 +210,13 @@ class TensorBoardLog:
         self.writer = SummaryWriter(log_dir)
 
     def log(self, event: events.Event) -> None:
+        from playground.packages.scores import EVAL_KEYS
         from playground.training import events
         match event:  # the TensorBoard section, and the event's numbers to log
             case events.Step():
                 section, names = "train", ("loss", "lr", "grad_norm", "tokens_per_s")
             case events.Eval():
-                section, names = "val", ("val_loss", "val_ppl", "bleu", "chrf", "exact_match")
+                section, names = "val", EVAL_KEYS[1:]  # the step is TensorBoard's x axis
             case _:
                 return
         for name in names:

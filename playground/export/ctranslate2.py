@@ -50,7 +50,8 @@ def model_spec(model: Transformer, src_vocab: list[str], tgt_vocab: list[str]):
     for side, embed in ((spec.encoder, "src_embed"), (spec.decoder, "tgt_embed")):
         side.scale_embeddings = math.sqrt(cfg.d_model)
         side.position_encodings.encodings = getattr(model, embed).table.cpu().numpy()
-        (side.embeddings[0] if isinstance(side.embeddings, list) else side.embeddings).weight = w[f"{embed}.tokens.weight"]
+        embeddings = side.embeddings[0] if isinstance(side.embeddings, list) else side.embeddings
+        embeddings.weight = w[f"{embed}.tokens.weight"]
     for layer, i in zip(spec.encoder.layer, range(cfg.n_encoder_layers)):
         linear(layer.self_attention.linear[0], f"encoder.{i}.self_attn.qkv")
         linear(layer.self_attention.linear[1], f"encoder.{i}.self_attn.out")
@@ -84,9 +85,11 @@ def vocabulary(tokenizer) -> list[str]:
     return [tokenizer.id_to_token(i) for i in range(tokenizer.get_vocab_size())]
 
 
-def export_ctranslate2(package_folder: str | os.PathLike, out: str | os.PathLike, quantization: str = "float32") -> Path:
+def export_ctranslate2(package_folder: str | os.PathLike, out: str | os.PathLike,
+                       quantization: str = "float32") -> Path:
     """Write a folder that ctranslate2.Translator loads; weights stored as `quantization`."""
-    from playground.packages.store import load_package, write_json
+    from playground.packages.format import write_json
+    from playground.packages.store import load_package
 
     out = Path(out)
     if out.exists() and any(out.iterdir()):

@@ -92,7 +92,8 @@ def hf_weights(model: Transformer) -> dict[str, torch.Tensor]:
 
     def feed_forward(name: str, ours_name: str) -> None:
         linear(f"{name}.fc1", ours[f"{ours_name}.up.weight"], ours[f"{ours_name}.up.bias"], reads=True, writes=False)
-        linear(f"{name}.fc2", ours[f"{ours_name}.down.weight"], ours[f"{ours_name}.down.bias"], reads=False, writes=True)
+        linear(f"{name}.fc2", ours[f"{ours_name}.down.weight"], ours[f"{ours_name}.down.bias"], reads=False,
+               writes=True)
 
     for i in range(cfg.n_encoder_layers):
         hf, me = f"model.encoder.layers.{i}", f"encoder.{i}"
@@ -163,8 +164,9 @@ def hf_tokenizer(tokenizer, max_len: int):
 
 def export_transformers(package_folder: str | os.PathLike, out: str | os.PathLike) -> Path:
     """Write the transformers folder (config, weights, generation config, tokenizer, model card) to `out`."""
-    from playground.serving.hub import hub_card
-    from playground.packages.store import load_package, write_json
+    from playground.packages.card import hub_card
+    from playground.packages.format import write_json
+    from playground.packages.store import load_package
 
     out = Path(out)
     if out.exists() and any(out.iterdir()):

@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from playground.errors import PackageError
+from playground.packages.scores import SCORE_KEYS
 from playground.packages.store import package_info
 
 MAX_RUNS = 8  # more overlaid curves than this are unreadable
-SCORES = ("steps", "wall_s", "params", "val_loss", "bleu", "chrf", "exact_match")
+SCORES = ("steps", "wall_s", "params", *SCORE_KEYS)
 SCORE_LABELS = {"steps": "steps", "wall_s": "wall time (s)", "params": "parameters", "val_loss": "val loss",
                 "bleu": "BLEU", "chrf": "chrF", "exact_match": "exact match"}
 
@@ -66,7 +67,7 @@ class Run:
         last = training.get("last") or {}
         scores = {"steps": training.get("steps"), "wall_s": training.get("wall_s"),
                   "params": config.get("num_parameters"),
-                  **{key: last.get(key) for key in ("val_loss", "bleu", "chrf", "exact_match")}}
+                  **{key: last.get(key) for key in SCORE_KEYS}}
         steps = list(history.get("steps") or [])
         recorded = list(history.get("elapsed") or [])
         elapsed_recorded = len(recorded) == len(steps) and bool(steps)

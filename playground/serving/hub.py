@@ -1,4 +1,5 @@
-"""Share a package on the Hugging Face Hub: a model card with the Hub's metadata header, and the upload.
+"""Share a package on the Hugging Face Hub: the repo id, the token, and the upload of the package with its Hub card
+(playground.packages.card.hub_card).
 
 Only `push_package` touches the network, through a `huggingface_hub.HfApi` (a test passes its own object).
 """
@@ -12,60 +13,11 @@ import tempfile
 from pathlib import Path
 
 from playground.errors import PlaygroundError
+from playground.packages.card import TRANSFORMERS_DIR, hub_card
+from playground.packages.format import ALLOWED, CARD, RESUME_STATE, RESUME_TENSORS
+from playground.packages.store import package_info
 
 REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$")
-TRANSFORMERS_DIR = "transformers"  # where the optional transformers export goes inside the Hub repo
-LANGUAGE = re.compile(r"^[a-z]{2,3}([_-][A-Za-z0-9]{2,8})*$")  # "en", "de", "pt-BR", "zh_Hans": an ISO code
-PLACEHOLDER_LANGUAGES = {"src", "tgt"}  # what a package says when nobody named the languages
-
-
-def card_metadata(config: dict, training: dict | None, transformers_folder: bool, license: str | None = None):
-    """huggingface_hub's ModelCardData: languages, pipeline_tag, library_name, license (only when given), metrics."""
-    from huggingface_hub import EvalResult, ModelCardData
-
-    languages = [lang for lang in (config.get("src_lang"), config.get("tgt_lang")) 
-                 if lang and LANGUAGE.match(lang) and lang not in PLACEHOLDER_LANGUAGES]
-    best = (training or {}).get("best") or {}
-    dataset = ((training or {}).get("data") or {}).get("description", "user data")
-    results = [EvalResult(task_type="translation", dataset_type=dataset, dataset_name=dataset, metric_type=metric,
-                          metric_value=round(float(best[metric]), 2))
-               for metric in ("bleu", "chrf") if isinstance(best.get(metric), (int, float))]
-    return ModelCardData(
-        language=languages or None, license=license or None, pipeline_tag="translation",
-        library_name="transformers" if transformers_folder else "transformer-playground",
-        tags=["translation", "transformer-playground"], metrics=[r.metric_type for r in results] or None,
-        model_name=config["name"], eval_results=results or None)
-
-
-def hub_card(config: dict, training: dict | None, transformers_folder: bool = False, repo_id: str | None = None,
-             license: str | None = None) -> str:
-    """The package's model card with the Hub's metadata header and usage snippets: for this project and, for a
-    transformers folder (or a repo that carries one in transformers/), for 🤗 transformers."""
-    from playground.packages.store import model_card
-
-    name = repo_id or config["name"]
-    body = model_card(config, training).replace(f'load_package("models/{config["name"]}")',
-                                                f'load_package("{config["name"]}")')
-    joint = (config.get("tokenizer") or {}).get("joint", True)
-    where = f'"{name}"' if transformers_folder else f'"{name}", subfolder="{TRANSFORMERS_DIR}"'
-    decode_with = "tokenizer" if joint else "target_tokenizer"
-    snippet = ["", "## Use it with 🤗 transformers", "", "```python",
-               "from transformers import AutoModelForSeq2SeqLM, AutoTokenizer",
-               f"model = AutoModelForSeq2SeqLM.from_pretrained({where})",
-               f"tokenizer = AutoTokenizer.from_pretrained({where})"]
-    if not joint:
-        sub = "target_tokenizer" if transformers_folder else f"{TRANSFORMERS_DIR}/target_tokenizer"
-        snippet.append(f'target_tokenizer = AutoTokenizer.from_pretrained("{name}", subfolder="{sub}")  # separate vocabulary')
-    snippet += ['batch = tokenizer(["your sentence"], return_tensors="pt", padding=True)',
-                "out = model.generate(**batch, num_beams=5)  # num_beams=1: greedy",
-                f"print({decode_with}.batch_decode(out, skip_special_tokens=True))", "```", ""]
-    playground_use = ["", "Download the package (`huggingface_hub.snapshot_download`) and load it with this project:"
-                      " `python -m playground translate --model FOLDER \"your sentence\"`.", ""]
-    metadata = card_metadata(config, training, transformers_folder, license).to_yaml()
-    if not license:
-        metadata += "\n# license: choose one (https://huggingface.co/docs/hub/repositories-licenses) and add it here"
-    carries_transformers = transformers_folder or repo_id is not None
-    return "---\n" + metadata + "\n---\n\n" + body + "\n".join(playground_use + (snippet if carries_transformers else []))
 
 
 def check_repo_id(repo_id: str, namespace: str | None = None) -> str:
@@ -110,8 +62,6 @@ def hub_token(oauth_token: str | None = None, shared: bool = False) -> str:
 
 def stage_upload(package_folder: Path, dest: Path, repo_id: str, with_transformers: bool, license: str | None) -> None:
     """Lay out what the repo receives: the package files, the card, and optionally the transformers export."""
-    from playground.packages.store import ALLOWED, CARD, RESUME_STATE, RESUME_TENSORS, package_info
-
     info = package_info(package_folder)
     for name in sorted(ALLOWED - {RESUME_TENSORS, RESUME_STATE, CARD}):  # the resume state stays on this machine
         if (package_folder / name).is_file():

@@ -3,7 +3,7 @@ mode (playground.serving.mode), with names reserved while an operation writes th
 
 In shared mode each visitor sees and uses only their own packages plus the shipped ones; another visitor's package
 is "no such model", exactly like a missing one; quotas (playground.serving.quotas) keep one visitor from filling the
-disk. The shipped packages (playground.packages.store.SHIPPED_MODELS, from the repo's models/) are read-only for
+disk. The shipped packages (playground.packages.names.SHIPPED_MODELS, from the repo's models/) are read-only for
 everyone in both modes.
 
 Who owns what is kept in one registry file in the models folder (`.owners.json`), never inside a package: an exported
@@ -29,8 +29,10 @@ from pathlib import Path
 from typing import Iterator
 
 from playground.errors import PackageError, TrainingError
-from playground.packages.store import (SHIPPED_MODELS, SHIPPED_MODELS_DIR, average_name, check_name, is_package,
-                                       is_shipped, list_packages, package_path, reserve_name, reserved)
+from playground.packages.format import is_package
+from playground.packages.names import (SHIPPED_MODELS, SHIPPED_MODELS_DIR, average_name, check_name, is_shipped,
+                                       package_path, reserve_name, reserved, snapshots_folder)
+from playground.packages.store import disk_bytes, list_packages
 from playground.serving.mode import lagging_mount
 from playground.serving.quotas import QuotaKeeper, Quotas, remove_package
 from playground.serving.visitors import Visitor
@@ -219,7 +221,7 @@ class Library:
 
     @contextmanager
     def writing(self, *folders: Path) -> Iterator[None]:
-        """Hold the names add() reserved while an operation writes them (playground.packages.store.reserve_name: nothing
+        """Hold the names add() reserved while an operation writes them (playground.packages.names.reserve_name: nothing
         else writes them meanwhile); at the end, forget those it never wrote, even when taking a lock failed."""
         try:
             with ExitStack() as locks:

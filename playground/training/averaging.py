@@ -14,7 +14,8 @@ from pathlib import Path
 
 from playground.errors import PackageError
 from playground.core.model import Transformer
-from playground.packages.store import Package, is_package, load_package, save_package
+from playground.packages.format import Package, is_package
+from playground.packages.store import load_package, save_package
 from playground.core.tokenizer import PairTokenizer
 
 

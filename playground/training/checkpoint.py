@@ -13,7 +13,8 @@ import torch
 from playground.training.config import BUDGETS, FIXED_ON_RESUME, TrainConfig
 from playground.errors import PackageError, TrainingError
 from playground.core.model import Transformer
-from playground.packages.store import Package, load_package, load_resume_state, package_info, save_package
+from playground.packages.format import Package
+from playground.packages.store import load_package, load_resume_state, package_info, save_package
 from playground.core.tokenizer import PairTokenizer
 
 
@@ -24,7 +25,7 @@ class History:
     steps: list[int] = field(default_factory=list)
     loss: list[float] = field(default_factory=list)
     lr: list[float] = field(default_factory=list)
-    evals: list[dict] = field(default_factory=list)  # step, val_loss, bleu, chrf, exact_match
+    evals: list[dict] = field(default_factory=list)  # playground.packages.scores.EVAL_KEYS of each validation
     probe: list[dict] = field(default_factory=list)  # attention of a fixed validation pair at each validation
     elapsed: list[float] = field(default_factory=list)  # seconds into the run at each step (runs compared by time)
 

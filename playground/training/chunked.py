@@ -36,7 +36,8 @@ from playground.training import events
 from playground.training.checkpoint import History
 from playground.training.config import TrainConfig
 from playground.errors import GpuUnavailable, PlaygroundError, TrainingError
-from playground.packages.store import RESUME_STATE, TRAINING, read_json
+from playground.packages.format import RESUME_STATE, TRAINING, read_json
+from playground.packages.scores import EVAL_KEYS
 from playground.training.prepared import load_prepared, prepare
 from playground.training.trainer import TrainData, Trainer
 
@@ -134,8 +135,7 @@ class ChunkedRun:
         if isinstance(event, events.Step):
             self.history.record_step(event.step, event.loss, event.lr, event.elapsed)
         elif isinstance(event, events.Eval):
-            self.history.evals.append({k: getattr(event, k) for k in ("step", "val_loss", "val_ppl", "bleu", "chrf",
-                                                                      "exact_match")})
+            self.history.evals.append({k: getattr(event, k) for k in EVAL_KEYS})
 
     def call_seconds(self, first: events.Step | None, last: events.Step | None) -> float:
         """The next call's seconds: what the run has left at the speed of the call before (its first to its last

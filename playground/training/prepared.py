@@ -15,7 +15,7 @@ from safetensors.numpy import load_file, save_file
 
 from playground.data.batching import EncodedPairs, TokenRows, encode_pairs
 from playground.training.config import TrainConfig
-from playground.packages.store import TGT_TOKENIZER, TOKENIZER
+from playground.packages.format import TGT_TOKENIZER, TOKENIZER
 from playground.core.tokenizer import PairTokenizer, train_tokenizer
 from playground.training.trainer import TrainData
 

@@ -23,7 +23,8 @@ from playground.core.tokenizer import PairBpeDropout, PairTokenizer, train_token
 from playground.data.batching import GlobalBatch, collate, encode_pairs, make_batches, pad_multiple, token_counts
 from playground.data.languages import check_language
 from playground.errors import PlaygroundError, TrainingError
-from playground.packages.store import check_name, snapshots_folder
+from playground.packages.names import average_name, check_name, snapshots_folder
+from playground.packages.scores import SCORE_KEYS
 from playground.runtime.device import describe, one_thread_on_cpu, resolve_device, resolve_precision
 from playground.runtime.foreground import yield_to_quick_calls
 from playground.runtime.memory import check_training_fits, keep_allocator_compact
@@ -148,7 +149,7 @@ class Trainer:
         self.train_set = prepared.train_set if prepared and not self.segmenter else self.encode_train(self.epoch)
         self.val_set = prepared.val_set if prepared else encode_pairs(self.tokenizer, data.val, cfg.max_len)  # plain
         self.batches = self.epoch_batches(self.epoch)
-        self.average_dir = self.out_dir.with_name(self.out_dir.name + "-avg")
+        self.average_dir = self.out_dir.with_name(average_name(self.out_dir.name))
         self.snapshots = None
         if cfg.average_last and ranks.is_main:
             check_name(self.average_dir.name)  # now, not after hours of training
@@ -268,7 +269,7 @@ class Trainer:
     def improved(self, record: dict) -> bool:
         better = is_better(record, self.best, self.cfg.early_stop_metric)
         if better:
-            self.best = {k: record[k] for k in ("step", "val_loss", "bleu", "chrf", "exact_match")}
+            self.best = {k: record[k] for k in ("step", *SCORE_KEYS)}
             self.bad_evals = 0
         else:
             self.bad_evals += 1

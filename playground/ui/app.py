@@ -233,7 +233,7 @@ def start_sweeper(library: Library) -> None:
     """Remove leftovers (crashed imports and saves, dead reservations, orphaned snapshots, old download folders, the
     registry entries of operations that died before writing their package) now and every PLAYGROUND_SWEEP_S seconds
     (default 600), in a daemon thread: one per models folder and process."""
-    from playground.packages.store import sweep_leftovers
+    from playground.packages.sweep import sweep_leftovers
 
     models_dir = library.models_dir
     key = models_dir.resolve()

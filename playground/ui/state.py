@@ -368,7 +368,7 @@ def package_info(folder: str | Path) -> dict:
 def package_probe(folder: str | Path) -> list:
     """The recorded cross-attention of a package's probe pair, one entry per validation (the Attention tab's slider
     reads it at every move): training.json's history, read on demand and cached as package_info is."""
-    from playground.packages.store import read_training
+    from playground.packages.format import read_training
 
     def probe(folder: Path) -> list:
         training = read_training(folder) or {}

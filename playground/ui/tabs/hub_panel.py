@@ -23,7 +23,7 @@ def export_zip(folder: Path, fmt: str, quantization: str, visitor: str) -> str:
     of it replaces it) and zip it (the zip holds one folder; the sweep removes the temporary folder once Gradio has
     copied the zip, as for the package zip)."""
     from playground.export import export_package
-    from playground.packages.store import export_dir
+    from playground.packages.sweep import export_dir
 
     work = export_dir(visitor, folder.name, fmt, quantization)
     suffix = "transformers" if fmt == "transformers" else f"ct2-{quantization}"

@@ -12,6 +12,7 @@ import gradio as gr
 import pandas as pd
 
 from playground.errors import PackageError
+from playground.packages.info import summary_of
 from playground.serving.library import Library
 from playground.settings import MB
 from playground.ui.tabs import hub_panel
@@ -39,24 +40,22 @@ def models_frame(library: Library, session: Session | None) -> pd.DataFrame:
     in its own row."""
     rows = []
     for folder in library.packages(visitor_of(library, session)):
-        try:  # the JSON files are schema-checked (playground.packages.schema), so the fields below have their types
-            info = package_info(folder)
-            config, training = info["config"], info["training"] or {}
-            last = training.get("last") or {}
-            m, tok = config["model"], config["tokenizer"]
-            architecture = (f"{m.get('n_encoder_layers', '?')}+{m.get('n_decoder_layers', '?')} layers, "
-                            f"d_model {m.get('d_model', '?')}, {m.get('n_heads', '?')} heads, "
-                            f"{tok['kind']} {m['src_vocab_size']}")
-            saved = config.get("saved_at") or time.strftime("%Y-%m-%d %H:%M", time.localtime(folder.stat().st_mtime))
+        try:  # the JSON files are schema-checked (playground.packages.schema), so the summary's fields have their types
+            summary = summary_of(package_info(folder))
+            m = summary.model
+            architecture = (f"{summary.layers}, d_model {m['d_model']}, {m['n_heads']} heads, "
+                            f"{summary.tokenizer_kind} {m['src_vocab_size']}")
+            saved = summary.saved_at or time.strftime("%Y-%m-%d %H:%M", time.localtime(folder.stat().st_mtime))
             saved = f"{saved[:10]} {saved[11:16]}" if saved[10:11] == "T" else saved  # ISO: the date and the minute
         except (PackageError, OSError) as err:  # broken, or deleted while listing
             rows.append([folder.name, "⚠️ broken", str(err)[:160], None, None, None, None, None, None, None])
             continue
+        last = summary.last
         rows.append([
-            folder.name, f"{config['src_lang']} → {config['tgt_lang']}", architecture,
-            config.get("num_parameters"), training.get("steps"),
+            folder.name, summary.direction, architecture, summary.params, summary.steps,
             round(last["bleu"], 2) if "bleu" in last else None, round(last["chrf"], 2) if "chrf" in last else None,
-            round(last["val_loss"], 3) if "val_loss" in last else None, round(info["size_bytes"] / 1e6, 2), saved,
+            round(last["val_loss"], 3) if "val_loss" in last else None,
+            round(summary.size_bytes / 1e6, 2), saved,
         ])
     return pd.DataFrame(rows, columns=COLUMNS)
 
@@ -68,7 +67,7 @@ def file_size(n_bytes: int) -> str:
 
 def card(library: Library, session: Session | None, name: str | None) -> tuple[str, dict]:
     """The model card (README.md) and config.json of a package."""
-    from playground.packages.store import CARD, read_limited
+    from playground.packages.format import CARD, read_limited
 
     if not name:
         return "*No model selected.*", {}
@@ -125,11 +124,12 @@ def model_card(library: Library, session: Session, name: str):
 def export_model(library: Library, session: Session, name: str, with_state: bool = False):
     """Zip a package (weights, tokenizer, config, card; with_state: also resume.*, to go on training it
     elsewhere) for download."""
-    from playground.packages.store import export_dir, export_zip
+    from playground.packages.sweep import export_dir
+    from playground.packages.zips import export_zip
 
     folder = package_folder(library, session, name)
     # one folder per visitor and package, replaced by their next download of it; the sweep removes it once Gradio
-    # has copied the zip to its cache (playground.packages.store.sweep_leftovers)
+    # has copied the zip to its cache (playground.packages.sweep.sweep_leftovers)
     return str(export_zip(folder, export_dir(visitor_of(library, session).key, folder.name, "package"),
                           with_state=bool(with_state)))
 
@@ -137,7 +137,8 @@ def export_model(library: Library, session: Session, name: str, with_state: bool
 @friendly
 def import_model(library: Library, session: Session, file):
     """Add a package from a zip file (checked before anything is written to the models folder)."""
-    from playground.packages.store import import_zip, safe_stem
+    from playground.packages.names import safe_stem
+    from playground.packages.zips import import_zip
 
     if not file:
         raise PackageError("Choose a package zip to upload.")

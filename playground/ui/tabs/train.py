@@ -367,7 +367,7 @@ def package_bytes(cfg) -> int:
 
 
 def _train(session: Session, model_name: str, library: Library, values: dict):
-    from playground.packages.store import average_name, check_name
+    from playground.packages.names import average_name, check_name
 
     cfg = build_config(values)
     name = check_name((model_name or "").strip())
@@ -400,7 +400,7 @@ def _resume(session: Session, resume_from: str, library: Library, values: dict):
 
 def resumable_folder(library: Library, session: Session, resume_from: str) -> Path:
     """This visitor's package `resume_from`, which must hold a run's state."""
-    from playground.packages.store import RESUME_STATE
+    from playground.packages.format import RESUME_STATE
 
     folder = library.writable(resume_from, visitor_of(library, session))
     if not (folder / RESUME_STATE).is_file():
@@ -453,7 +453,8 @@ def stop_training(session: Session):
 
 def resumable(library: Library, session: Session | None) -> list[str]:
     """This visitor's packages saved by a training run (the shipped ones are read-only)."""
-    from playground.packages.store import RESUME_STATE, is_shipped
+    from playground.packages.format import RESUME_STATE
+    from playground.packages.names import is_shipped
 
     return [p.name for p in library.packages(visitor_of(library, session)) if (p / RESUME_STATE).is_file() and not is_shipped(p)]
 

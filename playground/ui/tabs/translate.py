@@ -12,6 +12,7 @@ import pandas as pd
 
 from playground.insight import decoding_plots
 from playground.errors import PlaygroundError
+from playground.packages.info import summary_of
 from playground.ui.tabs import steps_view
 from playground.ui.tabs.common import bound
 from playground.serving.library import Library
@@ -49,13 +50,13 @@ def model_summary(library: Library, session: Session | None, name: str | None) -
         info = package_info(package_folder(library, session, name))
     except PlaygroundError as err:
         return f"⚠️ {err}"
-    config, training = info["config"], info["training"] or {}
-    line = f"`{config['src_lang']}` → `{config['tgt_lang']}` · {config.get('num_parameters', 0):,} parameters"
-    final = training.get("last") or {}
-    if training:
-        line += f" · {training.get('steps', 0):,} steps"
-    if final:
-        line += f" · BLEU {final.get('bleu', 0):.1f}, chrF {final.get('chrf', 0):.1f} on its validation sample"
+    summary = summary_of(info)
+    line = f"`{summary.src_lang}` → `{summary.tgt_lang}` · {summary.params:,} parameters"
+    if summary.trained:
+        line += f" · {summary.steps or 0:,} steps"
+    if summary.last:
+        line += (f" · BLEU {summary.last.get('bleu', 0):.1f}, chrF {summary.last.get('chrf', 0):.1f} on its "
+                 "validation sample")
     return line
 
 

@@ -1,0 +1,101 @@
+"""Leftovers of crashed operations: the temporary folders that saves, imports and downloads make, named so that a
+sweep can tell whose they are, and the sweep that removes those of no live operation (or repairs a half-done save).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from playground.packages.format import is_package
+from playground.packages.names import reserved
+
+STALE_AFTER_S = 24 * 3600  # a temporary folder this old belongs to no live operation, whatever its pid says
+EXPORT_TTL_S = 600  # a downloaded zip has been copied to Gradio's cache long before this
+STARTED = time.time()  # this process's leftovers are the ones made after it started
+
+
+def pid_alive(pid: int, made_at: float) -> bool:
+    """Is the process that made a leftover at `made_at` still running? Our own pid counts only for what this process
+    made (a restarted container often gets the same pid as the one that crashed)."""
+    if pid == os.getpid():
+        return made_at >= STARTED - 1
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True
+    return True
+
+
+def temp_prefix(kind: str) -> str:
+    """Prefix of a temporary folder that the sweep can attribute to this process."""
+    return f"{kind}-{os.getpid()}-"
+
+
+def export_dir(*key: str) -> Path:
+    """An empty temporary folder for one kind of download, e.g. (visitor, package, format): the same key gets the same
+    folder, emptied, so repeated downloads replace each other instead of piling up until the sweep (EXPORT_TTL_S)."""
+    digest = hashlib.sha256("\0".join(key).encode()).hexdigest()[:16]
+    folder = Path(tempfile.gettempdir()) / f"{temp_prefix('package')}{digest}"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+def sweep_leftovers(models_dir: str | os.PathLike, tmp_dir: str | os.PathLike | None = None) -> list[Path]:
+    """Remove what belongs to no live operation: `.import-*` and `.NAME.tmp-*` folders of crashed imports and saves,
+    `.NAME.old` of a save that crashed between its two renames (put back when NAME is gone), `.NAME.lock` folders
+    (older versions' on-disk reservations), `.NAME.snapshots` whose package is gone, and `package-*` export folders
+    in tmp_dir (the system's temporary folder by default). Returns what was removed. Safe to run at any time."""
+    models_dir, now, removed = Path(models_dir), time.time(), []
+
+    def made_by_dead(path: Path, pid_part: str, ttl: float = STALE_AFTER_S) -> bool:
+        try:
+            made_at = path.stat().st_mtime
+        except OSError:
+            return False
+        if now - made_at > ttl:
+            return True
+        return pid_part.isdigit() and not pid_alive(int(pid_part), made_at)
+
+    candidates: list[Path] = []
+    if models_dir.is_dir():
+        for path in models_dir.iterdir():
+            name = path.name
+            if name.startswith(".") and name.endswith(".snapshots") and path.is_dir():
+                owner = path.with_name(name[1:-len(".snapshots")])
+                candidates += [] if is_package(owner) or reserved(owner) else [path]
+            elif name.startswith(".") and name.endswith(".lock"):  # an on-disk reservation of an older version
+                candidates.append(path)
+            elif name.startswith(".") and name.endswith(".old") and path.is_dir():
+                if not reserved(path.with_name(name[1:-4])):  # a live save's second rename is due any instant
+                    removed += [] if recover_interrupted_save(path) else [path]
+            elif name.startswith(".import-"):  # .import-PID-random
+                candidates += [path] if made_by_dead(path, name.split("-")[1]) else []
+            elif name.startswith(".") and ".tmp-" in name:  # .NAME.tmp-PID-random
+                candidates += [path] if made_by_dead(path, name.rsplit(".tmp-", 1)[1].split("-")[0]) else []
+    tmp_dir = Path(tmp_dir or tempfile.gettempdir())
+    for path in tmp_dir.glob("package-*"):  # package-PID-random, from the Models tab's downloads
+        if path.is_dir() and made_by_dead(path, path.name.split("-")[1], EXPORT_TTL_S):
+            candidates.append(path)
+    for path in candidates:
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def recover_interrupted_save(old: Path) -> bool:
+    """A crash between the two renames of a save leaves only `.NAME.old`: put it back (True); when NAME exists, the
+    old copy is deleted (False)."""
+    target = old.parent / old.name[1:-4]
+    if not target.exists():
+        os.replace(old, target)
+        return True
+    shutil.rmtree(old, ignore_errors=True)
+    return False
