@@ -257,14 +257,14 @@ def test_a_refused_run_reserves_no_name_and_evicts_nobody(tmp_path):
     from playground.serving.library import Library
     from playground.ui.tabs import data as data_tab
     from playground.ui.state import Session
-    from playground.ui.tabs.train import _train, preset_values
+    from playground.ui.tabs.train import preset_values, train
 
     library = Library(tmp_path / "models", shared=True)
     session = Session()
     data_tab.load_builtin(session, "reverse")
     session.trainer = object()  # this tab is training already
     with pytest.raises(TrainingError, match="already training"):
-        next(_train(session, "second", library, preset_values("tiny")))
+        next(train(library, session, "second", **preset_values("tiny")))
     assert library.read_registry() == {} and not library.pending
 
 

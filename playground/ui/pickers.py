@@ -36,7 +36,8 @@ def model_dropdown(library: Library, session: Session, keep: str | None = None, 
 
 
 def refreshed_picker(library: Library, session: Session, keep: str | None = None) -> dict:
-    """The ↻ button's handler: the picker's choices listed afresh, `keep` selected where it still exists."""
+    # The ↻ button's handler: the picker's choices listed afresh, `keep` selected where it still exists. No
+    # docstring: it would become the API description of every picker's endpoint, which has none.
     return model_dropdown(library, session, keep)
 
 
