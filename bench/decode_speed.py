@@ -13,7 +13,6 @@ from __future__ import annotations
 import itertools
 import random
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path

@@ -109,7 +109,7 @@ def model(tokenizer):
 
 
 def refusal_of(outputs) -> str:
-    """The message of a refused UI action, as an API client gets it: playground.ui.state.answers puts it (⚠️ …) in one
+    """The message of a refused UI action, as an API client gets it: playground.ui.handlers.answers puts it (⚠️ …) in one
     output and leaves every other output unchanged (Gradio's update without a value)."""
     outputs = outputs if isinstance(outputs, tuple) else (outputs,)
     messages = [o for o in outputs if isinstance(o, str) and o.startswith("⚠️ ")]

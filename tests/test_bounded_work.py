@@ -134,7 +134,7 @@ def test_row2_sources_are_cut_by_characters_before_they_are_encoded(tokenizer, m
 
 
 def test_row3_a_request_past_its_characters_is_refused_and_long_lines_are_cut_and_said():
-    from playground.ui.state import request_lines
+    from playground.ui.handlers import request_lines
 
     with pytest.raises(PlaygroundError, match=r"has 100,000,019 characters; one request may send at most 50,000"):
         request_lines("\n".join(["x" * 5_000_000] * 20), "text")  # the 20 lines of 5 MB
@@ -286,7 +286,7 @@ def test_a_rust_panic_reaches_people_as_a_message_and_never_hangs_the_request():
     from tokenizers import Regex, Tokenizer, models, pre_tokenizers
 
     from playground.errors import is_rust_panic
-    from playground.ui.state import friendly
+    from playground.ui.handlers import friendly
 
     raw = Tokenizer(models.WordLevel({"<unk>": 0}, unk_token="<unk>"))
     raw.pre_tokenizer = pre_tokenizers.Split(Regex("(a+)+$"), behavior="isolated")

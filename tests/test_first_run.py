@@ -62,7 +62,7 @@ def test_a_half_minute_run_on_a_busy_cpu_learns_with_a_smooth_rate(tmp_path, bus
 
 
 def test_the_progress_line_only_moves_forward_and_says_what_the_run_does():
-    from playground.ui.tabs.train import Progress
+    from playground.ui.tabs.train_progress import Progress
 
     cfg = preset_config("tiny", max_minutes=1.0)
     progress = Progress("first", cfg)  # a minutes budget: no steps budget

@@ -216,7 +216,7 @@ def zip_claiming(folder: Path, dest: Path, name: str, claimed: int) -> Path:
 
 
 def test_3_a_card_bomb_is_refused_and_no_reader_reads_past_its_limit(package, tmp_path, monkeypatch):
-    from playground.ui import state
+    from playground.ui import caches
     from playground.ui.tabs.models import card
 
     bomb = zip_claiming(package, tmp_path / "bomb.zip", CARD, 1_500_000_000)
@@ -240,13 +240,13 @@ def test_3_a_card_bomb_is_refused_and_no_reader_reads_past_its_limit(package, tm
     monkeypatch.delenv("PLAYGROUND_MAX_TRAINING_BYTES")
     (models / "tiny" / CARD).write_text("# tiny")
     # the UI's JSON cache: a deleted package's training record does not stay in memory
-    state.package_info(models / "tiny")
-    assert (str(models / "tiny"), "summary") in state.INFO.items
+    caches.package_info(models / "tiny")
+    assert (str(models / "tiny"), "summary") in caches.INFO.items
     delete_package(models, "tiny")
     demo = load_package(REPO / "models" / "demo-en-de")
     save_package(models / "other", demo.model, demo.tokenizer)
-    state.package_info(models / "other")
-    assert (str(models / "tiny"), "summary") not in state.INFO.items
+    caches.package_info(models / "other")
+    assert (str(models / "tiny"), "summary") not in caches.INFO.items
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -497,7 +497,7 @@ def test_7_a_huge_decoding_seed_is_refused_with_a_message(package):
 
 
 def test_7_an_unexpected_error_reaches_the_page_without_its_details():
-    from playground.ui.state import friendly
+    from playground.ui.handlers import friendly
 
     @friendly
     def handler():

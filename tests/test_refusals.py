@@ -1,4 +1,4 @@
-"""One mechanism for refused actions (playground.ui.state.answers): a person's mistake is said beside the control
+"""One mechanism for refused actions (playground.ui.handlers.answers): a person's mistake is said beside the control
 that caused it and leaves every other output as it was; only an unexpected failure is a gr.Error."""
 
 import os
@@ -9,7 +9,7 @@ import gradio as gr  # noqa: E402
 import pytest  # noqa: E402
 
 from playground.errors import DataError  # noqa: E402
-from playground.ui.state import answers  # noqa: E402
+from playground.ui.handlers import answers  # noqa: E402
 
 SKIP = gr.skip()
 

@@ -23,8 +23,8 @@ from gradio_client import Client, handle_file  # noqa: E402
 from playground.core.model import Transformer, TransformerConfig  # noqa: E402
 from playground.packages.store import load_package, save_package  # noqa: E402
 from playground.packages.zips import export_zip  # noqa: E402
-from playground.serving.library import REGISTRY  # noqa: E402
 from playground.settings import MB  # noqa: E402
+from playground.serving.library import REGISTRY  # noqa: E402
 from playground.core.tokenizer import train_tokenizer  # noqa: E402
 from playground.ui.app import build_app  # noqa: E402
 
@@ -260,14 +260,14 @@ def test_a_refused_run_reserves_no_name_and_evicts_nobody(tmp_path):
     from playground.ui.tabs import data as data_tab
     from playground.ui.state import Session
     from playground.training.form import preset_values
-    from playground.ui.tabs.train import _train
+    from playground.ui.tabs.train import train
 
     library = Library(tmp_path / "models", shared=True)
     session = Session()
     data_tab.load_builtin(session, "reverse")
     session.trainer = object()  # this tab is training already
     with pytest.raises(TrainingError, match="already training"):
-        next(_train(session, "second", library, preset_values("tiny")))
+        next(train(library, session, "second", **preset_values("tiny")))
     assert library.owners.read() == {} and not library.pending
 
 

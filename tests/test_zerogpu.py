@@ -247,7 +247,7 @@ def test_quick_views_run_on_the_cpu_and_spend_no_gpu_time(tmp_path, monkeypatch,
 
 def test_spaces_importable_but_not_zerogpu_trains_in_one_piece(tmp_path, monkeypatch, one_thread):
     from playground.serving import zerogpu
-    from playground.ui.tabs.train import make_trainer
+    from playground.ui.tabs.train_run import make_trainer
 
     spaces = spaces_standin.install(monkeypatch, zero_gpu=False)
     monkeypatch.delenv("PLAYGROUND_GPU_CHUNK_S", raising=False)
@@ -263,7 +263,7 @@ def test_the_real_spaces_package_off_a_space_is_inert(tmp_path, monkeypatch, one
 
     from playground.serving.zerogpu import device_line, on_zerogpu
     from playground.ui import zerogpu
-    from playground.ui.tabs.train import make_trainer
+    from playground.ui.tabs.train_run import make_trainer
 
     monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
     monkeypatch.delenv("PLAYGROUND_GPU_CHUNK_S", raising=False)

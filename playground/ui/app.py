@@ -9,6 +9,7 @@ import logging
 import os
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import gradio as gr
@@ -26,7 +27,10 @@ from playground.ui.tabs import inside as inside_tab
 from playground.ui.tabs import models as models_tab
 from playground.ui.tabs import train as train_tab
 from playground.ui.tabs import translate as translate_tab
-from playground.ui.state import Session, friendly, model_dropdown, model_names, oauth_available, release_session
+from playground.ui import texts
+from playground.ui.handlers import bind, friendly
+from playground.ui.pickers import model_dropdown, model_names
+from playground.ui.state import Session, oauth_available, release_session
 
 CONCURRENCY = 2  # events of one kind running at once (2 CPU cores on a free Space); training: 1 at a time
 QUEUE_SIZE = 20  # personal mode: waiting requests beyond this are turned away with Gradio's "queue is full"
@@ -42,54 +46,6 @@ CSS = """
 .table-wrap th:hover .cell-menu-button, .table-wrap th:focus-within .cell-menu-button { opacity: 1; }
 """
 
-INTRO = """# Transformer Playground
-Train a small encoder–decoder Transformer ("Attention Is All You Need") on parallel text, watch it learn, translate
-with greedy, sampling or beam search, and look inside its attention. **Data** → **Train** → **Translate** /
-**Attention**; your packages are listed on **Models**; **Inside** draws the figures of the articles this playground
-follows from your model. A demo model (English → German) is ready on **Translate**."""
-
-GLOSSARY = """**The articles** this playground follows: *Grokking Transformers*; *An Introduction to Transformers*; a post
-building on *The Annotated Transformer*; *Transformer Networks* (Bits&Brains); *Demystifying Transformer!* — all
-explaining Vaswani et al., *Attention Is All You Need* (2017).
-
-- **Post-LN / Pre-LN**: where LayerNorm sits in each layer. Post-LN (the paper) normalises after adding a sublayer's
-  output to its input; Pre-LN normalises the input of each sublayer, which trains more steadily at high learning rates.
-- **Noam**: the paper's learning-rate schedule (after Noam Shazeer): a linear warmup, then a decay with 1/√step.
-- **Warmup**: the first steps, in which the learning rate climbs from 0 to its peak.
-- **EMA**: exponential moving average, the smoothed loss curve (each point 0.9 × the previous one + 0.1 × the new loss).
-- **Joint vocabulary**: one tokenizer and one embedding table shared by the source and the target language.
-- **Teacher-forced**: the decoder is fed a given target (the reference, or yours) as its previous tokens instead of
-  its own guesses; training works this way, and so do the next-token and "my target" attention views.
-- **Greedy / sampling / beam search**: pick the likeliest next token; draw it at random (temperature, top-k, top-p);
-  or keep the best few partial translations (the beam) at every step.
-- **n-best**: the best n finished translations of a beam search, listed best first.
-- **Length penalty α**: a beam's score is log p / length^α; without it (α = 0) short outputs win, α = 1 scores the
-  mean log-probability per token.
-- **BLEU / chrF**: how close the translations of validation sentences are to their references, 0–100: BLEU counts
-  matching word n-grams (1 to 4 words), chrF matching character n-grams, which is kinder to small models.
-- **bf16 / fp16 / fp32**: number formats; 16-bit ones halve memory and are fast on recent GPUs, but on a CPU bf16 is
-  often slower than fp32 (precision "auto" measures it). **"(bf16)" after a CPU** means "auto" measured bf16 matrix
-  products faster than fp32 on this CPU (it has bf16 units) and trains in it; the weights are still kept in fp32.
-- **Validation loss (val_loss)**, **NLL per token**: how surprised the model is by the reference translations of the
-  held-out validation pairs: the negative log-likelihood of each reference token, averaged (without label smoothing,
-  so runs with different smoothing compare). Lower is better; 0 would be certain and right. **Perplexity (val_ppl)**
-  is e^loss: the number of equally likely tokens the model is choosing between, on average.
-- **Training loss (label-smoothed)**: the same on the training batches, with label smoothing, so it stays above the
-  validation loss of an equally good model.
-- **Exact match (exact_match)**: the share of validation sentences whose greedy translation equals the reference.
-- **Final / best validation**: the final one is the last validation of a run, the one its saved weights are from
-  (the Models table and the Compare scores show it); the best one is the validation with the best early-stopping
-  metric (the model card shows both).
-- **▁** (in token views): the tokenizer's mark for a token that starts a word: "▁Heute" is "Heute" after a space,
-  "udent." continues the word before it ("▁St" + "udent." = "Student.").
-- **Settings in Compare**: each is named in words with its config key in brackets (the CLI flag spells it with
-  dashes: lr → `--lr`). A resumed run's budgets count the whole run: "max minutes" is the minutes done before the
-  resume plus the minutes added.
-- **Phase line while training**: ⏳ training, 🔎 validating (the loss, then greedy translations for BLEU and chrF),
-  💾 saving the package; the percentage is of the budget that ends the run first.
-"""
-
-
 def mode_line(library: Library) -> str:
     """The one line that says whether this app is one person's or shared with strangers."""
     if not library.shared:
@@ -102,15 +58,14 @@ def mode_line(library: Library) -> str:
 def storage_secret(secret: bytes) -> str:
     """What gr.BrowserState encrypts the visitor token with in localStorage. Gradio sends it to every browser in
     /config, so it is public: derived from the server's secret (stable across restarts, as the token must be), never
-    the secret itself. What keeps a token from being made up is its signature (playground.serving.visitors.issue_token)."""
+    the secret itself. What keeps a token from being made up is its signature
+    (playground.serving.visitors.issue_token)."""
     return hmac.new(secret, b"browser-storage", hashlib.sha256).hexdigest()[:32]
 
 
 def build_app(models_dir: str | os.PathLike | None = None, *, shared: bool | None = None) -> gr.Blocks:
     """The whole app; `models_dir` holds the packages (created when missing; None: models_location decides).
     `shared` None: shared_mode() decides (on a Space, or PLAYGROUND_SHARED=1). Nothing heavy runs here."""
-    from playground.serving.zerogpu import device_line
-
     shared = shared_mode() if shared is None else shared
     persistent = True
     if models_dir is None:
@@ -121,94 +76,12 @@ def build_app(models_dir: str | os.PathLike | None = None, *, shared: bool | Non
     with gr.Blocks(title="Transformer Playground", delete_cache=CACHE_CLEANUP) as demo:
         session = gr.State(Session())
         token = gr.BrowserState("", storage_key="playground-visitor", secret=storage_secret(secret) if shared else None)
-        with gr.Row():
-            gr.Markdown(INTRO + f"  \n<small>Running on {device_line()}.</small>  \n"
-                        f"<small>{mode_line(library)}</small>", elem_id="intro")
-            if shared and oauth_available():  # one sign-in for the page: it names the visitor (and their pushes)
-                gr.LoginButton(scale=0, min_width=180)
-        with gr.Accordion("Words used here", open=False, elem_id="glossary"):
-            gr.Markdown(GLOSSARY)
-        with gr.Tabs():
-            with gr.Tab("1 · Data", id="data"):
-                data_tab.build(session)
-            with gr.Tab("2 · Train", id="train") as train_page:
-                train = train_tab.build(session, library, train_page)
-            with gr.Tab("3 · Translate", id="translate") as translate_page:
-                translate = translate_tab.build(session, library)
-            with gr.Tab("4 · Attention", id="attention") as attention_page:
-                attention = attention_tab.build(session, library)
-            with gr.Tab("5 · Models", id="models") as models_page:
-                models = models_tab.build(session, library)
-            with gr.Tab("6 · Inside", id="inside") as inside_page:
-                inside = inside_tab.build(session, library)
-            with gr.Tab("7 · Compare", id="compare") as compare_page:
-                compare = compare_tab.build(session, library)
-
-        def pickers(session: Session, translate_model: str | None, attention_model: str | None,
-                    models_model: str | None, resume_from: str | None, inside_model: str | None,
-                    compared: list[str] | None, after_run: bool = False):
-            """Fresh choices for every model picker, keeping what each had selected where it still exists; after a
-            run, "Resume from" and the Inside tab turn to the model this session just trained."""
-            names = model_names(library, session)
-            own = Path(session.run_dir).name if session.run_dir else None
-            own = own if own in names else None
-
-            def pick(keep):
-                return model_dropdown(library, session, keep, names)
-
-            return (pick(translate_model), pick(attention_model), pick(own or models_model),
-                    models_tab.models_frame(library, session),
-                    train_tab.resume_dropdown(library, session, own if after_run and own else resume_from),
-                    pick(own if after_run and own else inside_model),
-                    gr.update(choices=names, value=[n for n in compared or [] if n in names]))
-
-        picker_inputs = [session, translate.model, attention.model, models.model, train.resume_from, inside.model,
-                         compare.models]
-        picker_outputs = [translate.model, attention.model, models.model, models.table, train.resume_from,
-                          inside.model, compare.models]
-        refresh = dict(fn=friendly(pickers), inputs=picker_inputs, outputs=picker_outputs, api_visibility="private",
-                       show_progress="hidden")
-        for event in (train.start_event, train.resume_event, *train.continue_events):
-            event.then(**{**refresh, "fn": friendly(functools.partial(pickers, after_run=True))}).then(
-                **models.show_card)  # the card of a package the run rewrote: its steps and scores
-        for event in models.changed:
-            event.then(**refresh)
-        # the Attention tab starts from the sentence and model last translated
-        translate.translated.then(lambda text, model: (next((ln.strip() for ln in (text or "").splitlines()
-                                                             if ln.strip()), gr.skip()), model),
-                                  [translate.text, translate.model], [attention.source, attention.model],
-                                  api_visibility="private", show_progress="hidden")
-        for page in (train_page, translate_page, attention_page, models_page, inside_page, compare_page):
-            page.select(**refresh)
-        for view in inside.redraw:
-            inside_page.select(**view)
-
-        def welcome(session: Session, token: str | None, profile: gr.OAuthProfile | None, request: gr.Request):
-            """Name the visitor of this page (shared mode): the Hugging Face account when signed in (the models the
-            browser made before signing in come along), else the browser's token, which only this server can have
-            made (sharing.issue_token): a missing or made-up one gets a new one, a new anonymous visitor."""
-            if not library.shared:
-                return gr.skip()
-            address = address_key(sessions.request_address(request), secret)
-            visitor = Visitor.browser(token, secret, address)
-            if visitor is None:
-                token = issue_token(secret)
-                visitor = Visitor.browser(token, secret, address)
-            session.visitor = visitor
-            if profile is not None:
-                signed = Visitor.signed(profile.username)
-                library.adopt(session.visitor, signed)
-                session.visitor = signed
-            return token
-
-        demo.load(welcome, [session, token], [token], api_visibility="private", show_progress="hidden",
-                  queue=False).then(**refresh)
-
-        def release(request: gr.Request) -> None:
-            """A closed tab's session data goes now (Gradio would keep it as long as the server runs)."""
-            release_session(demo, session, request)
-
-        demo.unload(release)
+        header(library)
+        tabs = build_tabs(session, library)
+        refresh = wire_tabs(tabs, session, library)
+        demo.load(friendly(bind(welcome, library, secret)), [session, token], [token], api_visibility="private",
+                  show_progress="hidden", queue=False).then(**refresh)
+        demo.unload(bind(release_session, demo, session))
     # shared: no overall cap, so a pile of queued runs never turns a quick call away ("queue is full"); runs
     # queue behind their own concurrency id and each visitor has at most one (sharing.Library.run_slot)
     demo.queue(default_concurrency_limit=CONCURRENCY, max_size=None if shared else QUEUE_SIZE, api_open=not shared)
@@ -216,6 +89,129 @@ def build_app(models_dir: str | os.PathLike | None = None, *, shared: bool | Non
         queue_everything(demo)
         sessions.start_session_sweeper(demo)
     return demo
+
+
+def header(library: Library) -> None:
+    """The introduction, the machine and mode it runs in, the sign-in button (shared, where OAuth works) and the
+    glossary."""
+    from playground.serving.zerogpu import device_line
+
+    with gr.Row():
+        gr.Markdown(texts.INTRO + f"  \n<small>Running on {device_line()}.</small>  \n"
+                    f"<small>{mode_line(library)}</small>", elem_id="intro")
+        if library.shared and oauth_available():  # one sign-in for the page: it names the visitor (and their pushes)
+            gr.LoginButton(scale=0, min_width=180)
+    with gr.Accordion("Words used here", open=False, elem_id="glossary"):
+        gr.Markdown(texts.GLOSSARY)
+
+
+@dataclass
+class Tabs:
+    """What each tab's builder returned, and the tab pages whose opening refreshes the pickers."""
+
+    train: train_tab.TrainTab
+    translate: object
+    attention: object
+    models: object
+    inside: object
+    compare: object
+    pages: dict  # tab id -> gr.Tab
+
+
+def build_tabs(session: gr.State, library: Library) -> Tabs:
+    with gr.Tabs():
+        with gr.Tab("1 · Data", id="data"):
+            data_tab.build(session)
+        with gr.Tab("2 · Train", id="train") as train_page:
+            train = train_tab.build(session, library, train_page)
+        with gr.Tab("3 · Translate", id="translate") as translate_page:
+            translate = translate_tab.build(session, library)
+        with gr.Tab("4 · Attention", id="attention") as attention_page:
+            attention = attention_tab.build(session, library)
+        with gr.Tab("5 · Models", id="models") as models_page:
+            models = models_tab.build(session, library)
+        with gr.Tab("6 · Inside", id="inside") as inside_page:
+            inside = inside_tab.build(session, library)
+        with gr.Tab("7 · Compare", id="compare") as compare_page:
+            compare = compare_tab.build(session, library)
+    pages = dict(train=train_page, translate=translate_page, attention=attention_page, models=models_page,
+                 inside=inside_page, compare=compare_page)
+    return Tabs(train, translate, attention, models, inside, compare, pages)
+
+
+def wire_tabs(tabs: Tabs, session: gr.State, library: Library) -> dict:
+    """What one tab does that others show: every model picker refreshed after a run, a change on Models and on
+    opening a tab; the Attention tab starting from the last translation. Returns the pickers' refresh (the page
+    load chains it too)."""
+    translate, attention, models, inside, compare = (tabs.translate, tabs.attention, tabs.models, tabs.inside,
+                                                     tabs.compare)
+    picker_inputs = [session, translate.model, attention.model, models.model, tabs.train.resume_from, inside.model,
+                     compare.models]
+    picker_outputs = [translate.model, attention.model, models.model, models.table, tabs.train.resume_from,
+                      inside.model, compare.models]
+    refresh = dict(fn=friendly(bind(pickers, library)), inputs=picker_inputs, outputs=picker_outputs,
+                   api_visibility="private", show_progress="hidden")
+    after_run = {**refresh, "fn": friendly(functools.partial(bind(pickers, library), after_run=True))}
+    for event in (tabs.train.start_event, tabs.train.resume_event, *tabs.train.continue_events):
+        event.then(**after_run).then(**models.show_card)  # the card of a package the run rewrote: its steps, scores
+    for event in models.changed:
+        event.then(**refresh)
+    # the Attention tab starts from the sentence and model last translated
+    translate.translated.then(first_line, [translate.text, translate.model], [attention.source, attention.model],
+                              api_visibility="private", show_progress="hidden")
+    for page in tabs.pages.values():
+        page.select(**refresh)
+    for view in inside.redraw:
+        tabs.pages["inside"].select(**view)
+    return refresh
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Handlers
+
+
+def pickers(library: Library, session: Session, translate_model: str | None, attention_model: str | None,
+            models_model: str | None, resume_from: str | None, inside_model: str | None,
+            compared: list[str] | None, after_run: bool = False):
+    """Fresh choices for every model picker, keeping what each had selected where it still exists; after a
+    run, "Resume from" and the Inside tab turn to the model this session just trained."""
+    names = model_names(library, session)
+    own = Path(session.run_dir).name if session.run_dir else None
+    own = own if own in names else None
+
+    def pick(keep):
+        return model_dropdown(library, session, keep, names)
+
+    return (pick(translate_model), pick(attention_model), pick(own or models_model),
+            models_tab.models_frame(library, session),
+            train_tab.resume_dropdown(library, session, own if after_run and own else resume_from),
+            pick(own if after_run and own else inside_model),
+            gr.update(choices=names, value=[n for n in compared or [] if n in names]))
+
+
+def first_line(text: str | None, model: str | None):
+    """The first sentence translated, and its model, for the Attention tab."""
+    return next((ln.strip() for ln in (text or "").splitlines() if ln.strip()), gr.skip()), model
+
+
+def welcome(library: Library, secret: bytes, session: Session, token: str | None, profile: gr.OAuthProfile | None,
+            request: gr.Request):
+    """Name the visitor of this page (shared mode): the Hugging Face account when signed in (the models the
+    browser made before signing in come along), else the browser's token, which only this server can have
+    made (sharing.issue_token): a missing or made-up one gets a new one, a new anonymous visitor."""
+    if not library.shared:
+        return gr.skip()
+    address = address_key(sessions.request_address(request), secret)
+    visitor = Visitor.browser(token, secret, address)
+    if visitor is None:
+        token = issue_token(secret)
+        visitor = Visitor.browser(token, secret, address)
+    session.visitor = visitor
+    if profile is not None:
+        signed = Visitor.signed(profile.username)
+        library.adopt(session.visitor, signed)
+        session.visitor = signed
+    return token
 
 
 def queue_everything(demo: gr.Blocks) -> None:

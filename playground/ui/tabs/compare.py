@@ -14,7 +14,10 @@ from playground.insight import plots
 from playground.errors import PlaygroundError
 from playground.serving.library import Library
 from playground.ui.tabs.common import bound
-from playground.ui.state import MODELS, Session, answers, model_names, package_folder, quick_call, request_lines
+from playground.ui.caches import MODELS
+from playground.ui.handlers import answers, quick_call, request_lines
+from playground.ui.pickers import model_names, package_folder
+from playground.ui.state import Session
 
 MAX_SENTENCES = 20  # each sentence is translated by every compared model
 EXAMPLE = "the cat sees the dog\nfour hundred twenty-one"

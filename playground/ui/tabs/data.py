@@ -11,8 +11,9 @@ import pandas as pd
 
 from playground.insight import plots
 from playground.errors import DataError
-from playground.ui import sessions
-from playground.ui.state import Session, answers, friendly
+from playground.ui import sessions, texts
+from playground.ui.handlers import answers, friendly
+from playground.ui.state import Session
 
 PREVIEW_ROWS = 20
 MAX_LEN_WORDS = 256  # longest side kept when reading (the model's own max_len cuts tokens later)
@@ -133,7 +134,6 @@ def _adopt(session: Session, data, description: str, val_fraction: float | None)
         session.val_fraction = float(val_fraction)
 
 
-@friendly
 def load_builtin(session: Session, name: str, val_fraction: float = 0.05):
     """Load a built-in dataset (reverse, numbers, mini-translation) into this session."""
     from playground.data.builtin import BUILTIN_DATASETS, read_builtin
@@ -143,7 +143,6 @@ def load_builtin(session: Session, name: str, val_fraction: float = 0.05):
     return show(session)
 
 
-@friendly
 def load_files(session: Session, files, val_fraction: float = 0.05):
     """Load uploaded parallel text: one TSV/CSV/JSONL/TMX/Parquet file, or two aligned files (source, then target).
     The language fields pick the pair of a multilingual TMX or Parquet file. A file that could not be read on its
@@ -167,7 +166,6 @@ def load_files(session: Session, files, val_fraction: float = 0.05):
     return (*show(session), files)
 
 
-@friendly
 def forget_files(session: Session) -> str:
     """The upload box was cleared: the next upload starts afresh. The data loaded from it stays (Train uses it),
     and its summary says so."""
@@ -178,7 +176,6 @@ def forget_files(session: Session) -> str:
                                      "until you load other data.")
 
 
-@friendly
 def swap_direction(session: Session):
     """Swap source and target: train the other direction."""
     if session.data is None:
@@ -190,7 +187,6 @@ def swap_direction(session: Session):
     return show(session)
 
 
-@friendly
 def set_languages(session: Session, src_lang: str, tgt_lang: str):
     from playground.data.languages import check_language
 
@@ -199,7 +195,6 @@ def set_languages(session: Session, src_lang: str, tgt_lang: str):
     return summary_markdown(session), preview_frame(session), length_figure(session)
 
 
-@friendly
 def set_val_fraction(session: Session, val_fraction: float):
     session.val_fraction = float(val_fraction)
     return summary_markdown(session)
@@ -209,9 +204,8 @@ def set_val_fraction(session: Session, val_fraction: float):
 # Layout
 
 
-def build(session: gr.State) -> DataTab:
-    gr.Markdown("Pick a built-in dataset or upload your own parallel text, then check it below. "
-                "The data stays in this browser session only.")
+def source_panel() -> tuple:
+    """The built-in dataset picker and the upload box."""
     with gr.Row():
         with gr.Column(scale=1):
             builtin = gr.Dropdown(builtin_choices(), value="numbers", label="Built-in dataset",
@@ -221,19 +215,23 @@ def build(session: gr.State) -> DataTab:
             files = gr.File(file_count="multiple", label="…or upload parallel text",
                             file_types=[".tsv", ".csv", ".txt", ".jsonl", ".json", ".tmx", ".xml", ".parquet", ".gz",
                                         ".de", ".en", ".fr", ".es", ".src", ".tgt"])
-            gr.Markdown("One **TSV/CSV** (source, target columns; a header like `en<TAB>de` names the languages) or "
-                        "**JSON Lines** (`{\"src\": …, \"tgt\": …}`) file, or **two aligned text files** with one "
-                        "sentence per line — select both at once, source first. A **TMX** translation memory or a **Parquet** "
-                        "file (Hugging Face's `translation` column, or two text columns) works too; for a file with "
-                        "more than two languages, type the pair below first. gzip is fine. Uploading the second "
-                        "file after the first adds it: the box keeps both.")
-    note = gr.Markdown(elem_id="data-note")
+            gr.Markdown(texts.UPLOAD_HELP)
+    return builtin, builtin_btn, files
+
+
+def direction_panel() -> tuple:
+    """The language names, the swap button and the validation split."""
     with gr.Row():
         src_lang = gr.Textbox(label="Source language", value="src", scale=2)
         tgt_lang = gr.Textbox(label="Target language", value="tgt", scale=2)
         swap = gr.Button("⇄ Swap direction", scale=1)
         val_fraction = gr.Slider(0.01, 0.3, value=0.05, step=0.01, label="Validation split",
                                  info="Share of pairs held out for validation (at most 1,000)", scale=3)
+    return src_lang, tgt_lang, swap, val_fraction
+
+
+def data_view() -> tuple:
+    """The summary, the first pairs, the length histogram and the dropped rows, as before any data is loaded."""
     blank = Session()  # what the tab shows before any data is loaded: column headers, no rows
     summary = gr.Markdown(summary_markdown(blank))
     with gr.Row():
@@ -243,16 +241,25 @@ def build(session: gr.State) -> DataTab:
         with gr.Column(scale=2):
             lengths = gr.Plot(length_figure(blank), show_label=False)
             dropped = gr.Dataframe(dropped_frame(blank), label="Dropped rows by reason", interactive=False)
+    return summary, preview, dropped, lengths
+
+
+def build(session: gr.State) -> DataTab:
+    gr.Markdown(texts.DATA_INTRO)
+    builtin, builtin_btn, files = source_panel()
+    note = gr.Markdown(elem_id="data-note")
+    src_lang, tgt_lang, swap, val_fraction = direction_panel()
+    summary, preview, dropped, lengths = data_view()
 
     outputs = [summary, preview, dropped, lengths, src_lang, tgt_lang]
     builtin_btn.click(**answers(load_builtin, outputs, note), inputs=[session, builtin, val_fraction],
                       api_name="load_builtin")
     files.upload(**answers(load_files, [*outputs, files], note), inputs=[session, files, val_fraction],
                  api_name="load_files")
-    files.clear(forget_files, [session], [summary], api_visibility="private", show_progress="hidden")
+    files.clear(friendly(forget_files), [session], [summary], api_visibility="private", show_progress="hidden")
     swap.click(**answers(swap_direction, outputs, note), inputs=[session], api_name="swap_direction")
-    gr.on([src_lang.blur, src_lang.submit, tgt_lang.blur, tgt_lang.submit], set_languages,
+    gr.on([src_lang.blur, src_lang.submit, tgt_lang.blur, tgt_lang.submit], friendly(set_languages),
           [session, src_lang, tgt_lang], [summary, preview, lengths], api_name="set_languages", show_progress="hidden")
-    val_fraction.change(set_val_fraction, [session, val_fraction], [summary], api_name="set_val_fraction",
+    val_fraction.change(friendly(set_val_fraction), [session, val_fraction], [summary], api_name="set_val_fraction",
                         show_progress="hidden", trigger_mode="always_last")
     return DataTab(summary, preview, dropped, lengths, src_lang, tgt_lang, val_fraction)

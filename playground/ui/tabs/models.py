@@ -17,8 +17,10 @@ from playground.serving.library import Library
 from playground.settings import MB
 from playground.ui.tabs import hub_panel
 from playground.ui.tabs.common import bound
-from playground.ui.state import (Session, answers, default_model, friendly, model_dropdown, model_names, package_folder,
-                                 package_info, visitor_of)
+from playground.ui.caches import package_info
+from playground.ui.handlers import answers, friendly
+from playground.ui.pickers import default_model, model_dropdown, model_names, package_folder
+from playground.ui.state import Session, visitor_of
 
 # the scores are the final validation's (the weights saved); the model card gives the best one too
 COLUMNS = ["name", "direction", "architecture", "parameters", "steps", "final BLEU", "final chrF", "final val loss",

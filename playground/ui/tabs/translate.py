@@ -16,8 +16,10 @@ from playground.packages.info import summary_of
 from playground.ui.tabs import steps_view
 from playground.ui.tabs.common import bound
 from playground.serving.library import Library
-from playground.ui.state import (DEMO_MODEL, MODELS, Session, answers, friendly, model_picker, package_folder,
-                                 package_info, quick_call, request_lines)
+from playground.ui.caches import MODELS, package_info
+from playground.ui.handlers import answers, friendly, quick_call, request_lines
+from playground.ui.pickers import DEMO_MODEL, model_picker, package_folder
+from playground.ui.state import Session
 
 MAX_SENTENCES = 200
 TOP_K = 5  # candidates per step in the next-token view

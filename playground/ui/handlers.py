@@ -1,0 +1,186 @@
+"""What every event handler goes through: one error wrapper that says a failure to people, and quick-call bounds.
+
+A handler is a plain module-level function of the tab it serves; the tab's `build` wires it, wrapped once: by
+`answers` where a refusal is said beside the control that caused it, else by `friendly` (a gr.Error). `bind` gives
+a handler its first arguments (the Library) the way a closure in `build` would, keeping the signature Gradio reads.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import typing
+from typing import Callable
+
+import gradio as gr
+
+from playground.errors import PlaygroundError, is_rust_panic, reraising
+
+log = logging.getLogger("playground.ui")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Quick calls: bounded by time and size
+
+
+def quick_call(fn: Callable, advice: str) -> Callable:
+    """A quick call (translate, attention, steps, compare): under the time limit one may take (limits.time_limit;
+    past it the decoding loop raises a PlaygroundError saying `advice`, and the worker is free again, whether the
+    client still waits or has gone), and marked so that a CPU training step waits for it (foreground.quick)."""
+    from playground.runtime.foreground import quick
+
+    @functools.wraps(fn)
+    def limited(*args, **kwargs):
+        from playground import limits
+
+        with limits.time_limit(limits.quick_call_seconds(), advice):
+            return fn(*args, **kwargs)
+    return quick(limited)
+
+
+def request_lines(text: str | None, what: str = "text") -> tuple[list[str], str]:
+    """The non-empty lines of a request's text, each cut to limits.max_line_chars(), and a note saying which were
+    cut ("" when none). A text longer than limits.max_request_chars() is refused before it is split."""
+    from playground import limits
+
+    text = text or ""
+    allowed = limits.max_request_chars()
+    if len(text) > allowed:
+        raise PlaygroundError(f"The {what} has {len(text):,} characters; one request may send at most {allowed:,} "
+                              "here (the operator sets PLAYGROUND_MAX_REQUEST_CHARS). Send less, or use "
+                              "`python -m playground translate --input FILE` for files.")
+    per_line = limits.max_line_chars()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    cut = [i + 1 for i, line in enumerate(lines) if len(line) > per_line]
+    note = ""
+    if cut:
+        named = ", ".join(map(str, cut[:5])) + (" …" if len(cut) > 5 else "")
+        note = (f"✂️ Line{'s' if len(cut) > 1 else ''} {named} of the {what} {'were' if len(cut) > 1 else 'was'} cut "
+                f"to {per_line:,} characters (the most one line may have here; the operator sets "
+                "PLAYGROUND_MAX_LINE_CHARS).")
+    return [line[:per_line] for line in lines], note
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Binding a handler's first arguments
+
+
+def bind(fn: Callable, *first) -> Callable:
+    """fn with its first arguments given, as a plain function (a generator function when fn is one) whose signature
+    and type hints are the rest of fn's: Gradio reads them for gr.Request and gr.OAuthProfile parameters, the API's
+    parameter names and streaming, and a functools.partial shows it none of them."""
+    signature = inspect.signature(fn)
+    try:
+        hints = typing.get_type_hints(fn)  # resolved in fn's own module, where its annotations' names are
+    except (NameError, TypeError):
+        hints = {}
+    rest = list(signature.parameters.values())[len(first):]
+
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def bound(*args, **kwargs):
+            yield from fn(*first, *args, **kwargs)
+    else:
+        @functools.wraps(fn)
+        def bound(*args, **kwargs):
+            return fn(*first, *args, **kwargs)
+    bound.__signature__ = signature.replace(parameters=rest)
+    bound.__annotations__ = {k: v for k, v in hints.items() if k in {p.name for p in rest} or k == "return"}
+    return bound
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The one error wrapper: people see a sentence, never a traceback
+
+
+def _as_gradio_error(err: BaseException) -> gr.Error:
+    if isinstance(err, gr.Error):
+        return err
+    if isinstance(err, PlaygroundError):
+        error = gr.Error(str(err), print_exception=False)
+        error.refused = err  # answers() shows it beside the control instead
+        return error
+    log.exception("unexpected error in a UI handler")  # the details stay in the server log, never reach the page
+    return gr.Error("Something went wrong on the server; the details are in its log. Try again, or change the "
+                    "settings you just changed.", print_exception=False)
+
+
+def reaches_people(err: BaseException) -> bool:
+    """Every exception, and a Rust extension's panic; not a KeyboardInterrupt, SystemExit or GeneratorExit."""
+    return isinstance(err, Exception) or is_rust_panic(err)
+
+
+def unwrapped(fn: Callable) -> Callable:
+    """The handler inside a friendly wrapper (fn itself when it is none). The mark is checked against __wrapped__:
+    functools.wraps copies it onto whatever wraps a friendly handler, which is not one itself."""
+    handler = getattr(fn, "__friendly__", None)
+    return handler if handler is not None and handler is getattr(fn, "__wrapped__", None) else fn
+
+
+def friendly(fn: Callable) -> Callable:
+    """fn with PlaygroundError (and any other exception) turned into a readable gr.Error. A handler is wrapped once:
+    friendly(friendly(fn)) is friendly(fn), and answers() wraps the handler itself, not its friendly wrapper."""
+    if unwrapped(fn) is not fn:
+        return fn
+    wrapper = reraising(fn, reaches_people, _as_gradio_error)
+    wrapper.__friendly__ = fn  # the handler itself
+    return wrapper
+
+
+def refusal(err: PlaygroundError) -> str:
+    """How a refused action reads next to the control that caused it (in Markdown, where a message's `<TAB>` would
+    open an HTML tag and hide the rest)."""
+    return "⚠️ " + str(err).replace("&", "&amp;").replace("<", "&lt;")
+
+
+def answers(fn: Callable, outputs: list, note) -> dict:
+    """`fn=` and `outputs=` for an event listener whose refusals are not failures: a PlaygroundError (a person's
+    mistake, a name that is gone) puts its message in `note`, a Markdown beside the control, and leaves every other
+    output as it was (gr.skip()). Raising would mark ALL outputs as failed (red "Error" badges, values gone) with
+    the only copy of the message in a fading toast. Anything else still reaches people as a gr.Error (friendly).
+
+    `note` may be one of `outputs` (fn returns it itself), or not: then it is added as the last output, and cleared
+    when fn succeeds. API clients get the message as that output's value."""
+    handler = unwrapped(fn)  # wrapped once, even when given a friendly handler
+    outputs = list(outputs)
+    added = note not in outputs
+    if added:
+        outputs.append(note)
+    where = outputs.index(note)
+    single = len(outputs) - added == 1  # fn returns one value, not a tuple
+
+    def out(values: tuple):
+        return values[0] if len(values) == 1 else values  # Gradio takes one output's value bare
+
+    def shaped(result):
+        values = (result,) if single else tuple(result)
+        return out((*values, "") if added else values)
+
+    def refused(err: BaseException):
+        err = getattr(err, "refused", err)  # a PlaygroundError a friendly helper it called turned into a gr.Error
+        return out(tuple(refusal(err) if i == where else gr.skip() for i in range(len(outputs))))
+
+    def is_refusal(err: BaseException) -> bool:
+        return isinstance(err, PlaygroundError) or hasattr(err, "refused")
+
+    if inspect.isgeneratorfunction(handler):
+        @functools.wraps(handler)
+        def noted(*args, **kwargs):
+            try:
+                for result in handler(*args, **kwargs):
+                    yield shaped(result)
+            except (PlaygroundError, gr.Error) as err:
+                if not is_refusal(err):
+                    raise
+                yield refused(err)
+    else:
+        @functools.wraps(handler)
+        def noted(*args, **kwargs):
+            try:
+                return shaped(handler(*args, **kwargs))
+            except (PlaygroundError, gr.Error) as err:
+                if not is_refusal(err):
+                    raise
+                return refused(err)
+    return dict(fn=friendly(noted), outputs=outputs)
