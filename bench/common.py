@@ -43,7 +43,8 @@ from playground.data.load import load_parallel  # noqa: E402
 from playground.runtime.device import sync  # noqa: E402
 from playground.core.model import TransformerConfig  # noqa: E402
 from playground.training.presets import preset_config  # noqa: E402
-from playground.training.trainer import Trainer, TrainData  # noqa: E402
+from playground.training.inputs import TrainData  # noqa: E402
+from playground.training.trainer import Trainer
 
 Pair = tuple[str, str]
 Encoded = list[tuple[list[int], list[int]]]

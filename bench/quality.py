@@ -18,7 +18,8 @@ from playground.core.metrics import score
 from playground.packages.format import Package
 from playground.packages.store import load_package
 from playground.training.presets import preset_config
-from playground.training.trainer import TrainData, run_training
+from playground.training.inputs import TrainData
+from playground.training.trainer import run_training
 
 PROGRESS_EVERY_S = 60.0
 

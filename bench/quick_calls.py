@@ -28,7 +28,8 @@ from playground.runtime.foreground import quick
 from playground.packages.names import SHIPPED_MODELS_DIR
 from playground.packages.store import load_package
 from playground.training.presets import preset_config
-from playground.training.trainer import Trainer, TrainData
+from playground.training.inputs import TrainData
+from playground.training.trainer import Trainer
 
 MODES = ("idle", "training", "yielding", "1 training thread")
 

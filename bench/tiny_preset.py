@@ -17,7 +17,8 @@ from playground.core.decode import translate
 from playground.core.metrics import score
 from playground.packages.store import load_package
 from playground.training.presets import preset_config
-from playground.training.trainer import TrainData, run_training
+from playground.training.inputs import TrainData
+from playground.training.trainer import run_training
 
 BAR = 0.90  # the demo model's exact-match bar (tests/test_demo_model.py)
 

@@ -15,7 +15,8 @@ import torch
 
 from playground.core.model import Transformer, TransformerConfig
 from playground.core.tokenizer import train_tokenizer
-from playground.training.trainer import TrainConfig, TrainData
+from playground.training.config import TrainConfig
+from playground.training.inputs import TrainData
 
 PAIRS = [("the cat sees the dog", "die Katze sieht den Hund"), ("a dog runs", "ein Hund läuft"),
          ("the small bird sings", "der kleine Vogel singt"), ("we see a red ball", "wir sehen einen roten Ball")] * 3

@@ -193,7 +193,8 @@ def test_a_quick_call_past_its_time_is_stopped_between_decoding_steps(tokenizer)
 
 def test_row8_the_time_cap_covers_tokenizer_training_and_cuts_validations(tmp_path, monkeypatch):
     from playground.training import trainer as train_module
-    from playground.training.trainer import TrainData, Trainer
+    from playground.training.inputs import TrainData
+    from playground.training.trainer import Trainer
 
     long_pairs = [(" ".join("abcdefghij"[(i + j) % 10] for j in range(60)),) * 2 for i in range(600)]
     data = TrainData(DATA.train, long_pairs, "seq", "rev", "long validation pairs")

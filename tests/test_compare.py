@@ -17,7 +17,9 @@ from playground.cli.main import main  # noqa: E402
 from playground.insight.compare import differing_settings, load_runs  # noqa: E402
 from playground.errors import PackageError  # noqa: E402
 from playground.training.events import Done  # noqa: E402
-from playground.training.trainer import TrainConfig, TrainData, run_training  # noqa: E402
+from playground.training.config import TrainConfig  # noqa: E402
+from playground.training.inputs import TrainData
+from playground.training.trainer import run_training
 
 PAIRS = [(" ".join(w), " ".join(reversed(w))) for w in
          [["a", "b", "c"], ["c", "d"], ["d", "e", "a", "b"], ["b", "b", "c", "e"], ["e", "d", "c"], ["a", "c", "e"]]] * 6

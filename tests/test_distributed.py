@@ -17,7 +17,9 @@ from playground.data.load import load_parallel
 from playground.errors import TrainingError
 from playground.training.events import Step
 from playground.packages.store import load_package
-from playground.training.trainer import TrainConfig, TrainData, Trainer
+from playground.training.config import TrainConfig
+from playground.training.inputs import TrainData
+from playground.training.trainer import Trainer
 
 REPO = Path(__file__).resolve().parent.parent
 # Adam's first steps move each weight by about ±lr wherever |gradient| >> eps, so a gradient that is zero in theory

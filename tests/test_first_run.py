@@ -13,7 +13,8 @@ import pytest
 from playground.training import events as ev
 from playground.data.stats import split_pairs
 from playground.training.presets import preset_config
-from playground.training.trainer import TrainData, Trainer
+from playground.training.inputs import TrainData
+from playground.training.trainer import Trainer
 
 MULTI30K = Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k"
 MULTI30K = MULTI30K if MULTI30K.is_dir() else Path("/work/shared/data/multi30k")

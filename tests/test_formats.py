@@ -53,7 +53,7 @@ def test_a_language_label_a_package_cannot_carry_is_refused_when_read(tmp_path):
     path = write(tmp_path, "long.tmx", tmx(tu(en="a cat", **{long_label: "eine Katze"})))
     with pytest.raises(DataError, match="target language of long.tmx 'x+…' is not a usable language label"):
         load_parallel(path)
-    from playground.training.trainer import TrainData
+    from playground.training.inputs import TrainData
 
     with pytest.raises(DataError, match="Source language .* is not a usable language label"):
         TrainData([("a", "b")], [("a", "b")], src_lang="a\tb")

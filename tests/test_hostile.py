@@ -146,7 +146,7 @@ def test_1_the_memory_limit_comes_from_the_cgroup_then_the_host(monkeypatch):
     # /train and /estimate: the run the issue saw accepted (11.8 GB under a 6 GB limit) is refused, with the numbers
     from playground.training.estimate import estimate_training
     from playground.runtime.memory import check_training_fits
-    from playground.training.trainer import TrainConfig
+    from playground.training.config import TrainConfig
 
     cfg = TrainConfig(d_model=1536, n_heads=8, n_encoder_layers=6, n_decoder_layers=6, d_ff=2048, vocab_size=8000,
                       max_steps=10, device="cpu", precision="fp32")

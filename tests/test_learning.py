@@ -8,7 +8,9 @@ from playground.datasets.catalog import DATASETS_DIR
 from playground.data.load import load_parallel
 from playground.core.decode import translate
 from playground.core.metrics import score
-from playground.training.trainer import TrainConfig, TrainData, Trainer
+from playground.training.config import TrainConfig
+from playground.training.inputs import TrainData
+from playground.training.trainer import Trainer
 
 ASSETS = DATASETS_DIR / "reverse"
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -12,7 +12,8 @@ from playground.training.checkpoint import load_run, resume_config
 from playground.training.estimate import estimate_training
 from playground.training.presets import preset_config
 from playground.training.schedule import VALIDATIONS_PER_RUN, eval_interval, fit_warmup
-from playground.training.trainer import TrainData, Trainer
+from playground.training.inputs import TrainData
+from playground.training.trainer import Trainer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 SYLLABLES = "ka lo mi ne tu ra se vi do pa ge li mo fa nu be ri so ta ve".split()

@@ -17,7 +17,9 @@ from playground.packages.store import load_package
 from playground.training.schedule import learning_rate
 from playground.core.tokenizer import EOS_ID, train_tokenizer
 from playground.training.step import Optimization
-from playground.training.trainer import TrainConfig, TrainData, Trainer
+from playground.training.config import TrainConfig
+from playground.training.inputs import TrainData
+from playground.training.trainer import Trainer
 
 def events_of(trainer, stop_after=None):
     events = []

@@ -19,7 +19,8 @@ from conftest import reverse_pairs, tiny_cfg
 from playground.training.chunked import ChunkedRun, chunk_duration, train_chunk
 from playground.training.events import Done, Eval, Start, Step
 from playground.packages.store import load_package
-from playground.training.trainer import TrainData, Trainer
+from playground.training.inputs import TrainData
+from playground.training.trainer import Trainer
 
 DATA = TrainData(reverse_pairs(200), reverse_pairs(12, seed=1), "seq", "rev", "reverse test")
 STEPS = 600

@@ -139,7 +139,8 @@ def train_on_this_rank(args: argparse.Namespace, cfg: TrainConfig, ranks: Ranks,
     (errors excepted: only the rank that hits one may know of it)."""
     from playground.training import events
     from playground.data.stats import split_pairs
-    from playground.training.trainer import TrainData, run_training
+    from playground.training.inputs import TrainData
+    from playground.training.trainer import run_training
 
     data = load_data(args.data, args.data_tgt, args.src_lang, args.tgt_lang, cfg.max_len)
     if ranks.is_main:

@@ -39,7 +39,8 @@ from playground.errors import GpuUnavailable, PlaygroundError, TrainingError
 from playground.packages.format import RESUME_STATE, TRAINING, read_json
 from playground.packages.scores import EVAL_KEYS
 from playground.training.prepared import load_prepared, prepare
-from playground.training.trainer import TrainData, Trainer
+from playground.training.inputs import TrainData
+from playground.training.trainer import Trainer
 
 WORK_SHARE = 0.6  # of a call's seconds spent training; the rest covers loading, a last validation and the save
 MIN_CALL_S = 15  # the shortest call asked for: loading the package and a validation must fit in it

@@ -17,7 +17,7 @@ from playground.data.batching import EncodedPairs, TokenRows, encode_pairs
 from playground.training.config import TrainConfig
 from playground.packages.format import TGT_TOKENIZER, TOKENIZER
 from playground.core.tokenizer import PairTokenizer, train_tokenizer
-from playground.training.trainer import TrainData
+from playground.training.inputs import TrainData
 
 DATA, ENCODED = "data.json", "encoded.safetensors"
 

@@ -7,8 +7,6 @@ resume policy), averaging. Data-parallel training across the processes torchrun 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import math
 import threading
 import time
@@ -20,8 +18,7 @@ import torch
 
 from playground.core.model import Transformer
 from playground.core.tokenizer import PairBpeDropout, PairTokenizer, train_tokenizer
-from playground.data.batching import GlobalBatch, collate, encode_pairs, make_batches, pad_multiple, token_counts
-from playground.data.languages import check_language
+from playground.data.batching import GlobalBatch, encode_pairs
 from playground.errors import PlaygroundError, TrainingError
 from playground.packages.names import average_name, check_name, snapshots_folder
 from playground.packages.scores import SCORE_KEYS
@@ -39,26 +36,14 @@ from playground.training.events import StopReason
 from playground.training.evaluation import (is_better, perplexity, probe_attention, translation_scores,
                                             validation_loss)
 from playground.training.schedule import eval_interval, planned_steps
-from playground.training.step import QUIET_CPU_SHARE, Optimization
+from playground.training.inputs import TrainData, encode_epoch, epoch_batch_list, global_batch, run_fingerprint
+from playground.training.step import Optimization, time_one_step
 
 if TYPE_CHECKING:
     from playground.training.prepared import Prepared
 
 STOP_EVAL_SENTENCES = 50  # sentences decoded by the last validation of a stopped run
 FINAL_GRACE, FINAL_GRACE_S = 0.05, 10.0  # a time-capped run's last validation may run this share of the cap past it
-
-
-@dataclass
-class TrainData:
-    train: list[tuple[str, str]]
-    val: list[tuple[str, str]]
-    src_lang: str = "src"
-    tgt_lang: str = "tgt"
-    description: str = "user data"
-
-    def __post_init__(self) -> None:
-        check_language(self.src_lang, "source language")
-        check_language(self.tgt_lang, "target language")
 
 
 @dataclass
@@ -87,16 +72,6 @@ class Loop:
         if now - self.window_start > 2.0:
             self.tokens_window, self.window_start = 0, now
         return rate
-
-
-def run_fingerprint(cfg: TrainConfig, data: TrainData) -> str:
-    """A hash of the settings and the sentence pairs, to check that every rank trains on the same ones."""
-    digest = hashlib.sha256(json.dumps(cfg.to_dict(), sort_keys=True).encode())
-    for part in (data.train, data.val):
-        digest.update(f"\0{len(part)}\0".encode())
-        for source, target in part:
-            digest.update(f"{source}\t{target}\n".encode())
-    return digest.hexdigest()
 
 
 class Trainer:
@@ -199,42 +174,16 @@ class Trainer:
         return self.ranks.world_size * self.cfg.accumulate
 
     def encode_train(self, epoch: int) -> list[tuple[list[int], list[int]]]:
-        """The training pairs as ids: segmented once, or with BPE-dropout afresh each epoch, seeded by the run's seed
-        and the epoch (every rank, and a resumed run, segments an epoch alike)."""
-        if self.segmenter is None:
-            return encode_pairs(self.tokenizer, self.data.train, self.cfg.max_len)
-        return encode_pairs(self.segmenter.reseeded(f"{self.cfg.seed}/{epoch}"), self.data.train, self.cfg.max_len)
+        return encode_epoch(self.tokenizer, self.segmenter, self.data.train, self.cfg, epoch)
 
     def epoch_batches(self, epoch: int) -> list[list[int]]:
-        """The epoch's batch list, the same on every rank (seeded by the run's seed and the epoch)."""
-        batches = make_batches(self.train_set, self.cfg.batch_tokens, self.cfg.seed + epoch, pad_multiple(self.device))
-        if len(batches) < self.batches_per_step:
-            raise TrainingError(
-                f"One optimizer step takes {self.batches_per_step} batches ({self.ranks.world_size} processes x "
-                f"accumulate {self.cfg.accumulate}) but the training data makes only {len(batches)} batches of "
-                f"{self.cfg.batch_tokens} tokens; lower batch tokens, accumulate or the number of processes.")
-        return batches
+        return epoch_batch_list(self.train_set, self.cfg, epoch, self.device, self.ranks)
 
     def next_global_batch(self) -> GlobalBatch:
         return self.global_batch(self.batch_in_epoch)
 
     def global_batch(self, start: int) -> GlobalBatch:
-        """This rank's share of the next optimizer step.
-
-        Every rank holds the same seeded batch list for the epoch. One optimizer step consumes the next
-        G = world size x accumulate batches of it, the *global batch*; rank r trains on its positions r, r+W, r+2W,
-        ..., one micro-batch at a time. Optimization.step sums the loss over all G batches and divides by their
-        total target tokens, so the gradient is that of one batch of the combined size however the G batches are
-        split: 2 ranks with accumulate 1 compute what 1 process with accumulate 2 computes on the same global
-        batches (up to the order of floating-point sums). The token counts come from the shared batch list, so no
-        rank has to ask the others for them."""
-        world_size = self.ranks.world_size
-        global_batch = self.batches[start : start + self.batches_per_step]
-        counts = [token_counts(self.train_set, indices) for indices in global_batch]
-        mine = [collate(self.train_set, indices, self.device)
-                for indices in global_batch[self.ranks.rank :: world_size]]
-        return GlobalBatch(mine, n_tokens=sum(tgt for tgt, _ in counts),
-                           n_all_tokens=sum(tgt + src for tgt, src in counts))
+        return global_batch(self.batches, self.train_set, start, self.cfg.accumulate, self.ranks, self.device)
 
     # -- validation and saving ----------------------------------------------------------------------------
 
@@ -325,22 +274,11 @@ class Trainer:
     # -- the loop -----------------------------------------------------------------------------------------
 
     def time_step(self) -> float:
-        """Seconds of one step here: the forward and backward passes on the next batch, timed on one thread after an
-        untimed warm-up pass. On a CPU with several threads, and a core of its own for that pass (its CPU time near
-        its wall time: a quiet machine), timed on all of them too, and the run trains on the quicker; on a busy one
-        it trains on one thread: a tiny-preset step took 2.1 s on one thread and 9.5 s on two on a 2-core machine at
-        load 10. The run's dropout stream is put back: timing changes nothing the run draws."""
+        """Seconds of one step here, on the threads the run then trains on (step.time_one_step); the run's dropout
+        stream is put back: timing changes nothing the run draws."""
         start = min(self.batch_in_epoch, len(self.batches) - self.batches_per_step)
-        batch = self.global_batch(start)
         rng = self.dropout_rng.get_state()
-        with one_thread_on_cpu(self.device):
-            self.optimization.time_step(batch)
-            cpu_began = time.thread_time()
-            seconds = self.optimization.time_step(batch)
-            cpu_share = (time.thread_time() - cpu_began) / max(seconds, 1e-9)
-        if self.device.type == "cpu" and torch.get_num_threads() > 1:
-            threaded = self.optimization.time_step(batch) if cpu_share >= QUIET_CPU_SHARE else math.inf
-            self.one_thread, seconds = seconds <= threaded, min(seconds, threaded)
+        seconds, self.one_thread = time_one_step(self.optimization, self.global_batch(start), self.device)
         self.dropout_rng.set_state(rng)
         return seconds
 

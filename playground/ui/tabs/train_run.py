@@ -33,7 +33,7 @@ CHART_SHARE = 0.1  # at most this share of the time goes to redrawing the charts
 
 def split_data(session: Session, seed: int):
     from playground.data.stats import split_pairs
-    from playground.training.trainer import TrainData
+    from playground.training.inputs import TrainData
 
     if session.data is None:
         raise DataError("Load data on the Data tab first (a built-in dataset or your own file).")
