@@ -182,7 +182,7 @@ def test_parquet_dictionary_bomb_is_refused_before_it_is_decoded(tmp_path, struc
     path = dictionary_bomb(tmp_path / "bomb.parquet", value_bytes=1_000_000, rows=20_000, struct=struct)
     assert path.stat().st_size < 2000  # 20 GB of text once decoded
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    with pytest.raises(DataError, match="more than 10 MiB of text once decoded"):
+    with pytest.raises(DataError, match="more than 10 MB of text once decoded"):
         load_parallel(path, max_bytes=10 * 2**20)
     grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
     assert grown_mb < 200, f"peak memory grew by {grown_mb:.0f} MB"

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from playground.errors import DataError
+from playground.settings import MB
 
 GZIP_MAGIC = b"\x1f\x8b"
 SMALLER_SAMPLE = "Upload a smaller sample of the corpus."
@@ -26,13 +27,13 @@ def open_maybe_gzip(path: Path) -> Iterator[tuple[BinaryIO, bool]]:
 
 
 def format_bytes(size: int) -> str:
-    return f"{size / 2**20:,.0f} MiB" if size >= 2**20 else f"{size:,} bytes"
+    return f"{size / MB:,.0f} MB" if size >= MB else f"{size:,} bytes"
 
 
 def too_large(name: str, found: str, limit: str, env: str, fix: str = SMALLER_SAMPLE) -> str:
     """The one message for data past a limit: what was found, what the limit is, the fix, and the setting that
-    raises it. too_large("a.tsv", "3 MiB", "2 MiB", "PLAYGROUND_MAX_DATA_MB") is "a.tsv is too large: 3 MiB; the
-    limit is 2 MiB. Upload a smaller sample of the corpus (the operator can raise the limit with
+    raises it. too_large("a.tsv", "3 MB", "2 MB", "PLAYGROUND_MAX_DATA_MB") is "a.tsv is too large: 3 MB; the
+    limit is 2 MB. Upload a smaller sample of the corpus (the operator can raise the limit with
     PLAYGROUND_MAX_DATA_MB)."
     """
     return (f"{name} is too large: {found}; the limit is {limit}. {fix.rstrip('.')} (the operator can raise the limit "

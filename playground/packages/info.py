@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, fields
 
 from playground.core.model import TransformerConfig
 from playground.packages.scores import scores_line
+from playground.settings import MB
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ def info_lines(s: PackageSummary) -> list[str]:
     """The package as `python -m playground info` prints it."""
     m = s.model
     vocabulary = f"{m['src_vocab_size']:,}" if s.joint else f"{m['src_vocab_size']:,}/{m['tgt_vocab_size']:,}"
-    lines = [f"{s.name}: {s.direction}, {s.params:,} parameters, {(s.size_bytes or 0) / 1e6:.1f} MB on disk",
+    lines = [f"{s.name}: {s.direction}, {s.params:,} parameters, {(s.size_bytes or 0) / MB:.1f} MB on disk",
              f"  d_model {m['d_model']}, {m['n_heads']} heads, {s.layers}, ff {m['d_ff']}, {m['activation']}, "
              f"{m['positional_encoding']} positions, {m['norm_placement']}-LN, "
              f"{'tied' if m['tie_embeddings'] else 'untied'} embeddings, max length {m['max_len']}",

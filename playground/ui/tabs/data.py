@@ -11,6 +11,7 @@ import pandas as pd
 
 from playground.insight import plots
 from playground.errors import DataError
+from playground.settings import MB
 from playground.ui import sessions, texts
 from playground.ui.handlers import answers, friendly
 from playground.ui.state import Session
@@ -116,6 +117,7 @@ def show(session: Session):
 
 
 def _adopt(session: Session, data, description: str, val_fraction: float | None) -> None:
+    from playground.data.files import too_large
     from playground.data.packed import PackedPairs
     from playground.limits import max_session_data_bytes
 
@@ -123,9 +125,8 @@ def _adopt(session: Session, data, description: str, val_fraction: float | None)
     data.pairs = PackedPairs(data.pairs)
     held, limit = data.pairs.nbytes, max_session_data_bytes()
     if held > limit:
-        raise DataError(f"These {len(data.pairs):,} pairs take {held / 1e6:,.1f} MB in memory; a session may hold at "
-                        f"most {limit / 1e6:,.1f} MB (the operator sets PLAYGROUND_MAX_SESSION_DATA_MB). Upload a "
-                        "smaller sample.")
+        raise DataError(too_large(f"This data ({len(data.pairs):,} pairs)", f"{held / MB:,.1f} MB in memory",
+                                  f"{limit / MB:,.1f} MB per session", "PLAYGROUND_MAX_SESSION_DATA_MB"))
     sessions.check_room(session, held)  # all sessions together, not only this one
     session.data, session.description = data, description
     sessions.holding(session)

@@ -14,7 +14,7 @@ import pandas as pd
 from playground.errors import PackageError
 from playground.packages.info import summary_of
 from playground.serving.library import Library
-from playground.settings import MB
+from playground.settings import KB, MB
 from playground.ui.tabs import hub_panel
 from playground.ui.tabs.common import bound
 from playground.ui.caches import package_info
@@ -57,14 +57,14 @@ def models_frame(library: Library, session: Session | None) -> pd.DataFrame:
             folder.name, summary.direction, architecture, summary.params, summary.steps,
             round(last["bleu"], 2) if "bleu" in last else None, round(last["chrf"], 2) if "chrf" in last else None,
             round(last["val_loss"], 3) if "val_loss" in last else None,
-            round(summary.size_bytes / 1e6, 2), saved,
+            round(summary.size_bytes / MB, 2), saved,
         ])
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
 def file_size(n_bytes: int) -> str:
     """"6.59 MB", or "137.4 KB" for a file under a megabyte (not "0.14 MB")."""
-    return f"{n_bytes / 1e6:.2f} MB" if n_bytes >= 1e6 else f"{n_bytes / 1e3:.1f} KB"
+    return f"{n_bytes / MB:.2f} MB" if n_bytes >= MB else f"{n_bytes / KB:.1f} KB"
 
 
 def card(library: Library, session: Session | None, name: str | None) -> tuple[str, dict]:
