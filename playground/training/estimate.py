@@ -60,10 +60,14 @@ class Estimate:
                 f"limited by the {self.limited_by} budget")
 
 
-def format_duration(seconds: float | None) -> str:
+def format_duration(seconds: float | None, clock: bool = False) -> str:
+    """A duration for people: "1 min 05 s", or as a running clock shows it ("1:05", "2:01:05") with `clock`."""
     if seconds is None or not math.isfinite(seconds):
         return "?"
     seconds = max(0, round(seconds))
+    if clock:
+        hours, minutes = divmod(seconds // 60, 60)
+        return f"{hours}:{minutes:02d}:{seconds % 60:02d}" if hours else f"{minutes}:{seconds % 60:02d}"
     if seconds < 60:
         return f"{seconds} s"
     if seconds < 3600:

@@ -2,25 +2,20 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from playground.serving.zerogpu import CPU_RUN_MAX_PARAMS, GPU_TIME
+from playground.training.estimate import format_duration
 from playground.training.events import StopReason
 
 SAMPLE_COLUMNS = ["step", "source", "reference", "model output"]
 
 
 def clock(seconds: float | None) -> str:
-    if seconds is None or not math.isfinite(seconds):
-        return "?"
-    seconds = int(max(seconds, 0))
-    if seconds >= 3600:
-        return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
-    return f"{seconds // 60}:{seconds % 60:02d}"
+    return format_duration(seconds, clock=True)
 
 
 def bar(fraction: float) -> str:
