@@ -177,3 +177,8 @@ def check_weights(path: Path, model: Transformer) -> None:
         details = "; ".join(filter(None, [listed("shapes differ:", wrong), listed("missing", missing),
                                           listed("unexpected", unexpected)]))
         raise PackageError(f"The weights in {path.parent.name} do not fit its config.json: {details}.")
+
+
+def saved_config(training: dict | None) -> dict:
+    """The TrainConfig settings in a package's training record (training.json); {} for a package not trained here."""
+    return dict((training or {}).get("config") or {})

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from playground.core.model import TransformerConfig
+from playground.packages.format import saved_config
 from playground.packages.scores import scores_line
 from playground.settings import MB
 
@@ -65,7 +66,7 @@ def summarize(config: dict, training: dict | None, name: str | None = None,
         device=training.get("device"), precision=training.get("precision"), data=data.get("description"),
         train_pairs=data.get("train_pairs"), val_pairs=data.get("val_pairs"), last=training.get("last") or {},
         best=training.get("best") or {},
-        early_stop_metric=(training.get("config") or {}).get("early_stop_metric", "bleu"))
+        early_stop_metric=saved_config(training).get("early_stop_metric", "bleu"))
 
 
 def summary_of(info: dict) -> PackageSummary:

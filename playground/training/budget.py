@@ -3,7 +3,8 @@ minutes budget are fitted from a timed step and re-planned from the measured spe
 
 from __future__ import annotations
 
-from playground.training.checkpoint import RunState, saved_config
+from playground.packages.format import saved_config
+from playground.training.checkpoint import RunState
 from playground.training.config import TrainConfig
 from playground.training.events import StopReason
 from playground.training.schedule import VALIDATION_SHARE, VALIDATIONS_PER_RUN, advance, eval_interval, fit_warmup

@@ -13,7 +13,7 @@ import torch
 from playground.training.config import BUDGETS, FIXED_ON_RESUME, TrainConfig
 from playground.errors import PackageError, TrainingError
 from playground.core.model import Transformer
-from playground.packages.format import Package
+from playground.packages.format import Package, saved_config
 from playground.packages.store import load_package, load_resume_state, package_info, save_package
 from playground.core.tokenizer import PairTokenizer
 
@@ -103,11 +103,6 @@ def load_run(folder: Path, device: torch.device) -> tuple[Package, RunState, dic
 
 # ----------------------------------------------------------------------------------------------------------
 # The resume policy
-
-
-def saved_config(training: dict | None) -> dict:
-    """The TrainConfig settings in a package's training record (training.json); {} for a package not trained here."""
-    return dict((training or {}).get("config") or {})
 
 
 def refuse_fixed_changes(saved: dict, wanted: dict, name: str) -> None:

@@ -20,6 +20,7 @@ from playground.core.model import Transformer
 from playground.core.tokenizer import PairBpeDropout, PairTokenizer, train_tokenizer
 from playground.data.batching import GlobalBatch, encode_pairs
 from playground.errors import PlaygroundError, TrainingError
+from playground.packages.format import saved_config
 from playground.packages.names import average_name, check_name, snapshots_folder
 from playground.packages.scores import SCORE_KEYS
 from playground.runtime.device import describe, one_thread_on_cpu, resolve_device, resolve_precision
@@ -29,7 +30,7 @@ from playground.training import events
 from playground.training.averaging import SnapshotStore, average_packages
 from playground.training.budget import MinutesPlan, budget_reached
 from playground.training.checkpoint import (History, RunState, load_run, optimizer_from_safetensors,
-                                            refuse_fixed_changes, save_run, saved_config)
+                                            refuse_fixed_changes, save_run)
 from playground.training.config import TrainConfig
 from playground.training.distributed import SINGLE, Ranks, agree, check_same_on_all_ranks, rank_device, seed_rank
 from playground.training.events import StopReason

@@ -29,10 +29,10 @@ class InsideTab:
 
 def training_batch_tokens(package) -> int:
     """The batch budget the model was trained with; the trainer's default for a model trained elsewhere."""
+    from playground.packages.format import saved_config
     from playground.training.config import TrainConfig
 
-    config = (package.training or {}).get("config") or {}
-    return int(config.get("batch_tokens") or TrainConfig.batch_tokens)
+    return int(saved_config(package.training).get("batch_tokens") or TrainConfig.batch_tokens)
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import gradio as gr
 
 from playground.errors import DataError, PackageError, TrainingError
 from playground.insight import plots
+from playground.packages.info import summary_of
 from playground.serving.library import Library
 from playground.ui.caches import package_info
 from playground.ui.state import Session, visitor_of
@@ -214,7 +215,7 @@ def continue_run(session: Session, library: Library, resume_from: str, on_cpu: b
     if on_cpu:
         from playground.training.estimate import count_parameters
 
-        if ((package_info(folder)["training"] or {}).get("params") or count_parameters(cfg)) > CPU_RUN_MAX_PARAMS:
+        if (summary_of(package_info(folder)).params or count_parameters(cfg)) > CPU_RUN_MAX_PARAMS:
             raise TrainingError(f"{folder.name} is too large to train on this Space's CPU (at most "
                                 f"{CPU_RUN_MAX_PARAMS / 1e6:g} M parameters): continue it on the GPU.")
     yield from run(session, library, folder.name, cfg, resume_from=folder, in_one_piece=on_cpu)
@@ -238,7 +239,7 @@ def run(session: Session, library: Library, name: str, cfg, resume_from: Path | 
         in_one_piece: bool = False, estimated: int | None = None):
     """What Start, Resume and Continue share: train the package `name` with `cfg`, a new one or `resume_from`
     further, in this tab's and this visitor's one run slot."""
-    done_s = float((package_info(resume_from)["training"] or {}).get("wall_s", 0)) if resume_from else 0.0
+    done_s = summary_of(package_info(resume_from)).wall_s if resume_from else 0.0
     data = split_data(session, cfg.seed)
     cap_note = capped_minutes(library, cfg, done_s / 60)
     with run_slot(session, library, name):
