@@ -18,7 +18,7 @@ from playground.packages.store import load_package
 from playground.training.presets import preset_config
 from playground.training.trainer import TrainData, run_training
 
-BAR = 0.90  # the demo model's exact-match bar (tests/test_demo_model.py)
+BAR = 0.90  # the demo model's exact-match bar (tests/unit/test_demo_model.py)
 
 
 def main() -> None:
