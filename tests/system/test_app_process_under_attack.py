@@ -22,18 +22,13 @@ from helpers import (
     zip_folder,
 )
 
-from playground.packages.store import (
-    CARD,
-    CONFIG,
-    TRAINING,
-)
+from playground.packages.store import CARD, CONFIG, TRAINING
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-MEMORY_LIMIT = 6 * 1024**3  # the attacks ran against a 6 GiB limit
-
-
+MEMORY_LIMIT = 6 * 1024**3  # a Space's reality: the attacks ran against a 6 GiB limit
+GB = 1e9
 QUICK_CALL_S = 4  # this server's quick-call limit: short, so that a stopped call shows within the test
 
 
@@ -130,12 +125,6 @@ def test_the_app_answers_each_attack_quickly_keeps_serving_and_gives_its_memory_
     after, peak = status_bytes(server.pid, "VmRSS"), status_bytes(server.pid, "VmHWM")
     print(f"\nRSS before the attacks {before / 1e6:.0f} MB, after {after / 1e6:.0f} MB, peak {peak / 1e6:.0f} MB")
     assert after - before < 100e6 and peak < 2e9
-
-
-GB = 1e9
-
-
-MEMORY_LIMIT = 6 * 1024**3  # a Space's reality, as the attack ran
 
 
 def test_the_app_under_a_memory_limit_refuses_hostile_input_and_keeps_serving(package, tmp_path):

@@ -13,9 +13,7 @@ from playground.core.model import Transformer, TransformerConfig
 from playground.core.tokenizer import EOS_ID, train_tokenizer
 from playground.data.batching import collate, encode_pairs, make_batches, token_counts
 from playground.errors import TrainingError
-from playground.packages.store import (
-    load_package,
-)
+from playground.packages.store import load_package
 from playground.runtime import memory
 from playground.runtime.memory import keep_allocator_compact
 from playground.training.config import TrainConfig

@@ -10,14 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import (
-    DEMO,
-    REPO,
-    edit_json,
-    make_huge,
-    peak_rss,
-    zip_folder,
-)
+from helpers import DEMO, REPO, edit_json, make_huge, peak_rss, zip_folder
 
 from playground import limits
 from playground.cli.main import main

@@ -9,25 +9,10 @@ import time
 
 import pytest
 import torch
-from helpers import (
-    DATA,
-    NORMALIZER_BOMB,
-    WIDE,
-    edit_json,
-    make_package,
-    spoil_tokenizer,
-    tiny_cfg,
-    zip_folder,
-)
+from helpers import DATA, NORMALIZER_BOMB, WIDE, edit_json, make_package, spoil_tokenizer, tiny_cfg, zip_folder
 
 from playground import limits
-from playground.core.decode import (
-    DecodeOptions,
-    check_decode_work,
-    fitting_batch,
-    source_ids,
-    translate,
-)
+from playground.core.decode import DecodeOptions, check_decode_work, fitting_batch, source_ids, translate
 from playground.core.model import Transformer, TransformerConfig
 from playground.errors import DataError, PackageError, PlaygroundError
 from playground.packages.store import CONFIG, TRAINING, import_zip, load_package
