@@ -1,7 +1,7 @@
 """What a newcomer hit the second time round, in a real browser at 1024 px: a value typed outside its range is
 refused beside its field (never clamped), and the next-token and Compare tables fit inside their containers.
 Uses the browser tests' server (tests/system/conftest.py: the app on a copy of the demo model) and
-test_browser's helpers."""
+their helpers (tests/system/browser.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import re
 import shutil
 
 import pytest
-from test_browser import CHROMIUM, CHROMIUM_ARGS, SHOTS, expect, no_error_toasts, open_tab, sync_api
+from browser import CHROMIUM, CHROMIUM_ARGS, SHOTS, expect, no_error_toasts, open_tab, sync_api
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow,
               pytest.mark.skipif(CHROMIUM is None, reason="no `chromium` on PATH")]
