@@ -20,7 +20,7 @@ from playground.training.presets import preset_config
 from playground.training.inputs import TrainData
 from playground.training.trainer import run_training
 
-BAR = 0.90  # the demo model's exact-match bar (tests/test_demo_model.py)
+BAR = 0.90  # the demo model's exact-match bar (tests/unit/test_demo_model.py)
 
 
 def main() -> None:

@@ -1,88 +1,20 @@
-"""What several test files share: tiny settings and data that train in a second, a free port for a test server,
-and the tiny model fixtures."""
+"""Fixtures the test folders share: one thread for tiny models, a tiny tokenizer and model, a saved package, a
+Storage Bucket's semantics, data files, two finished runs to compare. Plain functions and constants live in
+tests/helpers.py; tests/unit/conftest.py keeps Gradio and processes out of the unit tests."""
 
-import contextlib
 import os
-import resource
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
+from helpers import PAIRS, Bucket, reverse_pairs, train_two_runs
 
 from playground.core.model import Transformer, TransformerConfig
 from playground.core.tokenizer import train_tokenizer
-from playground.training.config import TrainConfig
-from playground.training.inputs import TrainData
+from playground.packages.store import save_package
 
-PAIRS = [("the cat sees the dog", "die Katze sieht den Hund"), ("a dog runs", "ein Hund läuft"),
-         ("the small bird sings", "der kleine Vogel singt"), ("we see a red ball", "wir sehen einen roten Ball")] * 3
-
-
-WORDS = "a b c d e f g h i j".split()
-
-
-def reverse_pairs(n, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    pairs = []
-    for _ in range(n):
-        length = int(torch.randint(3, 7, (1,), generator=g))
-        seq = [WORDS[int(i)] for i in torch.randint(0, len(WORDS), (length,), generator=g)]
-        pairs.append((" ".join(seq), " ".join(reversed(seq))))
-    return pairs
-
-
-def tiny_cfg(**changes) -> TrainConfig:
-    values = dict(d_model=32, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=64, dropout=0.0,
-                  tokenizer="word", vocab_size=50, max_len=16, batch_tokens=256, schedule="inverse_sqrt", lr=3e-3,
-                  warmup_steps=10, max_steps=12, eval_every=6, eval_sentences=8, precision="fp32", device="cpu")
-    return TrainConfig(**{**values, **changes})
-
-
-# the same tiny model as CLI flags (the tokenizer included), for tests that train through `python -m playground train`
-TINY_MODEL_FLAGS = ["--d-model", "32", "--n-heads", "2", "--n-encoder-layers", "1", "--n-decoder-layers", "1",
-                    "--d-ff", "64", "--tokenizer", "word", "--vocab-size", "50"]
-DATA = TrainData(reverse_pairs(80), reverse_pairs(10, seed=1), "seq", "rev", "reverse test")
-
-
-def free_port() -> int:
-    """A port nothing listens on now, for a test's own server on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def app_in_subprocess(models, memory_limit: int, **env: str):
-    """The whole app in a subprocess on a free port under an address-space limit, as a stranger's requests meet it:
-    yields (the server process, a gradio_client Client of it, its URL); the server ends with the block."""
-    from gradio_client import Client
-
-    port = free_port()
-    code = ("import torch; torch.set_num_threads(1)\n"
-            "from playground.ui.app import build_app\n"
-            f"build_app({str(models)!r}).launch(server_name='127.0.0.1', server_port={port}, quiet=True)\n")
-    server = subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent,
-                              env={**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", **env},
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit)))
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        client, deadline = None, time.monotonic() + 180
-        while client is None:
-            assert server.poll() is None, server.stderr.read().decode()[-3000:]
-            assert time.monotonic() < deadline, "the app did not start"
-            try:
-                client = Client(url, verbose=False)
-            except Exception:  # noqa: BLE001 - not listening yet
-                time.sleep(0.5)
-        yield server, client, url
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+# no analytics requests from tests: set before any test module imports Gradio (nothing above imports it)
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 
 @pytest.fixture(scope="module")
@@ -109,11 +41,34 @@ def model(tokenizer):
     return Transformer(cfg).eval()
 
 
-def refusal_of(outputs) -> str:
-    """The message of a refused UI action, as an API client gets it: playground.ui.handlers.answers puts it (⚠️ …) in one
-    output and leaves every other output unchanged (Gradio's update without a value)."""
-    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
-    messages = [o for o in outputs if isinstance(o, str) and o.startswith("⚠️ ")]
-    untouched = [o for o in outputs if o == {"__type__": "update"}]
-    assert len(messages) == 1 and len(untouched) == len(outputs) - 1, f"not a refusal: {outputs}"
-    return messages[0]
+@pytest.fixture
+def package(tmp_path, model, tokenizer) -> Path:
+    return save_package(tmp_path / "src" / "tiny", model, tokenizer, src_lang="en", tgt_lang="de",
+                        training={"steps": 3, "epochs": 0.5, "wall_s": 1.0, "device": "cpu", "last": {"bleu": 12.5}})
+
+
+@pytest.fixture
+def bucket(monkeypatch) -> Bucket:
+    return Bucket(monkeypatch)
+
+
+@pytest.fixture(scope="module")
+def data_files(tmp_path_factory) -> tuple[Path, Path]:
+    folder = tmp_path_factory.mktemp("data")
+    for name, pairs in (("train.tsv", reverse_pairs(80)), ("val.tsv", reverse_pairs(10, seed=1))):
+        (folder / name).write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")
+    return folder / "train.tsv", folder / "val.tsv"
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    tokenizer = train_tokenizer([("a b c", "c b a"), ("b c d", "d c b")] * 3, kind="word", vocab_size=20)
+    cfg = TransformerConfig(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, d_model=8, n_heads=2,
+                            n_encoder_layers=1, n_decoder_layers=1, d_ff=16, max_len=12)
+    return Transformer(cfg), tokenizer
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory):
+    """Two finished runs, "slow" and "fast", that differ in their learning rate only."""
+    return train_two_runs(tmp_path_factory.mktemp("models"))

@@ -1,0 +1,183 @@
+import pytest
+import torch
+from helpers import DEMO, peaked
+
+from playground.core.decode import DecodeOptions, filter_logits, greedy_or_sample, translate
+
+from playground.insight.inspection import next_token_table
+from playground.errors import PlaygroundError
+
+SENTENCES = ["the cat sees the dog", "a dog runs", "the small bird sings", "we see a red ball a dog"]
+
+
+def test_greedy_translations_are_independent_of_batching(model, tokenizer):
+    peaked(model)
+    together = translate(model, tokenizer, SENTENCES, DecodeOptions("greedy", batch_size=64))
+    alone = [translate(model, tokenizer, [s], DecodeOptions("greedy"))[0] for s in SENTENCES]
+    assert [t.best.ids for t in together] == [t.best.ids for t in alone]
+    for t in together:
+        assert len(t.best.token_logprobs) == len(t.best.ids)
+        assert t.best.score == pytest.approx(sum(t.best.token_logprobs))
+        assert t.text == tokenizer.decode_tgt(t.best.ids)
+
+
+def test_greedy_picks_the_argmax_of_full_recomputation(model, tokenizer):
+    peaked(model)
+    t = translate(model, tokenizer, SENTENCES[:1], DecodeOptions("greedy", max_len=6))[0]
+    src = torch.tensor([t.source_ids])
+    tgt = torch.tensor([[model.cfg.bos_id] + t.best.ids[:-1]])
+    logp = model(src, tgt)[0].log_softmax(-1)
+    assert logp.argmax(-1).tolist() == t.best.ids
+    torch.testing.assert_close(logp.max(-1).values, torch.tensor(t.best.token_logprobs), atol=1e-4, rtol=1e-4)
+
+
+def test_stops_at_eos_and_respects_max_len(model, tokenizer):
+    with torch.no_grad():  # make <eos> the best token everywhere
+        model.output.weight[model.cfg.eos_id] += 5 * model.output.weight.mean(0)
+    stopped = translate(model, tokenizer, SENTENCES, DecodeOptions("greedy", max_len=9))
+    for t in stopped:
+        assert len(t.best.ids) <= 9
+        assert model.cfg.eos_id not in t.best.ids[:-1]
+
+
+def test_sampling_repeats_with_a_seed_and_differs_across_seeds(model, tokenizer):
+    def opts(seed):
+        return DecodeOptions("sample", seed=seed, max_len=8, temperature=1.5)
+    a = [t.best.ids for t in translate(model, tokenizer, SENTENCES, opts(1))]
+    b = [t.best.ids for t in translate(model, tokenizer, SENTENCES, opts(1))]
+    c = [t.best.ids for t in translate(model, tokenizer, SENTENCES, opts(2))]
+    assert a == b
+    assert a != c
+
+
+def test_filter_logits_keeps_top_k_and_nucleus():
+    logits = torch.log(torch.tensor([[0.5, 0.2, 0.15, 0.1, 0.05]]))
+    def kept(out):
+        return torch.isfinite(out)[0].tolist()
+    assert kept(filter_logits(logits, 1.0, 2, 1.0)) == [True, True, False, False, False]
+    assert kept(filter_logits(logits, 1.0, 0, 0.6)) == [True, True, False, False, False]  # 0.5 < 0.6 ≤ 0.7
+    assert kept(filter_logits(logits, 1.0, 0, 0.5)) == [True, False, False, False, False]
+    assert kept(filter_logits(logits, 1.0, 0, 1.0)) == [True] * 5
+    sharper = filter_logits(logits, 0.5, 0, 1.0).softmax(-1)
+    assert sharper[0, 0] > 0.5
+
+
+def test_sampled_tokens_stay_inside_top_k(model, tokenizer):
+    src = torch.tensor([translate(model, tokenizer, SENTENCES[:1])[0].source_ids])
+    for seed in range(5):
+        out = greedy_or_sample(model, src, DecodeOptions("sample", top_k=2, seed=seed, max_len=6)).hypotheses[0][0]
+        tgt = torch.tensor([[model.cfg.bos_id] + out.ids[:-1]])
+        top2 = model(src, tgt)[0].topk(2, dim=-1).indices
+        assert all(tok in top2[t].tolist() for t, tok in enumerate(out.ids))
+
+
+def test_beam_of_one_equals_greedy(model, tokenizer):
+    peaked(model)
+    greedy = translate(model, tokenizer, SENTENCES, DecodeOptions("greedy", max_len=12))
+    beam = translate(model, tokenizer, SENTENCES, DecodeOptions("beam", beam_size=1, max_len=12))
+    assert [t.best.ids for t in greedy] == [t.best.ids for t in beam]
+
+
+def test_beam_nbest_is_sorted_distinct_and_at_least_as_good_as_greedy(model, tokenizer):
+    peaked(model)
+    opts = DecodeOptions("beam", beam_size=4, nbest=4, length_penalty=0.0, max_len=10)
+    greedy = translate(model, tokenizer, SENTENCES, DecodeOptions("greedy", max_len=10))
+    for g, t in zip(greedy, translate(model, tokenizer, SENTENCES, opts)):
+        scores = [h.score for h in t.hypotheses]
+        assert len(t.hypotheses) == 4 and scores == sorted(scores, reverse=True)
+        assert len({tuple(h.ids) for h in t.hypotheses}) == 4
+        for h in t.hypotheses:
+            assert h.score == pytest.approx(sum(h.token_logprobs), abs=1e-4)
+        if g.best.ids[-1] == model.cfg.eos_id:  # a finished greedy output is one of the beam's candidates
+            assert t.best.score >= g.best.score - 1e-4
+
+
+def test_beam_scores_match_the_model(model, tokenizer):
+    peaked(model)
+    t = translate(model, tokenizer, SENTENCES[:1], DecodeOptions("beam", beam_size=3, nbest=3, max_len=8))[0]
+    assert_scores_match_the_model(model, t)
+
+
+def test_attention_maps_on_request(model, tokenizer):
+    t = translate(model, tokenizer, SENTENCES[:1], DecodeOptions("greedy", max_len=5, return_attention=True))[0]
+    att = t.attention
+    L, H = model.cfg.n_decoder_layers, model.cfg.n_heads
+    assert att["cross"].shape == (L, H, len(t.best.ids) + 1, len(t.source_ids))
+    assert att["encoder"].shape == (L, H, len(t.source_ids), len(t.source_ids))
+    assert len(att["src_tokens"]) == len(t.source_ids) and att["tgt_tokens"][0] == "<bos>"
+
+
+def test_next_token_table_lists_the_chosen_token(model, tokenizer):
+    peaked(model)
+    t = translate(model, tokenizer, SENTENCES[:1], DecodeOptions("greedy", max_len=5))[0]
+    rows = next_token_table(model, tokenizer, t.source_ids, t.best.ids, k=3)
+    assert len(rows) == len(t.best.ids)
+    for row in rows:
+        probs = [p for _, p in row["top"]]
+        assert probs == sorted(probs, reverse=True) and row["top"][0][0] == row["chosen"]
+
+
+def test_bad_options_get_a_clear_message(model, tokenizer):
+    with pytest.raises(PlaygroundError, match="n-best"):
+        translate(model, tokenizer, SENTENCES, DecodeOptions("beam", beam_size=2, nbest=3))
+    with pytest.raises(PlaygroundError, match="temperature"):
+        translate(model, tokenizer, SENTENCES, DecodeOptions("sample", temperature=0))
+
+
+def test_inverse_cdf_sampling_follows_the_distribution():
+    from playground.core.decode import sample_tokens
+
+    probs = torch.tensor([[0.1, 0.0, 0.6, 0.3]]).expand(20000, 4)
+    drawn = sample_tokens(probs, torch.Generator().manual_seed(0))
+    freq = torch.bincount(drawn, minlength=4).float() / len(drawn)
+    assert freq[1] == 0
+    torch.testing.assert_close(freq, probs[0], atol=0.015, rtol=0)
+
+
+def test_beam_scores_match_the_model_when_sentences_finish_at_different_steps(model, tokenizer):
+    peaked(model)  # each sentence's own length limit (2 x its source + 10) ends it at a different step
+    results = translate(model, tokenizer, SENTENCES, DecodeOptions("beam", beam_size=3, nbest=3))
+    assert len({len(t.best.ids) for t in results}) > 1
+    for t in results:
+        assert_scores_match_the_model(model, t)
+
+
+def test_long_sources_are_cut_as_the_trainer_cuts_them(tokenizer):
+    from playground.core.decode import source_ids
+    from playground.data.batching import encode_pairs
+    from playground.training.config import TrainConfig
+
+    train_cfg = TrainConfig(max_len=6, batch_tokens=64, max_steps=1)
+    model_cfg = train_cfg.model_config(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, True)
+    long = "the cat sees the dog " * 5
+    trainer_cut = encode_pairs(tokenizer, [(long, "x")], train_cfg.max_len)[0][0]
+    assert source_ids(tokenizer, [long], model_cfg)[0] == trainer_cut
+
+
+def test_n_best_lists_distinct_sentences_and_counts_identical_samples():
+    from playground.core.decode import DecodeOptions, distinct_hypotheses, translate
+    from playground.packages.store import load_package
+
+    demo = load_package(DEMO, "cpu")
+    beams = translate(demo.model, demo.tokenizer, ["Today a student swims."], DecodeOptions("beam", nbest=5))[0]
+    texts = [h.text for h in beams.hypotheses]
+    assert texts.count("Heute schwimmt ein Student.") == 2  # two tokenizations of the same words, as reported
+    distinct = distinct_hypotheses(beams.hypotheses)
+    assert [h.text for h, _ in distinct] == list(dict.fromkeys(texts))  # each sentence once, best first
+    best, count = distinct[0]
+    assert best.text == "Heute schwimmt ein Student." and count == 2
+    assert best.score == max(h.score for h in beams.hypotheses)
+    draws = [h for seed in range(6)
+             for h in translate(demo.model, demo.tokenizer, ["She follows a child."],
+                                DecodeOptions("sample", seed=seed, temperature=0.3))[0].hypotheses]
+    grouped = distinct_hypotheses(draws)
+    assert sum(count for _, count in grouped) == 6 and len(grouped) < 6  # a confident model draws repeats
+
+
+def assert_scores_match_the_model(model, t) -> None:
+    """Each hypothesis' token log-probabilities are the model's, teacher-forced on that hypothesis."""
+    src = torch.tensor([t.source_ids])
+    for h in t.hypotheses:
+        tgt = torch.tensor([[model.cfg.bos_id] + h.ids[:-1]])
+        logp = model(src, tgt)[0].log_softmax(-1).gather(1, torch.tensor(h.ids)[:, None]).squeeze(1)
+        torch.testing.assert_close(logp, torch.tensor(h.token_logprobs), atol=1e-4, rtol=1e-4)

@@ -1,0 +1,50 @@
+"""A run whose minutes budget binds: the schedule fits the steps the run actually gets. The issue's case: the `tiny`
+preset on 3,000 Multi30k-sized pairs with a budget of about 150 steps used to stay in its 150-step warmup to the
+end and validate only once, at the end."""
+
+
+import pytest
+from helpers import reverse_pairs, tiny_cfg
+
+from playground.training import events as ev
+from playground.training.checkpoint import load_run, resume_config
+from playground.training.presets import preset_config
+from playground.training.schedule import eval_interval, fit_warmup
+from playground.training.inputs import TrainData
+from playground.training.trainer import Trainer
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def test_the_fitted_schedule_is_saved_and_resumed(tmp_path):
+    cfg = tiny_cfg(max_steps=None, max_minutes=0.05, warmup_steps=1000, eval_every=None)
+    data = TrainData(reverse_pairs(200), reverse_pairs(10, seed=1))
+    # stopped half-way (or a chunked run's call ended): the next call goes on where the schedule stood
+    trainer = Trainer(cfg, data, tmp_path / "run")
+    for event in trainer.run():
+        if isinstance(event, ev.Step) and event.step == 20:
+            trainer.stop()
+    plan = trainer.budget
+    assert plan.planned and plan.first_plan and 1 <= plan.warmup < 1000  # fitted: a fifth of the run at most
+    _, state, _ = load_run(tmp_path / "run", trainer.device)
+    fitted = (plan.planned, plan.warmup, plan.schedule_steps, plan.position)
+    assert (state.planned_steps, state.warmup_steps, state.schedule_steps, state.schedule_position) == fitted
+    resumed = Trainer(cfg, data, tmp_path / "run", resume_from=tmp_path / "run")
+    plan = resumed.budget
+    assert (plan.planned, plan.warmup, plan.schedule_steps, plan.position) == fitted
+    # a run whose minutes were spent, resumed with more: a new schedule over the added minutes, from warmup
+    list(Trainer(cfg, data, tmp_path / "spent").run())
+    more = Trainer(resume_config(tmp_path / "spent", {"max_minutes": 0.05}), data, tmp_path / "spent",
+                   resume_from=tmp_path / "spent")
+    assert more.budget.planned is None and more.budget.position == 0.0
+    list(more.run())
+    assert more.budget.schedule_steps and more.history.lr[-1] > 0
+
+
+def test_auto_validations_are_spread_over_the_planned_steps():
+    cfg = tiny_cfg(eval_every=None)
+    assert eval_interval(cfg, 100) == 20 and eval_interval(cfg, None) is None
+    assert eval_interval(tiny_cfg(eval_every=7), 100) == 7
+    assert fit_warmup(preset_config("tiny"), 145) == 29 and fit_warmup(preset_config("tiny"), 10_000) == 150
+
+
