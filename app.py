@@ -5,7 +5,8 @@ Space, or PLAYGROUND_SHARED=1) uses /data/models when /data is writable; PLAYGRO
 from playground.runtime.allocator import restart_with_fast_allocator
 
 if __name__ == "__main__":
-    restart_with_fast_allocator()  # before PyTorch loads: its CPU tensors' memory stays flat (playground/runtime/allocator.py)
+    # before PyTorch loads: its CPU tensors' memory stays flat (playground/runtime/allocator.py)
+    restart_with_fast_allocator()
 
 from playground.runtime.threads import configure_threads  # noqa: E402
 from playground.ui.app import build_app, launch  # noqa: E402

@@ -35,16 +35,16 @@ restart_with_fast_allocator()  # measure what the app and the CLI run on (PLAYGR
 
 import torch  # noqa: E402
 
-from playground.training import events  # noqa: E402
-from playground.datasets.catalog import DATASETS_DIR  # noqa: E402
-from playground.training.config import setting_types  # noqa: E402
+from playground.core.model import TransformerConfig  # noqa: E402
 from playground.data.batching import collate, make_batches, pad_multiple  # noqa: E402
 from playground.data.load import load_parallel  # noqa: E402
+from playground.datasets.catalog import DATASETS_DIR  # noqa: E402
 from playground.runtime.device import sync  # noqa: E402
-from playground.core.model import TransformerConfig  # noqa: E402
-from playground.training.presets import preset_config  # noqa: E402
+from playground.training import events  # noqa: E402
+from playground.training.config import setting_types  # noqa: E402
 from playground.training.inputs import TrainData  # noqa: E402
-from playground.training.trainer import Trainer
+from playground.training.presets import preset_config  # noqa: E402
+from playground.training.trainer import Trainer  # noqa: E402
 
 Pair = tuple[str, str]
 Encoded = list[tuple[list[int], list[int]]]

@@ -20,13 +20,13 @@ from pathlib import Path
 import common  # first: the allocator is chosen before PyTorch loads
 import torch
 
-from playground.core.sequences import pad_batch
 from playground.core.decode import DecodeOptions, beam_search, greedy_or_sample, source_ids, translate
-from playground.runtime.device import autocast, resolve_device
 from playground.core.model import Transformer
-from playground.packages.store import load_package
-from playground.training.presets import preset_config
+from playground.core.sequences import pad_batch
 from playground.core.tokenizer import PairTokenizer, train_tokenizer
+from playground.packages.store import load_package
+from playground.runtime.device import autocast, resolve_device
+from playground.training.presets import preset_config
 
 Search = Callable[[Transformer, torch.Tensor], list[list[int]]]  # padded sources [B,S] -> token ids per sentence
 

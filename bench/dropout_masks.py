@@ -15,9 +15,9 @@ from unittest import mock
 
 import common  # first: the allocator is chosen before PyTorch loads
 import torch
+from train_throughput import measure
 
 import playground.core.dropout as dropout_module
-from train_throughput import measure
 
 
 class MaskedRunner:

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import common  # first: the allocator is chosen before PyTorch loads
 import torch
+from common import ProjectRunner
 from torch.profiler import ProfilerActivity, profile
 
-from common import ProjectRunner
 from playground.runtime.device import sync
 from playground.training.trainer import Trainer
 

@@ -11,14 +11,14 @@ import time
 
 import common  # first: the allocator is chosen before PyTorch loads
 
-from playground.training import events
 from playground.core.decode import DecodeOptions, translate
-from playground.runtime.device import resolve_device
 from playground.core.metrics import score
 from playground.packages.format import Package
 from playground.packages.store import load_package
-from playground.training.presets import preset_config
+from playground.runtime.device import resolve_device
+from playground.training import events
 from playground.training.inputs import TrainData
+from playground.training.presets import preset_config
 from playground.training.trainer import run_training
 
 PROGRESS_EVERY_S = 60.0
@@ -92,12 +92,14 @@ def main() -> None:
     for weights, folder in folders.items():
         package = load_package(folder, resolve_device(args.device))
         # the length penalty is chosen on the validation set (never on a test set), then used on the test set
-        on_val = [evaluate(package, val, "beam", args.beam_size, args.batch_size, alpha) for alpha in args.length_penalties]
+        on_val = [evaluate(package, val, "beam", args.beam_size, args.batch_size, alpha)
+                  for alpha in args.length_penalties]
         alpha = max(on_val, key=lambda r: r["bleu"])["length_penalty"]
         print(f"{weights} weights, val BLEU by length penalty: "
               + ", ".join(f"α {r['length_penalty']:g}: {r['bleu']:.2f}" for r in on_val) + f" → α {alpha:g}")
         for method in ("greedy", "beam"):
-            results.append({"weights": weights, **evaluate(package, test, method, args.beam_size, args.batch_size, alpha),
+            scores = evaluate(package, test, method, args.beam_size, args.batch_size, alpha)
+            results.append({"weights": weights, **scores,
                             "val_bleu_by_length_penalty": {r["length_penalty"]: r["bleu"] for r in on_val}})
 
     columns = ["wall_s", "steps", "epochs", "tokens_per_s", "peak_rss_mb", "device", "precision", "params"]

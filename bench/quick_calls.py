@@ -1,7 +1,7 @@
 """A visitor's translate while another visitor's run trains, in one process as on a CPU Space: latency p50/p95 with
 nothing training, with a run training as before (every step at once), with the run yielding to quick calls
-(playground/runtime/foreground.py: what the app does), and with the run on fewer threads (a dedicated training thread with
-torch.set_num_threads(1), which the app cannot do per run: see foreground.py). Rounds alternate the modes.
+(playground/runtime/foreground.py: what the app does), and with the run on fewer threads (a dedicated training thread
+with torch.set_num_threads(1), which the app cannot do per run: see foreground.py). Rounds alternate the modes.
 
     python bench/quick_calls.py [--rounds 3] [--calls 20]
 """
@@ -17,18 +17,17 @@ import time
 from unittest import mock
 
 import common  # first: the allocator is chosen before PyTorch loads
-
 import torch
 
-from playground.datasets.catalog import DATASETS_DIR
+from playground.core.decode import DecodeOptions, translate
 from playground.data.load import load_parallel
 from playground.data.stats import split_pairs
-from playground.core.decode import DecodeOptions, translate
-from playground.runtime.foreground import quick
+from playground.datasets.catalog import DATASETS_DIR
 from playground.packages.names import SHIPPED_MODELS_DIR
 from playground.packages.store import load_package
-from playground.training.presets import preset_config
+from playground.runtime.foreground import quick
 from playground.training.inputs import TrainData
+from playground.training.presets import preset_config
 from playground.training.trainer import Trainer
 
 MODES = ("idle", "training", "yielding", "1 training thread")

@@ -21,11 +21,10 @@ import numpy as np
 import torch
 
 from playground import limits
-
-from playground.insight import model_plots
 from playground.core.attention_maps import attention_maps
 from playground.core.decode import DecodeOptions, decode_tokens, source_ids, translate
 from playground.core.model import Transformer, TransformerConfig
+from playground.insight import model_plots
 from playground.packages.store import load_package
 
 DEMO = Path(__file__).resolve().parents[1] / "models" / "demo-en-de"

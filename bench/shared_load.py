@@ -79,8 +79,8 @@ def heaviest_lines(method: str) -> int:
     """The most lines one translate request to the demo model may send: each line may decode up to the package's
     longest output (x 5 beams), and the request's total is bounded by limits.max_decode_tokens()."""
     from playground.core.decode import output_limit
-    from playground.limits import max_decode_tokens
     from playground.core.model import TransformerConfig
+    from playground.limits import max_decode_tokens
     from playground.packages.format import read_json
     from playground.ui.tabs.translate import MAX_SENTENCES
 

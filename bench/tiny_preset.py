@@ -6,18 +6,17 @@ own time budget, then the demo model's bar on the held-out pairs (exact match >=
 
 from __future__ import annotations
 
-
 import common  # first: the allocator is chosen before PyTorch loads
 
-from playground.training import events
-from playground.datasets.catalog import DATASETS_DIR
-from playground.data.load import load_parallel
-from playground.data.stats import split_pairs
 from playground.core.decode import translate
 from playground.core.metrics import score
+from playground.data.load import load_parallel
+from playground.data.stats import split_pairs
+from playground.datasets.catalog import DATASETS_DIR
 from playground.packages.store import load_package
-from playground.training.presets import preset_config
+from playground.training import events
 from playground.training.inputs import TrainData
+from playground.training.presets import preset_config
 from playground.training.trainer import run_training
 
 BAR = 0.90  # the demo model's exact-match bar (tests/unit/test_demo_model.py)

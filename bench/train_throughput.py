@@ -26,10 +26,10 @@ import torch.nn as nn
 from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import DataLoader
 
-from playground.data.batching import collate
-from playground.runtime.device import matmul_flops
 from playground.core.model import TransformerConfig
 from playground.core.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from playground.data.batching import collate
+from playground.runtime.device import matmul_flops
 from playground.training.trainer import Trainer
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}

@@ -29,8 +29,8 @@ from playground.packages.store import save_package
 from playground.serving.library import Library
 from playground.serving.quotas import Quotas
 from playground.serving.visitors import Visitor
-from playground.training.events import Done, Step
 from playground.training.config import TrainConfig
+from playground.training.events import Done, Step
 from playground.training.inputs import TrainData
 from playground.training.trainer import run_training
 

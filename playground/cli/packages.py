@@ -62,8 +62,8 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_average(args: argparse.Namespace) -> int:
-    from playground.training.averaging import average_packages
     from playground.packages.names import reserve_package
+    from playground.training.averaging import average_packages
 
     with reserve_package(out_folder(args.out), overwrite=args.overwrite) as folder:
         out = average_packages(args.packages, folder)

@@ -107,8 +107,8 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from playground.training.distributed import process_group, torchrun_ranks
     from playground.packages.names import average_name, reserve_package
+    from playground.training.distributed import process_group, torchrun_ranks
 
     cfg = train_config(args)
     main = torchrun_ranks().is_main
@@ -137,8 +137,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 def train_on_this_rank(args: argparse.Namespace, cfg: TrainConfig, ranks: Ranks, board: TensorBoardLog | None) -> int:
     """This process's part of the run: every rank reads the data and trains; rank 0 alone reports the events
     (errors excepted: only the rank that hits one may know of it)."""
-    from playground.training import events
     from playground.data.stats import split_pairs
+    from playground.training import events
     from playground.training.inputs import TrainData
     from playground.training.trainer import run_training
 

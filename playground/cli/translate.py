@@ -63,8 +63,8 @@ def decode_options(args: argparse.Namespace):
 
 
 def load_model(args: argparse.Namespace):
-    from playground.runtime.device import resolve_device
     from playground.packages.store import load_package
+    from playground.runtime.device import resolve_device
 
     return load_package(args.model, resolve_device(args.device))
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from playground.core.tokenizer import BOS_ID, EOS_ID, PairTokenizer
 from playground.core.sequences import pad_batch
+from playground.core.tokenizer import BOS_ID, EOS_ID, PairTokenizer
 
 EncodedPair = tuple[list[int], list[int]]
 ENCODE_CHUNK = 2048  # pairs tokenised at a time: the tokenizer's per-sentence objects exist for this many only

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import torch
 
-from playground.errors import PlaygroundError
-from playground.export import require
 from playground.core.model import Transformer, TransformerConfig
 from playground.core.tokenizer import EOS_ID, SPECIAL_TOKENS
+from playground.errors import PlaygroundError
+from playground.export import require
 
 TARGET_TOKENIZER_DIR = "target_tokenizer"  # separate vocabularies: the target side's tokenizer, for decoding
 

@@ -17,8 +17,15 @@ import numpy as np
 import torch
 
 from playground.core.attention import causal_mask
-from playground.core.decode import (DecodeOptions, Hypothesis, beam_search, filter_logits, sample_tokens, source_ids,
-                                    translate)
+from playground.core.decode import (
+    DecodeOptions,
+    Hypothesis,
+    beam_search,
+    filter_logits,
+    sample_tokens,
+    source_ids,
+    translate,
+)
 from playground.core.model import Transformer, model_device
 from playground.core.sequences import pad_batch, sentence_tokens
 from playground.core.tokenizer import SPECIAL_TOKENS

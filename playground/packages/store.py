@@ -23,9 +23,24 @@ from playground.core.model import Transformer, TransformerConfig
 from playground.core.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, PairTokenizer
 from playground.errors import PackageError
 from playground.packages.card import model_card
-from playground.packages.format import (ALLOWED, CARD, CONFIG, FORMAT_VERSION, RESUME_STATE, RESUME_TENSORS,
-                                        TRAINING, WEIGHTS, Package, check_weights, is_package, read_config,
-                                        read_json, read_training, safetensors_shapes, write_json)
+from playground.packages.format import (
+    ALLOWED,
+    CARD,
+    CONFIG,
+    FORMAT_VERSION,
+    RESUME_STATE,
+    RESUME_TENSORS,
+    TRAINING,
+    WEIGHTS,
+    Package,
+    check_weights,
+    is_package,
+    read_config,
+    read_json,
+    read_training,
+    safetensors_shapes,
+    write_json,
+)
 from playground.packages.names import check_name, is_shipped, package_path, snapshots_folder
 from playground.runtime.memory import check_model_loads
 

@@ -14,8 +14,16 @@ from pathlib import Path
 
 from playground import limits
 from playground.errors import PackageError
-from playground.packages.format import (ALLOWED, CONFIG, REQUIRED, RESUME_STATE, RESUME_TENSORS, read_config,
-                                        read_json, write_json)
+from playground.packages.format import (
+    ALLOWED,
+    CONFIG,
+    REQUIRED,
+    RESUME_STATE,
+    RESUME_TENSORS,
+    read_config,
+    read_json,
+    write_json,
+)
 from playground.packages.names import check_name, reserve_name, safe_stem
 from playground.packages.store import load_package
 from playground.packages.sweep import temp_prefix

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-import threading
 import functools
+import threading
 import time
 
 import torch

@@ -11,8 +11,8 @@ import os
 import torch
 
 from playground import limits
-from playground.errors import PackageError, TrainingError
 from playground.core.model import TransformerConfig
+from playground.errors import PackageError, TrainingError
 
 M_ARENA_MAX = -8  # glibc's mallopt parameter (malloc.h)
 ARENA_MAX = 2  # one per core of the 2-core machines the presets are sized for; threads share them beyond that

@@ -30,8 +30,16 @@ from typing import Iterator
 
 from playground.errors import PackageError, TrainingError
 from playground.packages.format import is_package
-from playground.packages.names import (SHIPPED_MODELS, SHIPPED_MODELS_DIR, average_name, check_name, is_shipped,
-                                       package_path, reserve_name, reserved)
+from playground.packages.names import (
+    SHIPPED_MODELS,
+    SHIPPED_MODELS_DIR,
+    average_name,
+    check_name,
+    is_shipped,
+    package_path,
+    reserve_name,
+    reserved,
+)
 from playground.packages.store import list_packages
 from playground.serving.mode import lagging_mount
 from playground.serving.quotas import QuotaKeeper, Quotas, remove_package

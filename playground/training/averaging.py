@@ -12,11 +12,11 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from playground.errors import PackageError
 from playground.core.model import Transformer
+from playground.core.tokenizer import PairTokenizer
+from playground.errors import PackageError
 from playground.packages.format import Package, is_package
 from playground.packages.store import load_package, save_package
-from playground.core.tokenizer import PairTokenizer
 
 
 def average_packages(folders: Sequence[str | os.PathLike], out_folder: str | os.PathLike) -> Path:

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import torch
 
-from playground.training.config import BUDGETS, FIXED_ON_RESUME, TrainConfig
-from playground.errors import PackageError, TrainingError
 from playground.core.model import Transformer
+from playground.core.tokenizer import PairTokenizer
+from playground.errors import PackageError, TrainingError
 from playground.packages.format import Package, saved_config
 from playground.packages.store import load_package, load_resume_state, package_info, save_package
-from playground.core.tokenizer import PairTokenizer
+from playground.training.config import BUDGETS, FIXED_ON_RESUME, TrainConfig
 
 
 @dataclass

@@ -31,15 +31,14 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from playground import errors
-
-from playground.training import events
-from playground.training.checkpoint import History
-from playground.training.config import TrainConfig
 from playground.errors import GpuUnavailable, PlaygroundError, TrainingError
 from playground.packages.format import RESUME_STATE, TRAINING, read_json
 from playground.packages.scores import EVAL_KEYS
-from playground.training.prepared import load_prepared, prepare
+from playground.training import events
+from playground.training.checkpoint import History
+from playground.training.config import TrainConfig
 from playground.training.inputs import TrainData
+from playground.training.prepared import load_prepared, prepare
 from playground.training.trainer import Trainer
 
 WORK_SHARE = 0.6  # of a call's seconds spent training; the rest covers loading, a last validation and the save

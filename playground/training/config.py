@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
+from playground.core.model import TransformerConfig
+from playground.core.sequences import model_positions, sentence_tokens
+from playground.core.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from playground.errors import TrainingError
 from playground.limits import MAX_POSITIONS
 from playground.packages.schema import TRAIN_SETTINGS, Bool, Int, List, Num, Opt, Str
-from playground.core.model import TransformerConfig
 from playground.training.schedule import SCHEDULES
-from playground.core.tokenizer import BOS_ID, EOS_ID, PAD_ID
-from playground.core.sequences import model_positions, sentence_tokens
 
 OPTIMIZERS = ("adam", "adamw")
 EARLY_STOP_METRICS = ("bleu", "chrf", "val_loss", "exact_match")

@@ -17,8 +17,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from playground.runtime.device import resolve_device
 from playground.errors import TrainingError
+from playground.runtime.device import resolve_device
 
 # Rank 0 validates and saves while the other ranks wait in the next collective; a long validation must not
 # trip the process group's timeout (10 minutes by default for NCCL).

@@ -13,13 +13,12 @@ from dataclasses import dataclass
 
 import torch
 
-from playground.data.batching import Batch, GlobalBatch
-from playground.training.config import TrainConfig
-from playground.runtime.device import autocast, describe, resolve_device, resolve_precision, sync
-from playground.errors import TrainingError
-from playground.runtime.memory import check_training_fits
 from playground.core.model import Transformer
-from playground.runtime.device import one_thread_on_cpu
+from playground.data.batching import Batch, GlobalBatch
+from playground.errors import TrainingError
+from playground.runtime.device import autocast, describe, one_thread_on_cpu, resolve_device, resolve_precision, sync
+from playground.runtime.memory import check_training_fits
+from playground.training.config import TrainConfig
 from playground.training.schedule import MIN_USEFUL_STEPS, VALIDATIONS_PER_RUN, planned_steps
 from playground.training.step import QUIET_CPU_SHARE, Optimization
 

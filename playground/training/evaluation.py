@@ -9,15 +9,15 @@ import time
 
 import torch
 
-from playground.data.batching import EncodedPair, collate, make_batches, pad_multiple
 from playground.core.attention_maps import attention_maps
 from playground.core.decode import DecodeOptions, translate
-from playground.runtime.device import autocast
-from playground.limits import TimeLimit, time_limit
-from playground.training.loss import smoothed_loss_sum
 from playground.core.metrics import score
 from playground.core.model import Transformer
 from playground.core.tokenizer import BOS_ID, PAD_ID, PairTokenizer
+from playground.data.batching import EncodedPair, collate, make_batches, pad_multiple
+from playground.limits import TimeLimit, time_limit
+from playground.runtime.device import autocast
+from playground.training.loss import smoothed_loss_sum
 
 SHOWN_SAMPLES = 5  # sample translations an "eval" event carries
 DECODE_CHUNK = 16  # sentences a time-limited validation decodes between looks at the clock

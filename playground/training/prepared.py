@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
-from playground.data.batching import EncodedPairs, TokenRows, encode_pairs
-from playground.training.config import TrainConfig
-from playground.packages.format import TGT_TOKENIZER, TOKENIZER
 from playground.core.tokenizer import PairTokenizer, train_tokenizer
+from playground.data.batching import EncodedPairs, TokenRows, encode_pairs
+from playground.packages.format import TGT_TOKENIZER, TOKENIZER
+from playground.training.config import TrainConfig
 from playground.training.inputs import TrainData
 
 DATA, ENCODED = "data.json", "encoded.safetensors"

@@ -29,15 +29,20 @@ from playground.runtime.memory import check_training_fits, keep_allocator_compac
 from playground.training import events
 from playground.training.averaging import SnapshotStore, average_packages
 from playground.training.budget import MinutesPlan, budget_reached
-from playground.training.checkpoint import (History, RunState, load_run, optimizer_from_safetensors,
-                                            refuse_fixed_changes, save_run)
+from playground.training.checkpoint import (
+    History,
+    RunState,
+    load_run,
+    optimizer_from_safetensors,
+    refuse_fixed_changes,
+    save_run,
+)
 from playground.training.config import TrainConfig
 from playground.training.distributed import SINGLE, Ranks, agree, check_same_on_all_ranks, rank_device, seed_rank
+from playground.training.evaluation import is_better, perplexity, probe_attention, translation_scores, validation_loss
 from playground.training.events import StopReason
-from playground.training.evaluation import (is_better, perplexity, probe_attention, translation_scores,
-                                            validation_loss)
-from playground.training.schedule import eval_interval, planned_steps
 from playground.training.inputs import TrainData, encode_epoch, epoch_batch_list, global_batch, run_fingerprint
+from playground.training.schedule import eval_interval, planned_steps
 from playground.training.step import Optimization, time_one_step
 
 if TYPE_CHECKING:

@@ -19,7 +19,10 @@ from playground.serving.library import Library
 from playground.serving.mode import models_location, shared_mode
 from playground.serving.visitors import Visitor, address_key, issue_token, server_secret
 from playground.settings import env_int, env_str
-from playground.ui import sessions
+from playground.ui import sessions, texts
+from playground.ui.handlers import bind, friendly
+from playground.ui.pickers import model_dropdown, model_names
+from playground.ui.state import Session, oauth_available, release_session
 from playground.ui.tabs import attention as attention_tab
 from playground.ui.tabs import compare as compare_tab
 from playground.ui.tabs import data as data_tab
@@ -27,10 +30,6 @@ from playground.ui.tabs import inside as inside_tab
 from playground.ui.tabs import models as models_tab
 from playground.ui.tabs import train as train_tab
 from playground.ui.tabs import translate as translate_tab
-from playground.ui import texts
-from playground.ui.handlers import bind, friendly
-from playground.ui.pickers import model_dropdown, model_names
-from playground.ui.state import Session, oauth_available, release_session
 
 CONCURRENCY = 2  # events of one kind running at once (2 CPU cores on a free Space); training: 1 at a time
 QUEUE_SIZE = 20  # personal mode: waiting requests beyond this are turned away with Gradio's "queue is full"

@@ -8,8 +8,8 @@ with greedy, sampling or beam search, and look inside its attention. **Data** �
 **Attention**; your packages are listed on **Models**; **Inside** draws the figures of the articles this playground
 follows from your model. A demo model (English → German) is ready on **Translate**."""
 
-GLOSSARY = """**The articles** this playground follows: *Grokking Transformers*; *An Introduction to Transformers*; a post
-building on *The Annotated Transformer*; *Transformer Networks* (Bits&Brains); *Demystifying Transformer!* — all
+GLOSSARY = """**The articles** this playground follows: *Grokking Transformers*; *An Introduction to Transformers*; a
+post building on *The Annotated Transformer*; *Transformer Networks* (Bits&Brains); *Demystifying Transformer!* — all
 explaining Vaswani et al., *Attention Is All You Need* (2017).
 
 - **Post-LN / Pre-LN**: where LayerNorm sits in each layer. Post-LN (the paper) normalises after adding a sublayer's

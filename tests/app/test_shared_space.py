@@ -253,8 +253,8 @@ def test_a_refused_run_reserves_no_name_and_evicts_nobody(tmp_path):
     """The tab's one-run rule is checked before the Library is asked for a name (which may evict old models)."""
     from playground.errors import TrainingError
     from playground.serving.library import Library
-    from playground.ui.state import Session
     from playground.training.form import preset_values
+    from playground.ui.state import Session
     from playground.ui.tabs import data as data_tab
     from playground.ui.tabs.train import train
 

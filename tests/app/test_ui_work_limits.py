@@ -9,8 +9,7 @@ import pytest
 from helpers import WIDE, make_package
 
 from playground import limits
-from playground.core.attention_maps import attention_cells
-from playground.core.attention_maps import attention_maps
+from playground.core.attention_maps import attention_cells, attention_maps
 from playground.errors import PlaygroundError
 from playground.packages.store import load_package
 

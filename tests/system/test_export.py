@@ -20,8 +20,8 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 from playground.core.decode import DecodeOptions, source_ids, translate
 from playground.core.model import Transformer, TransformerConfig
 from playground.core.positional import sinusoidal_table
-from playground.core.tokenizer import PairTokenizer, train_tokenizer
 from playground.core.sequences import pad_batch
+from playground.core.tokenizer import PairTokenizer, train_tokenizer
 from playground.datasets.catalog import DATASETS_DIR
 from playground.errors import PlaygroundError
 from playground.export import export_package

@@ -12,8 +12,8 @@ from helpers import REPO
 
 from playground.data.stats import split_pairs
 from playground.training import events as ev
-from playground.training.presets import preset_config
 from playground.training.inputs import TrainData
+from playground.training.presets import preset_config
 from playground.training.trainer import Trainer
 
 MULTI30K = REPO.parent / "shared" / "data" / "multi30k"

@@ -22,6 +22,7 @@ def test_the_app_registry_imports_no_generator() -> None:
 
 
 def test_the_core_and_the_command_line_load_no_gradio() -> None:
-    core = ("playground.cli.main, playground.training.trainer, playground.training.chunked, playground.serving.library, "
-            "playground.serving.zerogpu, playground.insight.inspection, playground.package, playground.decode")
+    core = ("playground.cli.main, playground.training.trainer, playground.training.chunked, "
+            "playground.serving.library, playground.serving.zerogpu, playground.insight.inspection, "
+            "playground.package, playground.decode")
     assert loaded_after(core, "gradio") == []

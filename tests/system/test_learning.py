@@ -6,8 +6,8 @@ import pytest
 
 from playground.core.decode import translate
 from playground.core.metrics import score
-from playground.datasets.catalog import DATASETS_DIR
 from playground.data.load import load_parallel
+from playground.datasets.catalog import DATASETS_DIR
 from playground.training.config import TrainConfig
 from playground.training.inputs import TrainData
 from playground.training.trainer import Trainer

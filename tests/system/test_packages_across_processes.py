@@ -11,9 +11,7 @@ import time
 from helpers import ALICE, BOB, REPO, shared_library
 
 from playground.packages.names import reserve_name
-
 from playground.packages.store import delete_package, load_package, package_info, save_package
-
 from playground.packages.sweep import sweep_leftovers
 
 

@@ -13,8 +13,8 @@ from helpers import REPO, TINY_FLAGS, free_port
 
 from playground.data.load import load_parallel
 from playground.packages.store import load_package
-from playground.training.events import Step
 from playground.training.config import TrainConfig
+from playground.training.events import Step
 from playground.training.inputs import TrainData
 from playground.training.trainer import Trainer
 

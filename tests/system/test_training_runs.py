@@ -16,9 +16,9 @@ from playground.training import events as ev
 from playground.training.config import TrainConfig
 from playground.training.estimate import estimate_training
 from playground.training.events import Step
+from playground.training.inputs import TrainData
 from playground.training.presets import preset_config
 from playground.training.schedule import VALIDATIONS_PER_RUN
-from playground.training.inputs import TrainData
 from playground.training.trainer import Trainer
 
 

@@ -8,23 +8,23 @@ from pathlib import Path
 import pytest
 from helpers import REPO
 
-
 from playground.datasets.catalog import BUILTIN_DATASETS
-
 from playground.datasets.lexicon import ADJECTIVES, NOUNS, OPENING_ADVERBS
 from playground.datasets.mini_translation import generate_mini_translation
-
 from playground.datasets.numbers import english_number, generate_numbers, german_number
-
 from playground.datasets.reverse import REVERSE_SYMBOLS
-
-from playground.datasets.sentences import translate
-from playground.datasets.sentences import Clause, NounPhrase, PrepositionalPhrase, Sentence, english_noun_phrase, german_noun_phrase, german_prepositional_phrase
-
+from playground.datasets.sentences import (
+    Clause,
+    NounPhrase,
+    PrepositionalPhrase,
+    Sentence,
+    english_noun_phrase,
+    german_noun_phrase,
+    german_prepositional_phrase,
+    translate,
+)
 from playground.datasets.split import Split
-
 from playground.datasets.verbs import VERBS
-
 from playground.datasets.write import write_builtin_datasets
 from playground.errors import DataError
 

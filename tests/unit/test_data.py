@@ -11,11 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from playground.data.load import load_parallel
-
-from playground.data.rows import ParallelData
-
-from playground.data.rows import DROP_REASONS
-
+from playground.data.rows import DROP_REASONS, ParallelData
 from playground.data.stats import pair_stats, split_pairs
 from playground.errors import DataError
 

@@ -3,9 +3,8 @@ import torch
 from helpers import DEMO, peaked
 
 from playground.core.decode import DecodeOptions, filter_logits, greedy_or_sample, translate
-
-from playground.insight.inspection import next_token_table
 from playground.errors import PlaygroundError
+from playground.insight.inspection import next_token_table
 
 SENTENCES = ["the cat sees the dog", "a dog runs", "the small bird sings", "we see a red ball a dog"]
 

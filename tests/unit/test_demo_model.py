@@ -6,8 +6,8 @@ from helpers import REPO
 
 from playground.core.decode import translate
 from playground.core.metrics import score
-from playground.datasets.catalog import DATASETS_DIR
 from playground.data.load import load_parallel
+from playground.datasets.catalog import DATASETS_DIR
 from playground.packages.store import load_package
 
 DEMO = REPO / "models" / "demo-en-de"

@@ -9,11 +9,10 @@ import torch
 from helpers import PAIRS, peaked, tiny_model
 
 from playground.core.decode import DecodeOptions, beam_search, source_ids, translate
-from playground.core.tokenizer import PAD_ID, train_tokenizer
 from playground.core.sequences import pad_batch
+from playground.core.tokenizer import PAD_ID, train_tokenizer
 from playground.data.batching import encode_pairs, make_batches
-from playground.insight import inspection, plots
-from playground.insight import decoding_plots, model_plots
+from playground.insight import decoding_plots, inspection, model_plots, plots
 
 SENTENCE = "the cat sees the dog"
 

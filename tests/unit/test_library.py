@@ -12,15 +12,13 @@ import pytest
 from helpers import ALICE, BOB
 
 from playground.errors import PackageError, TrainingError
-from playground.packages.names import SHIPPED_MODELS_DIR
-from playground.packages.names import is_shipped, snapshots_folder
+from playground.packages.names import SHIPPED_MODELS_DIR, is_shipped, snapshots_folder
 from playground.packages.store import delete_package, save_package
 from playground.packages.zips import export_zip
 from playground.serving.library import Library
-from playground.serving.quotas import Quotas
-from playground.serving.visitors import Visitor
 from playground.serving.mode import models_location, shared_mode
-from playground.serving.visitors import PERSONAL
+from playground.serving.quotas import Quotas
+from playground.serving.visitors import PERSONAL, Visitor
 from playground.settings import MB
 
 CAROL = Visitor.signed("carol")

@@ -1,10 +1,7 @@
 import pytest
 import torch
 
-from playground.core.dropout import keep_mask
-
-from playground.core.dropout import Dropout
-
+from playground.core.dropout import Dropout, keep_mask
 from playground.core.model import Transformer, TransformerConfig
 
 

@@ -8,8 +8,7 @@ import torch
 from safetensors.torch import save_file
 
 from playground.errors import PackageError
-from playground.packages.names import reserve_name
-from playground.packages.names import check_name
+from playground.packages.names import check_name, reserve_name
 from playground.packages.store import delete_package, list_packages, load_package, package_info, save_package
 from playground.packages.sweep import sweep_leftovers
 from playground.packages.zips import export_zip, import_zip

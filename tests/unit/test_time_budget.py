@@ -8,9 +8,9 @@ from helpers import reverse_pairs, tiny_cfg
 
 from playground.training import events as ev
 from playground.training.checkpoint import load_run, resume_config
+from playground.training.inputs import TrainData
 from playground.training.presets import preset_config
 from playground.training.schedule import eval_interval, fit_warmup
-from playground.training.inputs import TrainData
 from playground.training.trainer import Trainer
 
 pytestmark = pytest.mark.usefixtures("one_thread")

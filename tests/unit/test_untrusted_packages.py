@@ -16,9 +16,8 @@ from playground import limits
 from playground.cli.main import main
 from playground.core.model import TransformerConfig
 from playground.errors import PackageError, TrainingError
-from playground.packages.names import reserve_name, reserved
 from playground.packages.format import CONFIG, TRAINING, WEIGHTS, is_package
-from playground.packages.names import is_shipped
+from playground.packages.names import is_shipped, reserve_name, reserved
 from playground.packages.store import check_package, list_packages, load_package, save_package
 from playground.packages.sweep import sweep_leftovers
 from playground.packages.zips import import_zip

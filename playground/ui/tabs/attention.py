@@ -12,14 +12,14 @@ from types import SimpleNamespace
 import gradio as gr
 import numpy as np
 
-from playground.insight import model_plots, plots
 from playground.errors import PlaygroundError
+from playground.insight import model_plots, plots
 from playground.serving.library import Library
-from playground.ui.tabs.common import bound
 from playground.ui.caches import MODELS, package_probe
 from playground.ui.handlers import answers, friendly, quick_call, request_lines
 from playground.ui.pickers import default_model, model_names, model_picker, package_folder
 from playground.ui.state import Session
+from playground.ui.tabs.common import bound
 
 KINDS = [("Cross-attention (decoder → encoder)", "cross"), ("Encoder self-attention", "encoder"),
          ("Decoder self-attention (masked)", "decoder")]

@@ -10,14 +10,14 @@ from types import SimpleNamespace
 import gradio as gr
 import pandas as pd
 
-from playground.insight import plots
 from playground.errors import PlaygroundError
+from playground.insight import plots
 from playground.serving.library import Library
-from playground.ui.tabs.common import bound
 from playground.ui.caches import MODELS
 from playground.ui.handlers import answers, quick_call, request_lines
 from playground.ui.pickers import model_names, package_folder
 from playground.ui.state import Session
+from playground.ui.tabs.common import bound
 
 MAX_SENTENCES = 20  # each sentence is translated by every compared model
 EXAMPLE = "the cat sees the dog\nfour hundred twenty-one"

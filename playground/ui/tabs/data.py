@@ -9,8 +9,8 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 
-from playground.insight import plots
 from playground.errors import DataError
+from playground.insight import plots
 from playground.settings import MB
 from playground.ui import sessions, texts
 from playground.ui.handlers import answers, friendly

@@ -14,10 +14,10 @@ from types import SimpleNamespace
 import gradio as gr
 
 from playground.serving.library import Library
-from playground.ui.tabs.common import bound
 from playground.ui.handlers import answers, friendly
 from playground.ui.pickers import package_folder
 from playground.ui.state import Session, oauth_available, visitor_of
+from playground.ui.tabs.common import bound
 
 
 def export_zip(folder: Path, fmt: str, quantization: str, visitor: str) -> str:

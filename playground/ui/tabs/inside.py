@@ -12,10 +12,10 @@ import gradio as gr
 
 from playground.insight import model_plots, plots
 from playground.serving.library import Library
-from playground.ui.tabs.common import bound
 from playground.ui.handlers import answers, friendly
 from playground.ui.pickers import load_model, model_picker
 from playground.ui.state import Session
+from playground.ui.tabs.common import bound
 
 NO_DATA = "Load data on the Data tab: this view is computed on your sentence pairs."
 NO_MODEL = "Choose a model above (train one on the Train tab, or upload one on the Models tab)."

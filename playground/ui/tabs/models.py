@@ -15,12 +15,12 @@ from playground.errors import PackageError
 from playground.packages.info import summary_of
 from playground.serving.library import Library
 from playground.settings import KB, MB
-from playground.ui.tabs import hub_panel
-from playground.ui.tabs.common import bound
 from playground.ui.caches import package_info
 from playground.ui.handlers import answers, friendly
 from playground.ui.pickers import default_model, model_dropdown, model_names, package_folder
 from playground.ui.state import Session, visitor_of
+from playground.ui.tabs import hub_panel
+from playground.ui.tabs.common import bound
 
 # the scores are the final validation's (the weights saved); the model card gives the best one too
 COLUMNS = ["name", "direction", "architecture", "parameters", "steps", "final BLEU", "final chrF", "final val loss",

@@ -15,6 +15,8 @@ import pandas as pd
 from playground.errors import TrainingError
 from playground.insight import plots
 from playground.serving.library import Library
+from playground.serving.zerogpu import CPU_RUN_MAX_PARAMS, ESTIMATE_GPU_S, on_zerogpu, training_slots
+from playground.training.form import FIELD_RANGES, build_config, field_problem, label_of, preset_values
 from playground.ui import texts
 from playground.ui.handlers import answers, bind, friendly
 from playground.ui.state import Session, visitor_of
@@ -22,8 +24,6 @@ from playground.ui.tabs.train_form import form_controls
 from playground.ui.tabs.train_preview import data_shape, lr_preview_figure, parameter_line, preset_line
 from playground.ui.tabs.train_progress import SAMPLE_COLUMNS, STOPPING
 from playground.ui.tabs.train_run import continue_run, package_bytes, resumable_folder, resume_run, start_run
-from playground.serving.zerogpu import CPU_RUN_MAX_PARAMS, ESTIMATE_GPU_S, on_zerogpu, training_slots
-from playground.training.form import FIELD_RANGES, build_config, field_problem, label_of, preset_values
 from playground.ui.zerogpu import gpu
 
 SAMPLE_WIDTHS = ["8%", "30%", "31%", "31%"]  # the model output stays in sight at 1024 px

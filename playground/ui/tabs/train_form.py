@@ -86,10 +86,10 @@ def optimisation_fields(c: dict, values: dict) -> None:
 
 def budget_fields(c: dict, values: dict) -> None:
     """The budgets, validation, early stopping and the machine."""
+    import torch
+
     from playground.runtime.device import PRECISIONS
     from playground.training.config import EARLY_STOP_METRICS
-
-    import torch
 
     devices = ["auto", "cpu"] + (["cuda"] if torch.cuda.is_available() else []) + (
         ["mps"] if torch.backends.mps.is_available() else [])

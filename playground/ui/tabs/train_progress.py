@@ -60,8 +60,8 @@ class Progress:
             line = f"💾 Saving `{self.name}` at step {e.step:,}… · {done} · elapsed {clock(e.elapsed)}"
         else:
             line = "⏳ Training `{}`: ".format(self.name) + " · ".join(
-                [done, f"epoch {e.epoch:.2f}", f"loss {e.loss:.3f}", f"lr {e.lr:.2e}", f"{e.tokens_per_s:,.0f} tokens/s",
-                 f"elapsed {clock(e.elapsed)}", f"ETA {clock(e.eta)}"])
+                [done, f"epoch {e.epoch:.2f}", f"loss {e.loss:.3f}", f"lr {e.lr:.2e}",
+                 f"{e.tokens_per_s:,.0f} tokens/s", f"elapsed {clock(e.elapsed)}", f"ETA {clock(e.eta)}"])
         if last_eval:
             line += (f"  \nLast validation (step {last_eval['step']:,}): loss {last_eval['val_loss']:.3f}, "
                      f"BLEU {last_eval['bleu']:.1f}, chrF {last_eval['chrf']:.1f}")
@@ -102,7 +102,8 @@ def done_line(name: str, e, estimated: int | None = None) -> str:
         metrics += f" (best BLEU {best.get('bleu', 0):.1f} at step {best.get('step', '?')})"
     return (f"✅ **Done** ({e.reason}): {s['steps']:,} steps, {s['epochs']:.2f} epochs in {clock(s['wall_s'])}, "
             f"{s['tokens_per_s']:,.0f} tokens/s on {s['device']}; {metrics}.  \nSaved as **`{name}`**: try it "
-            "on the Translate and Attention tabs." + estimate_error(estimated or s.get("first_plan"), s["steps"], e.reason))
+            "on the Translate and Attention tabs."
+            + estimate_error(estimated or s.get("first_plan"), s["steps"], e.reason))
 
 
 def samples_frame(e) -> pd.DataFrame:

@@ -20,12 +20,11 @@ from playground.errors import DataError, PackageError, TrainingError
 from playground.insight import plots
 from playground.packages.info import summary_of
 from playground.serving.library import Library
-from playground.ui.caches import package_info
-from playground.ui.state import Session, visitor_of
-from playground.ui.tabs.train_progress import (Progress, averaged_line, done_line, paused_line, samples_frame,
-                                               start_line)
 from playground.serving.zerogpu import CPU_RUN_MAX_PARAMS, gpu_chunk_seconds, on_zerogpu
 from playground.training.events import StopReason
+from playground.ui.caches import package_info
+from playground.ui.state import Session, visitor_of
+from playground.ui.tabs.train_progress import Progress, averaged_line, done_line, paused_line, samples_frame, start_line
 from playground.ui.zerogpu import gpu
 
 UPDATE_EVERY = 0.3  # seconds between UI updates while training (evals, the end and errors always update)

@@ -10,16 +10,16 @@ from types import SimpleNamespace
 import gradio as gr
 import pandas as pd
 
-from playground.insight import decoding_plots
 from playground.errors import PlaygroundError
+from playground.insight import decoding_plots
 from playground.packages.info import summary_of
-from playground.ui.tabs import steps_view
-from playground.ui.tabs.common import bound
 from playground.serving.library import Library
 from playground.ui.caches import MODELS, package_info
 from playground.ui.handlers import answers, friendly, quick_call, request_lines
 from playground.ui.pickers import DEMO_MODEL, model_picker, package_folder
 from playground.ui.state import Session
+from playground.ui.tabs import steps_view
+from playground.ui.tabs.common import bound
 
 MAX_SENTENCES = 200
 TOP_K = 5  # candidates per step in the next-token view
