@@ -27,7 +27,6 @@ from playground.core.dropout import Dropout
 
 if TYPE_CHECKING:
     from playground.core.kv_cache import LayerCache
-    from playground.core.model import TransformerConfig
 
 
 def causal_mask(tq: int, tk: int, device: torch.device | str = "cpu") -> torch.Tensor:
@@ -74,12 +73,12 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
 class SelfAttention(nn.Module):
     """Multi-head self-attention with one fused QKV projection."""
 
-    def __init__(self, cfg: TransformerConfig, causal: bool):
+    def __init__(self, d_model: int, n_heads: int, dropout: float, causal: bool):
         super().__init__()
-        self.n_heads, self.causal = cfg.n_heads, causal
-        self.attn_drop = Dropout(cfg.attention_dropout)
-        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
-        self.out = nn.Linear(cfg.d_model, cfg.d_model)
+        self.n_heads, self.causal = n_heads, causal
+        self.attn_drop = Dropout(dropout)
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.out = nn.Linear(d_model, d_model)
 
     def forward(self, x, key_mask=None, need_weights=False, cache: LayerCache | None = None):
         q, k, v = (split_heads(t, self.n_heads) for t in self.qkv(x).chunk(3, dim=-1))  # 3 x [B,H,T,Dh]
@@ -94,13 +93,13 @@ class SelfAttention(nn.Module):
 class CrossAttention(nn.Module):
     """Decoder queries attend to the encoder output; keys/values are projected once per source (fused KV)."""
 
-    def __init__(self, cfg: TransformerConfig):
+    def __init__(self, d_model: int, n_heads: int, dropout: float):
         super().__init__()
-        self.n_heads = cfg.n_heads
-        self.attn_drop = Dropout(cfg.attention_dropout)
-        self.q = nn.Linear(cfg.d_model, cfg.d_model)
-        self.kv = nn.Linear(cfg.d_model, 2 * cfg.d_model)
-        self.out = nn.Linear(cfg.d_model, cfg.d_model)
+        self.n_heads = n_heads
+        self.attn_drop = Dropout(dropout)
+        self.q = nn.Linear(d_model, d_model)
+        self.kv = nn.Linear(d_model, 2 * d_model)
+        self.out = nn.Linear(d_model, d_model)
 
     def project_memory(self, memory: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         k, v = (split_heads(t, self.n_heads) for t in self.kv(memory).chunk(2, dim=-1))

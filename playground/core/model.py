@@ -148,7 +148,7 @@ class EncoderLayer(nn.Module):
 
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
-        self.self_attn = SelfAttention(cfg, causal=False)
+        self.self_attn = SelfAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout, causal=False)
         self.ff = FeedForward(cfg)
         self.attn_block, self.ff_block = Residual(cfg), Residual(cfg)
 
@@ -165,8 +165,8 @@ class DecoderLayer(nn.Module):
 
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
-        self.self_attn = SelfAttention(cfg, causal=True)
-        self.cross_attn = CrossAttention(cfg)
+        self.self_attn = SelfAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout, causal=True)
+        self.cross_attn = CrossAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
         self.ff = FeedForward(cfg)
         self.self_block, self.cross_block, self.ff_block = Residual(cfg), Residual(cfg), Residual(cfg)
 
@@ -190,9 +190,11 @@ class Transformer(nn.Module):
         """`generator` draws the initial weights (default: torch's global stream)."""
         super().__init__()
         self.cfg = cfg
-        self.src_embed = Embedding(cfg, cfg.src_vocab_size)
+        embedding = dict(d_model=cfg.d_model, max_len=cfg.max_len, pad_id=cfg.pad_id,
+                         positions=cfg.positional_encoding, dropout=cfg.dropout)
+        self.src_embed = Embedding(cfg.src_vocab_size, **embedding)
         share_src = cfg.tie_embeddings and cfg.joint_vocab
-        self.tgt_embed = Embedding(cfg, cfg.tgt_vocab_size, self.src_embed.tokens if share_src else None)
+        self.tgt_embed = Embedding(cfg.tgt_vocab_size, **embedding, tokens=self.src_embed.tokens if share_src else None)
         self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_encoder_layers))
         self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_decoder_layers))
         pre = cfg.norm_placement == "pre"  # pre-LN leaves the residual stream un-normalised: add final norms

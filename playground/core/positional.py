@@ -9,15 +9,11 @@ variant in Table 3 (E), learned position embeddings. Dropout follows the sum (§
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import torch
 import torch.nn as nn
 
 from playground.core.dropout import Dropout
-
-if TYPE_CHECKING:
-    from playground.core.model import TransformerConfig
 
 
 def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
@@ -33,15 +29,16 @@ def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
 class Embedding(nn.Module):
     """Token embedding * sqrt(d_model) + positional encoding, then dropout."""
 
-    def __init__(self, cfg: TransformerConfig, vocab_size: int, tokens: nn.Embedding | None = None):
+    def __init__(self, vocab_size: int, d_model: int, max_len: int, pad_id: int, positions: str, dropout: float,
+                 tokens: nn.Embedding | None = None):
         super().__init__()
-        self.scale = math.sqrt(cfg.d_model)
-        self.tokens = tokens if tokens is not None else nn.Embedding(vocab_size, cfg.d_model, padding_idx=cfg.pad_id)
-        if cfg.positional_encoding == "learned":
-            self.positions = nn.Embedding(cfg.max_len, cfg.d_model)
-        else:  # derivable, so not saved with the weights
-            self.register_buffer("table", sinusoidal_table(cfg.max_len, cfg.d_model), persistent=False)
-        self.drop = Dropout(cfg.dropout)
+        self.scale = math.sqrt(d_model)
+        self.tokens = tokens if tokens is not None else nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
+        if positions == "learned":
+            self.positions = nn.Embedding(max_len, d_model)
+        else:  # "sinusoidal": derivable, so not saved with the weights
+            self.register_buffer("table", sinusoidal_table(max_len, d_model), persistent=False)
+        self.drop = Dropout(dropout)
 
     def position_encoding(self, start: int, length: int) -> torch.Tensor:
         """[length, D]: what is added to the tokens at positions start .. start + length - 1."""
