@@ -1,7 +1,7 @@
 """Command line: python -m playground {train,translate,evaluate,info,average,export} ... (see --help of each).
 
 `train` runs unchanged under torchrun: every process trains, rank 0 alone prints, logs and saves. One module per
-command group (playground.cli.train, .translate, .packages; export's command is playground.export's); this one
+command group (playground.cli.train, .translate, .packages; playground.cli.export); this one
 assembles the parser and runs the command."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from playground.cli.export import add_export_command
 from playground.cli.packages import add_package_commands
 from playground.cli.train import add_train_command
 from playground.cli.translate import add_translate_commands
 from playground.errors import PlaygroundError, is_rust_panic
-from playground.export import add_export_command
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -16,7 +16,7 @@ from pathlib import Path
 from playground.core.model import Transformer
 from playground.core.tokenizer import BOS_ID, EOS_ID, SPECIAL_TOKENS, UNK_ID
 from playground.errors import PlaygroundError
-from playground.export import QUANTIZATIONS, require
+from playground.export.optional import QUANTIZATIONS, require
 
 
 def model_spec(model: Transformer, src_vocab: list[str], tgt_vocab: list[str]):

@@ -22,7 +22,7 @@ import torch
 from playground.core.model import Transformer, TransformerConfig
 from playground.core.tokenizer import EOS_ID, SPECIAL_TOKENS
 from playground.errors import PlaygroundError
-from playground.export import require
+from playground.export.optional import require
 
 TARGET_TOKENIZER_DIR = "target_tokenizer"  # separate vocabularies: the target side's tokenizer, for decoding
 

@@ -21,6 +21,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict, deque
+from typing import Protocol, runtime_checkable
 
 from playground.errors import DataError
 from playground.limits import memory_limit_bytes
@@ -94,6 +95,17 @@ def holding(session) -> None:
 # Idle sessions
 
 
+@runtime_checkable
+class HeldSession(Protocol):
+    """What the sweeper needs of a tab's state (playground.ui.state.Session): whether it trains, who it is, and
+    letting its data go."""
+
+    trainer: object
+    visitor: object
+
+    def release(self) -> None: ...
+
+
 _KNOWN: "OrderedDict[str, object]" = OrderedDict()  # session hash -> the Visitor of a session that expired
 KNOWN_SESSIONS = 100_000  # a few hundred bytes each
 
@@ -105,13 +117,11 @@ def expire_idle(state_holder, idle_s: float, now=None) -> int:
     (known_visitor), so a tab that comes back is still the same visitor. Returns how many went."""
     import datetime
 
-    from playground.ui.state import Session
-
     now = now or datetime.datetime.now()
     expired = 0
     for session_hash, last in list(state_holder.time_last_used.items()):
         stored = state_holder.session_data.get(session_hash)
-        values = [v for v in stored.state_data.values() if isinstance(v, Session)] if stored else []
+        values = [v for v in stored.state_data.values() if isinstance(v, HeldSession)] if stored else []
         if (now - last).total_seconds() <= idle_s or any(v.trainer is not None for v in values):
             continue
         for session in values:

@@ -17,6 +17,7 @@ import gradio as gr
 from playground.serving.library import Library
 from playground.serving.visitors import PERSONAL, Visitor
 from playground.settings import env_str, on_space
+from playground.ui.sessions import FREED, current_address, known_visitor
 
 NOBODY = Visitor("nobody")  # sees the shipped models only: what a shared app's page holds before it knows who asks
 
@@ -72,8 +73,6 @@ def release_session(demo: gr.Blocks, state: gr.State, request: gr.Request) -> No
     stored = holder.session_data.get(request.session_hash) if holder and request.session_hash else None
     session = stored.state_data.pop(state._id, None) if stored else None
     if isinstance(session, Session):
-        from playground.ui.sessions import FREED
-
         session.release()
         FREED.set()
 
@@ -90,7 +89,6 @@ def visitor_of(library: Library, session: Session | None) -> Visitor:
         return NOBODY
     if session.visitor is None:
         from playground.serving.visitors import address_key, server_secret
-        from playground.ui.sessions import current_address, known_visitor
 
         address = address_key(current_address(), server_secret(library.models_dir))
         session.visitor = known_visitor() or Visitor.session(uuid.uuid4().hex, address)
