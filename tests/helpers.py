@@ -5,6 +5,7 @@ packages and files. Gradio is imported only inside the functions that serve the 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import resource
@@ -394,3 +395,11 @@ def v2_tree(tmp_path: Path, limits: dict[str, str], own: str = "/") -> tuple[Pat
     proc = tmp_path / "proc-self-cgroup"
     proc.write_text(f"0::{own}\n")
     return root, proc
+
+
+@functools.cache
+def builtin_split(name: str, seed: int = 0):
+    """A built-in dataset's generated split (train and test pairs), made once per test session."""
+    from playground.datasets.catalog import BUILTIN_DATASETS
+
+    return BUILTIN_DATASETS[name].generate(seed)
