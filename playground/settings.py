@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-KB, MB = 1024, 1024**2
+KB, MB, GB = 1024, 1024**2, 1024**3
 ON = ("1", "true", "yes", "on")
 OFF = ("0", "false", "no", "off")
 

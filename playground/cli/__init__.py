@@ -1,4 +1,4 @@
-"""Command line: python -m playground {train,translate,evaluate,info,average,export} ..."""
+"""Command line: python -m playground {train,translate,evaluate,info,average,compare,export} ..."""
 
 from playground.cli.main import main
 

@@ -1,4 +1,4 @@
-"""Command line: python -m playground {train,translate,evaluate,info,average,export} ... (see --help of each).
+"""Command line: python -m playground {train,translate,evaluate,info,average,compare,export} ... (see --help of each).
 
 `train` runs unchanged under torchrun: every process trains, rank 0 alone prints, logs and saves. One module per
 command group (playground.cli.train, .translate, .packages; playground.cli.export); this one

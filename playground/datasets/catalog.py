@@ -60,7 +60,7 @@ BUILTIN_DATASETS = {
         BuiltinDataset(
             name="mini-translation",
             title="Mini translation, English to German",
-            description=(  # the counts are the lexicon's (tests/test_builtin_data.py checks them)
+            description=(  # the counts are the lexicon's (tests/unit/test_builtin_data.py checks them)
                 "Sentences from a small grammar (102 nouns, 38 adjectives, 63 verbs) with their "
                 "German translation: articles and adjectives agree in gender, number and case; "
                 "the verb comes second after an opening adverb, last in 'weil'/'dass' clauses; "

@@ -1,1 +1,1 @@
-"""Looking inside a model: attention maps, the articles' figures, runs compared, and the plotly figures."""
+"""Looking inside a model: the articles' figures, attention heatmaps, runs compared, and the plotly figures."""

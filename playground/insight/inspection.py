@@ -39,7 +39,7 @@ MAX_FREQUENCY_PAIRS = 5_000  # pairs encoded to rank tokens by frequency for the
 
 
 def train_max_len(model: Transformer) -> int:
-    """The trainer's max_len for this model (tokenizer.sentence_tokens)."""
+    """The trainer's max_len for this model (core.sequences.sentence_tokens)."""
     return sentence_tokens(model.cfg.max_len)
 
 

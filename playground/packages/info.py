@@ -1,6 +1,6 @@
-"""One summary of a package (direction, size, architecture, tokenizer, training, scores) from its JSON files, and
-the summary in the few shapes it is shown: the model card builds on it, and so do `python -m playground info`, the
-Models tab's table and the Translate tab's line."""
+"""One summary of a package (direction, size, architecture, tokenizer, training, scores) from its JSON files, which
+the model card, `python -m playground info` (its lines are made here), the Models tab's table and the Translate tab's
+line all read."""
 
 from __future__ import annotations
 

@@ -27,8 +27,9 @@ from playground.packages.format import (
 from playground.packages.names import check_name, reserve_name, safe_stem
 from playground.packages.store import load_package
 from playground.packages.sweep import temp_prefix
+from playground.settings import GB
 
-MAX_ZIP_BYTES = 2 * 1024**3  # uncompressed total a package zip may expand to
+MAX_ZIP_BYTES = 2 * GB  # uncompressed total a package zip may expand to
 MAX_ZIP_RATIO = 200  # uncompressed / compressed size; far above real weights (~1.1), far below zip bombs
 
 
@@ -76,7 +77,7 @@ def zip_members(zf: zipfile.ZipFile, zip_size: int) -> dict[str, zipfile.ZipInfo
         total += info.file_size
         members[base] = info
     if total > MAX_ZIP_BYTES:
-        raise PackageError(f"The zip expands to {total / 1e9:.1f} GB; the limit is {MAX_ZIP_BYTES / 1e9:.0f} GB.")
+        raise PackageError(f"The zip expands to {total / GB:.1f} GB; the limit is {MAX_ZIP_BYTES / GB:.0f} GB.")
     if zip_size and total / zip_size > MAX_ZIP_RATIO:
         raise PackageError("The zip expands more than 200-fold, like a zip bomb; it was refused.")
     missing = [f for f in REQUIRED if f not in members]

@@ -13,6 +13,7 @@ import torch
 from playground import limits
 from playground.core.model import TransformerConfig
 from playground.errors import PackageError, TrainingError
+from playground.settings import GB
 
 M_ARENA_MAX = -8  # glibc's mallopt parameter (malloc.h)
 ARENA_MAX = 2  # one per core of the 2-core machines the presets are sized for; threads share them beyond that
@@ -85,8 +86,8 @@ def check_model_loads(cfg: TransformerConfig) -> None:
     free = limits.available_memory_bytes()
     need = (2 * params + position_table(cfg)) * BYTES
     if free is not None and need > HEADROOM * free:
-        raise PackageError(f"This model has {params:,} parameters and needs about {need / 1e9:.1f} GB to load, but "
-                           f"this server has {free / 1e9:.1f} GB free; it was not loaded.")
+        raise PackageError(f"This model has {params:,} parameters and needs about {need / GB:.1f} GB to load, but "
+                           f"this server has {free / GB:.1f} GB free; it was not loaded.")
 
 
 def check_training_fits(cfg: TransformerConfig, batch_tokens: int, device: torch.device, precision: str) -> None:
@@ -98,7 +99,7 @@ def check_training_fits(cfg: TransformerConfig, batch_tokens: int, device: torch
     need = training_memory_bytes(cfg, batch_tokens, precision)
     if free is not None and need > HEADROOM * free:
         raise TrainingError(
-            f"This run needs about {need / 1e9:.1f} GB but {device.type} has {free / 1e9:.1f} GB free: lower batch "
+            f"This run needs about {need / GB:.1f} GB but {device.type} has {free / GB:.1f} GB free: lower batch "
             f"tokens (now {batch_tokens}), the maximum length ({cfg.max_len}), d_model ({cfg.d_model}), the number "
             f"of layers or the vocabulary size ({cfg.tgt_vocab_size}).")
 

@@ -16,6 +16,7 @@ from playground.errors import PlaygroundError
 from playground.packages.card import TRANSFORMERS_DIR, hub_card
 from playground.packages.format import ALLOWED, CARD, RESUME_STATE, RESUME_TENSORS
 from playground.packages.store import package_info
+from playground.settings import env_str
 
 REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$")
 
@@ -53,7 +54,7 @@ def hub_token(oauth_token: str | None = None, shared: bool = False) -> str:
             raise PlaygroundError("Sign in with Hugging Face first (the button above) to push to your own account: "
                                   "this shared app never uploads with its operator's token.")
         return oauth_token
-    token = oauth_token or os.environ.get("HF_TOKEN")
+    token = oauth_token or env_str("HF_TOKEN")
     if not token:
         raise PlaygroundError("Sign in with Hugging Face first (the button above), or set the HF_TOKEN environment "
                               "variable to a token with write access (huggingface.co/settings/tokens).")

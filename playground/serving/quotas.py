@@ -17,9 +17,7 @@ from typing import Iterator
 from playground.errors import PackageError
 from playground.packages.store import disk_bytes, list_packages, snapshots_folder
 from playground.serving.visitors import Visitor
-from playground.settings import MB, env_megabytes, env_number
-
-GB = 1024 * MB  # as MB: a gibibyte
+from playground.settings import GB, MB, env_megabytes, env_number
 
 
 @dataclass(frozen=True)

@@ -50,9 +50,6 @@ class Visitor:
     def session(cls, session_id: str, address: str = "") -> "Visitor":
         return cls(f"session:{session_id}", address=address)
 
-    def with_address(self, address: str) -> "Visitor":
-        return Visitor(self.key, self.signed_in, self.admin, address)
-
 
 def _signature(visitor_id: str, secret: bytes) -> str:
     digest = hmac.new(secret, b"visitor:" + visitor_id.encode(), hashlib.sha256).digest()[:16]

@@ -50,7 +50,7 @@ class RunState:
     batch_in_epoch: int = 0
     tokens_seen: int = 0
     elapsed_s: float = 0.0
-    best: dict | None = None  # the best validation so far (validation.is_better)
+    best: dict | None = None  # the best validation so far (training.evaluation.is_better)
     bad_evals: int = 0  # validations since the best one
     planned_steps: int | None = None  # the schedule's steps, re-planned from the speed under a minutes budget
     warmup_steps: int | None = None  # the schedule's warmup (fitted to a minutes budget; else the configured one)

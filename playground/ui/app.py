@@ -82,7 +82,7 @@ def build_app(models_dir: str | os.PathLike | None = None, *, shared: bool | Non
                   show_progress="hidden", queue=False).then(**refresh)
         demo.unload(bind(release_session, demo, session))
     # shared: no overall cap, so a pile of queued runs never turns a quick call away ("queue is full"); runs
-    # queue behind their own concurrency id and each visitor has at most one (sharing.Library.run_slot)
+    # queue behind their own concurrency id and each visitor has at most one (serving.library.Library.run_slot)
     demo.queue(default_concurrency_limit=CONCURRENCY, max_size=None if shared else QUEUE_SIZE, api_open=not shared)
     if shared:
         queue_everything(demo)
@@ -197,7 +197,7 @@ def welcome(library: Library, secret: bytes, session: Session, token: str | None
             request: gr.Request):
     """Name the visitor of this page (shared mode): the Hugging Face account when signed in (the models the
     browser made before signing in come along), else the browser's token, which only this server can have
-    made (sharing.issue_token): a missing or made-up one gets a new one, a new anonymous visitor."""
+    made (serving.visitors.issue_token): a missing or made-up one gets a new one, a new anonymous visitor."""
     if not library.shared:
         return gr.skip()
     address = address_key(sessions.request_address(request), secret)

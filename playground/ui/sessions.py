@@ -26,7 +26,7 @@ from typing import Protocol, runtime_checkable
 from playground.errors import DataError
 from playground.limits import memory_limit_bytes
 from playground.serving.visitors import client_address
-from playground.settings import MB, env_int, env_number
+from playground.settings import GB, MB, env_int, env_number
 
 log = logging.getLogger("playground.ui")
 FREED = threading.Event()  # something big was let go since the last sweep: give the memory back then
@@ -62,7 +62,7 @@ _HOLDING_LOCK = threading.Lock()
 
 
 def max_sessions_data_bytes() -> int:
-    default = max(512, (memory_limit_bytes() or 16 * 1024 * MB) // 4 // MB)
+    default = max(512, (memory_limit_bytes() or 16 * GB) // 4 // MB)
     return env_int("PLAYGROUND_MAX_SESSIONS_DATA_MB", default) * MB
 
 

@@ -1,4 +1,4 @@
-"""One mechanism for refused actions (playground.ui.state.answers): a person's mistake is said beside the control
+"""One mechanism for refused actions (playground.ui.handlers.answers): a person's mistake is said beside the control
 that caused it and leaves every other output as it was; only an unexpected failure is a gr.Error."""
 
 import gradio as gr

@@ -1,4 +1,4 @@
-"""ZeroGPU without a GPU: the app with tests/spaces_standin.py as its `spaces` (modelled on spaces 0.51.3: inert
+"""ZeroGPU without a GPU: the app with tests/app/spaces_standin.py as its `spaces` (modelled on spaces 0.51.3: inert
 unless SPACES_ZERO_GPU, durations, pickled arguments and values, the error rule, a daily quota per visitor), and
 with the real `spaces` package off a Space. A run of several calls must come out as one run; a refusal inside a call
 keeps its message; a spent quota pauses a run, which goes on later to the steps it was asked for; the quick views

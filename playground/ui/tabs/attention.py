@@ -16,10 +16,9 @@ from playground.errors import PlaygroundError
 from playground.insight import model_plots, plots
 from playground.serving.library import Library
 from playground.ui.caches import MODELS, package_probe
-from playground.ui.handlers import answers, friendly, quick_call, request_lines
+from playground.ui.handlers import answers, bind, friendly, quick_call, request_lines
 from playground.ui.pickers import default_model, model_names, model_picker, package_folder
 from playground.ui.state import Session
-from playground.ui.tabs.common import bound
 
 KINDS = [("Cross-attention (decoder → encoder)", "cross"), ("Encoder self-attention", "encoder"),
          ("Decoder self-attention (masked)", "decoder")]
@@ -279,7 +278,7 @@ def build(session: gr.State, library: Library) -> AttentionTab:
             p = maps_panel(library)
 
     view_inputs = [session, c.kind, c.view, c.layer, c.head]
-    compute = dict(**answers(bound(show_attention, library), [p.plot, c.target, p.note, c.layer, c.head], p.note),
+    compute = dict(**answers(bind(show_attention, library), [p.plot, c.target, p.note, c.layer, c.head], p.note),
                    inputs=[session, c.model, c.source, c.target_mode, c.target, *view_inputs[1:]])
     c.show.click(**compute, api_name="attention")
     c.source.submit(**compute, api_visibility="private")
@@ -294,11 +293,11 @@ def build(session: gr.State, library: Library) -> AttentionTab:
     gr.on([c.show.click, c.source.submit, c.kind.change, c.view.change, c.layer.change, c.head.change,
            c.model.change], clear_export, None, [c.export, c.export_note], queue=False, show_progress="hidden",
           api_visibility="private")
-    probe_outputs = dict(fn=bound(pick_model, library), inputs=[session, c.model],
+    probe_outputs = dict(fn=bind(pick_model, library), inputs=[session, c.model],
                          outputs=[p.probe_step, p.probe_plot], api_visibility="private", show_progress="hidden")
     # ↻ also rereads the history: a model still training (the demo) gains validations under the same name
     c.refreshed.then(**probe_outputs)
     c.model.change(**probe_outputs)
-    p.probe_step.change(bound(show_probe, library), [session, c.model, p.probe_step], [p.probe_plot],
+    p.probe_step.change(bind(show_probe, library), [session, c.model, p.probe_step], [p.probe_plot],
                         api_name="attention_probe", show_progress="hidden", trigger_mode="always_last")
     return AttentionTab(c.model, c.source)

@@ -14,10 +14,9 @@ from types import SimpleNamespace
 import gradio as gr
 
 from playground.serving.library import Library
-from playground.ui.handlers import answers, friendly
+from playground.ui.handlers import answers, bind, friendly
 from playground.ui.pickers import package_folder
 from playground.ui.state import Session, oauth_available, visitor_of
-from playground.ui.tabs.common import bound
 
 
 def export_zip(folder: Path, fmt: str, quantization: str, visitor: str) -> str:
@@ -106,10 +105,10 @@ def build(session: gr.State, library: Library, model: gr.Dropdown) -> None:
     export_note = gr.Markdown()
     h = hub_accordion(library)
 
-    hf_btn.click(**answers(bound(transformers_zip, library), [exported], export_note), inputs=[session, model],
+    hf_btn.click(**answers(bind(transformers_zip, library), [exported], export_note), inputs=[session, model],
                  api_name="export_transformers")
-    ct2_btn.click(**answers(bound(ctranslate2_zip, library), [exported], export_note),
+    ct2_btn.click(**answers(bind(ctranslate2_zip, library), [exported], export_note),
                   inputs=[session, model, quantization], api_name="export_ctranslate2")
     push_inputs = [session, model, h.repo_id, h.private, h.with_transformers, h.license]
-    h.push_btn.click(**answers(bound(push, library), [h.pushed], h.pushed), inputs=push_inputs,
+    h.push_btn.click(**answers(bind(push, library), [h.pushed], h.pushed), inputs=push_inputs,
                      api_name="push_to_hub")

@@ -12,10 +12,9 @@ import gradio as gr
 
 from playground.insight import model_plots, plots
 from playground.serving.library import Library
-from playground.ui.handlers import answers, friendly
+from playground.ui.handlers import answers, bind, friendly
 from playground.ui.pickers import load_model, model_picker
 from playground.ui.state import Session
-from playground.ui.tabs.common import bound
 
 NO_DATA = "Load data on the Data tab: this view is computed on your sentence pairs."
 NO_MODEL = "Choose a model above (train one on the Train tab, or upload one on the Models tab)."
@@ -238,13 +237,13 @@ def build(session: gr.State, library: Library) -> InsideTab:
 
     # a view that cannot be drawn says why in its own note; the others keep what they show
     views = [
-        dict(**answers(bound(show_positional, library), [p.heatmap, p.curves, p.dimensions, p.note], p.note),
+        dict(**answers(bind(show_positional, library), [p.heatmap, p.curves, p.dimensions, p.note], p.note),
              inputs=[session, model, p.side, p.dimensions], api_name="positional_encoding"),
-        dict(**answers(bound(show_masks, library), [m.padding_plot, m.self_mask_plot, m.look_ahead_plot, m.note],
+        dict(**answers(bind(show_masks, library), [m.padding_plot, m.self_mask_plot, m.look_ahead_plot, m.note],
                        m.note), inputs=[session, model, m.n_pairs, m.seed, m.pair], api_name="masks"),
-        dict(**answers(bound(show_batching, library), [b.plot, b.note], b.note),
+        dict(**answers(bind(show_batching, library), [b.plot, b.note], b.note),
              inputs=[session, model, b.batch_tokens, b.seed], api_name="batching"),
-        dict(**answers(bound(show_embeddings, library), [e.plot, e.note], e.note),
+        dict(**answers(bind(show_embeddings, library), [e.plot, e.note], e.note),
              inputs=[session, model, e.n_tokens], api_name="embeddings"),
     ]
     # each view redraws when its own controls are edited (.input: not when a handler sets them) ...

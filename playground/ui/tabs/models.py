@@ -16,11 +16,10 @@ from playground.packages.info import summary_of
 from playground.serving.library import Library
 from playground.settings import KB, MB
 from playground.ui.caches import package_info
-from playground.ui.handlers import answers, friendly
+from playground.ui.handlers import answers, bind, friendly
 from playground.ui.pickers import default_model, model_dropdown, model_names, package_folder
 from playground.ui.state import Session, visitor_of
 from playground.ui.tabs import hub_panel
-from playground.ui.tabs.common import bound
 
 # the scores are the final validation's (the weights saved); the model card gives the best one too
 COLUMNS = ["name", "direction", "architecture", "parameters", "steps", "final BLEU", "final chrF", "final val loss",
@@ -227,18 +226,18 @@ def build(session: gr.State, library: Library) -> ModelsTab:
             f = files_column(session, library, c.model)
     model = c.model
 
-    refresh.click(bound(refresh_all, library), [session, model], [table, model], api_name="list_models",
+    refresh.click(bind(refresh_all, library), [session, model], [table, model], api_name="list_models",
                   show_progress="hidden")
     table.select(pick, None, [model], api_visibility="private")
-    show_card = dict(**answers(bound(model_card, library), [c.card_md, c.config], c.card_md),
+    show_card = dict(**answers(bind(model_card, library), [c.card_md, c.config], c.card_md),
                      inputs=[session, model], show_progress="hidden")
     model.change(**show_card, api_name="model_card")
     refresh.click(**show_card, api_visibility="private")
-    f.download_btn.click(**answers(bound(export_model, library), [f.download], f.status),
+    f.download_btn.click(**answers(bind(export_model, library), [f.download], f.status),
                          inputs=[session, model, f.with_state], api_name="export_model")
-    imported = f.upload.upload(**answers(bound(import_model, library), [f.status, table, model, f.upload], f.status),
+    imported = f.upload.upload(**answers(bind(import_model, library), [f.status, table, model, f.upload], f.status),
                                inputs=[session, f.upload], api_name="import_model")
-    deleted = f.delete_btn.click(**answers(bound(delete_model, library), [f.status, table, model, f.confirm],
+    deleted = f.delete_btn.click(**answers(bind(delete_model, library), [f.status, table, model, f.confirm],
                                            f.status), inputs=[session, model, f.confirm], api_name="delete_model")
     # a tick is for one model and one press: a refused delete, or another model picked, asks again
     unticked = dict(fn=untick, inputs=None, outputs=[f.confirm], queue=False, show_progress="hidden",

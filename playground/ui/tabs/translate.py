@@ -15,11 +15,10 @@ from playground.insight import decoding_plots
 from playground.packages.info import summary_of
 from playground.serving.library import Library
 from playground.ui.caches import MODELS, package_info
-from playground.ui.handlers import answers, friendly, quick_call, request_lines
+from playground.ui.handlers import answers, bind, friendly, quick_call, request_lines
 from playground.ui.pickers import DEMO_MODEL, model_picker, package_folder
 from playground.ui.state import Session
 from playground.ui.tabs import steps_view
-from playground.ui.tabs.common import bound
 
 MAX_SENTENCES = 200
 TOP_K = 5  # candidates per step in the next-token view
@@ -315,18 +314,18 @@ def build(session: gr.State, library: Library) -> TranslateTab:
 
     c.method.change(show_controls, [c.method], [c.sample_row, c.beam_row, c.nbest], api_visibility="private",
                     show_progress="hidden")
-    c.model.change(bound(model_summary, library), [session, c.model], [c.model_info], api_visibility="private",
+    c.model.change(bind(model_summary, library), [session, c.model], [c.model_info], api_visibility="private",
                    show_progress="hidden")
     settings = [c.method, c.temperature, c.top_k, c.top_p, c.seed, c.beam_size, c.length_penalty]
-    translation = answers(bound(translate_text, library), [r.results, r.note, r.row, r.next_plot, r.next_table],
+    translation = answers(bind(translate_text, library), [r.results, r.note, r.row, r.next_plot, r.next_table],
                           r.note)
     inputs = [session, c.model, c.text, *settings, c.nbest, c.max_len]
     translated = c.translate_btn.click(**translation, inputs=inputs, api_name="translate")
     c.text.submit(**translation, inputs=inputs, api_visibility="private")
-    r.results.select(**answers(bound(pick_row, library), [r.row, r.next_plot, r.next_table], r.row_note),
+    r.results.select(**answers(bind(pick_row, library), [r.row, r.next_plot, r.next_table], r.row_note),
                      inputs=[session, r.k], api_visibility="private")
-    r.show_row.click(**answers(bound(next_tokens, library), [r.next_plot, r.next_table], r.row_note),
+    r.show_row.click(**answers(bind(next_tokens, library), [r.next_plot, r.next_table], r.row_note),
                      inputs=[session, r.row, r.k], api_name="next_tokens")
-    s.button.click(**answers(bound(step_through, library), [s.plot, s.table, s.note], s.note),
+    s.button.click(**answers(bind(step_through, library), [s.plot, s.table, s.note], s.note),
                    inputs=[session, c.model, c.text, *settings, c.max_len, r.k], api_name="decode_steps")
     return TranslateTab(c.model, c.text, translated)
