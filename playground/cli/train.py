@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from playground.cli.packages import out_folder
-from playground.errors import PlaygroundError, TrainingError
+from playground.errors import TrainingError
 
 if TYPE_CHECKING:  # the command imports what it needs when it runs, to keep `--help` fast
     from playground.training import events
@@ -61,12 +61,11 @@ def load_data(path: str, tgt_path: str | None, src_lang: str | None, tgt_lang: s
     from playground.data.load import load_parallel
 
     if path.startswith(BUILTIN_PREFIX):
-        from playground.data.builtin import BUILTIN_DATASETS, DATASETS_DIR
+        from playground.data.builtin import DATASETS_DIR, builtin_dataset
 
         name = path[len(BUILTIN_PREFIX):]
-        if name not in BUILTIN_DATASETS:
-            raise PlaygroundError(f"No built-in dataset {name!r}; choose one of {', '.join(BUILTIN_DATASETS)}.")
-        path = str(DATASETS_DIR / name / "train.tsv")
+        builtin_dataset(name)  # an unknown name is refused with the ones there are
+        path = str(DATASETS_DIR / name / "train.tsv")  # the shipped file: --src-lang/--tgt-lang may pick a direction
     return load_parallel(path, tgt_path, src_lang=src_lang, tgt_lang=tgt_lang, max_len=max_len)
 
 
