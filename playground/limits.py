@@ -36,7 +36,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from playground.errors import PlaygroundError
-from playground.settings import KB, MB, env_int
+from playground.settings import KB, MB, env_int, env_megabytes
 
 MAX_POSITIONS = 4096  # positions a model may have (sentence tokens + BOS/EOS); its tables and caches grow with them
 NO_LIMIT = 1 << 60  # cgroup v1 reports "unlimited" as a number near 2**63
@@ -75,7 +75,7 @@ def env_name(file_name: str) -> str:
 
 def max_data_bytes() -> int:
     """Largest data file read (uncompressed); the web app's upload limit follows it."""
-    return env_int("PLAYGROUND_MAX_DATA_MB", 200) * MB
+    return env_megabytes("PLAYGROUND_MAX_DATA_MB", 200)
 
 
 def max_data_rows() -> int:
@@ -83,7 +83,7 @@ def max_data_rows() -> int:
 
 
 def max_session_data_bytes() -> int:
-    return env_int("PLAYGROUND_MAX_SESSION_DATA_MB", 512) * MB
+    return env_megabytes("PLAYGROUND_MAX_SESSION_DATA_MB", 512)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -103,7 +103,7 @@ def max_decode_tokens() -> int:
 
 
 def max_decode_bytes() -> int:
-    return env_int("PLAYGROUND_MAX_DECODE_MB", 256) * MB
+    return env_megabytes("PLAYGROUND_MAX_DECODE_MB", 256)
 
 
 def max_attention_cells() -> int:

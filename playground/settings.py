@@ -54,8 +54,12 @@ def env_number(name: str, default: float | None) -> float | None:
 
 
 def env_megabytes(name: str, default: float) -> int:
-    """A size setting given in MB (mebibytes, MB above), in bytes; fractions allowed."""
-    return int(env_number(name, default) * MB)
+    """A `PLAYGROUND_*_MB` size setting in bytes: a positive number of MB (mebibytes, MB above), fractions allowed;
+    anything else is a start-up error that says so."""
+    size = env_number(name, default)
+    if not size > 0:
+        raise ValueError(f"The environment variable {name}={env_str(name)!r} must be a positive number of MB.")
+    return int(size * MB)
 
 
 def on_space() -> bool:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from playground.errors import PackageError
-from playground.settings import MB, env_int
+from playground.settings import env_megabytes
 
 CACHE_SIZE = 4  # loaded models kept in memory
 
@@ -71,7 +71,7 @@ class JsonCache:
                 self.held -= self.items.pop(key)[2]
 
 
-INFO = JsonCache(env_int("PLAYGROUND_INFO_CACHE_MB", 32) * MB)
+INFO = JsonCache(env_megabytes("PLAYGROUND_INFO_CACHE_MB", 32))
 
 
 def package_info(folder: str | Path) -> dict:

@@ -26,7 +26,7 @@ from typing import Protocol, runtime_checkable
 from playground.errors import DataError
 from playground.limits import memory_limit_bytes
 from playground.serving.visitors import client_address
-from playground.settings import GB, MB, env_int, env_number
+from playground.settings import GB, MB, env_megabytes, env_number
 
 log = logging.getLogger("playground.ui")
 FREED = threading.Event()  # something big was let go since the last sweep: give the memory back then
@@ -63,7 +63,7 @@ _HOLDING_LOCK = threading.Lock()
 
 def max_sessions_data_bytes() -> int:
     default = max(512, (memory_limit_bytes() or 16 * GB) // 4 // MB)
-    return env_int("PLAYGROUND_MAX_SESSIONS_DATA_MB", default) * MB
+    return env_megabytes("PLAYGROUND_MAX_SESSIONS_DATA_MB", default)
 
 
 def sessions_data_bytes(besides=None) -> int:
@@ -197,8 +197,8 @@ class UploadBounds:
     def __init__(self, app, per_address: int | None = None, total: int | None = None,
                  window_s: float = UPLOAD_WINDOW_S):
         self.app = app
-        self.per_address = per_address or env_int("PLAYGROUND_MAX_UPLOAD_MB_PER_ADDRESS", 600) * MB
-        self.total = total or env_int("PLAYGROUND_MAX_UPLOAD_MB", 3000) * MB
+        self.per_address = per_address or env_megabytes("PLAYGROUND_MAX_UPLOAD_MB_PER_ADDRESS", 600)
+        self.total = total or env_megabytes("PLAYGROUND_MAX_UPLOAD_MB", 3000)
         self.window_s = window_s
         self.recent: deque[tuple[float, str, int]] = deque()  # (when, address, bytes), oldest first
         self.lock = threading.Lock()
