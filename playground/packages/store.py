@@ -234,5 +234,10 @@ def delete_package(models_dir: str | os.PathLike, name: str) -> None:
         raise PackageError(f"There is no model package named {name!r} to delete.")
     if is_shipped(folder):
         raise PackageError(f"{name} ships with the app and is read-only.")
-    shutil.rmtree(folder)
+    remove_package(folder)
+
+
+def remove_package(folder: Path) -> None:
+    """Delete a package folder and the snapshots its run kept for averaging, whatever is left of either."""
+    shutil.rmtree(folder, ignore_errors=True)
     shutil.rmtree(snapshots_folder(folder), ignore_errors=True)

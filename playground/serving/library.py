@@ -40,9 +40,9 @@ from playground.packages.names import (
     reserve_name,
     reserved,
 )
-from playground.packages.store import list_packages
+from playground.packages.store import list_packages, remove_package
 from playground.serving.mode import lagging_mount
-from playground.serving.quotas import QuotaKeeper, Quotas, remove_package
+from playground.serving.quotas import QuotaKeeper, Quotas
 from playground.serving.visitors import Visitor
 
 REGISTRY = ".owners.json"

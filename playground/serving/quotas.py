@@ -8,14 +8,13 @@ mebibytes (playground.settings.MB). What a visitor holds is read from the owners
 
 from __future__ import annotations
 
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 from playground.errors import PackageError
-from playground.packages.store import disk_bytes, list_packages, snapshots_folder
+from playground.packages.store import disk_bytes, list_packages, remove_package
 from playground.serving.visitors import Visitor
 from playground.settings import GB, MB, env_megabytes, env_number
 
@@ -43,12 +42,6 @@ class Quotas:
                    run_minutes=run if run > 0 else None,
                    models_per_address=int(env_number("PLAYGROUND_MAX_ADDRESS_MODELS", 60)),
                    bytes_per_address=env_megabytes("PLAYGROUND_MAX_ADDRESS_MB", 1000))
-
-
-def remove_package(folder: Path) -> None:
-    """Delete a package and the snapshots its run kept for averaging."""
-    shutil.rmtree(folder, ignore_errors=True)
-    shutil.rmtree(snapshots_folder(folder), ignore_errors=True)
 
 
 class QuotaKeeper:
