@@ -37,15 +37,22 @@ def matmul_flops(device_type: str, dtype: torch.dtype, size: int = 1024) -> floa
     device = torch.device(device_type)
     a = torch.randn(size, size, device=device).to(dtype)
     b = torch.randn(size, size, device=device).to(dtype)
-    times = []
-    for i in range(12):
+    for _ in range(3):  # warm-up: kernel choice, caches
+        a @ b
+    return 2 * size**3 / median_seconds(lambda: a @ b, 9, device)
+
+
+def median_seconds(call, times: int, device: torch.device) -> float:
+    """Median wall seconds of `times` calls, the device synchronised around each (the median shrugs off a busy
+    neighbour on a shared machine)."""
+    seconds = []
+    for _ in range(times):
         sync(device)
         start = time.perf_counter()
-        a @ b
+        call()
         sync(device)
-        if i >= 3:
-            times.append(time.perf_counter() - start)
-    return 2 * size**3 / sorted(times)[len(times) // 2]
+        seconds.append(time.perf_counter() - start)
+    return sorted(seconds)[len(seconds) // 2]
 
 
 def sync(device: torch.device) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import time
 from dataclasses import dataclass
 
 import torch
@@ -16,11 +15,18 @@ import torch
 from playground.core.model import Transformer
 from playground.data.batching import Batch, GlobalBatch
 from playground.errors import TrainingError
-from playground.runtime.device import autocast, describe, one_thread_on_cpu, resolve_device, resolve_precision, sync
+from playground.runtime.device import (
+    autocast,
+    describe,
+    median_seconds,
+    one_thread_on_cpu,
+    resolve_device,
+    resolve_precision,
+)
 from playground.runtime.memory import check_training_fits
 from playground.training.config import TrainConfig
 from playground.training.schedule import MIN_USEFUL_STEPS, VALIDATIONS_PER_RUN, planned_steps
-from playground.training.step import QUIET_CPU_SHARE, Optimization
+from playground.training.step import Optimization, time_one_step
 
 SUBWORDS_PER_WORD = {"bpe": 1.4, "wordpiece": 1.4, "unigram": 1.4, "word": 1.0}  # "char" counts characters
 PADDING_OVERHEAD = 1.15  # length-bucketed batches still pad a little; rounding to multiples of 8 adds some
@@ -160,34 +166,22 @@ def _measure(cfg: TrainConfig, device: torch.device, precision: str, vocab: int,
         batch = Batch(src.to(device), tgt[:, :-1].to(device), tgt[:, 1:].to(device), n_rows * length, n_rows * length)
         return GlobalBatch([batch], batch.n_tokens, batch.n_tokens + batch.n_src_tokens)
 
-    def timed(batch, n: int) -> float:
-        """Median seconds of n steps (the median shrugs off a busy neighbour on a shared machine)."""
-        times = []
-        for _ in range(n):
-            sync(device)
-            start = time.perf_counter()
-            optimization.step(batch, 1, None)
-            sync(device)
-            times.append(time.perf_counter() - start)
-        return sorted(times)[len(times) // 2]
-
     # warm up on a small batch (kernel selection, allocator) and time it to learn how big a batch can be timed
     # within MAX_PROBE_SECONDS; full batches slower than that are timed smaller and scaled up
     probe_rows = max(1, min(rows, PROBE_TOKENS // (2 * length)))
     small = make_batch(probe_rows)
     with one_thread_on_cpu(device):
-        optimization.step(small, 1, None)
-        cpu_began = time.thread_time()
-        first = timed(small, 1)
-        busy = (time.thread_time() - cpu_began) / max(first, 1e-9) < QUIET_CPU_SHARE
-    # on a busy CPU the run trains on one thread (Trainer.time_step), so it is timed on one
-    with one_thread_on_cpu(device) if busy else contextlib.nullcontext():
+        optimization.step(small, 1, None)  # the optimizer's state made, kernels chosen: not part of any step's time
+    # timed on the threads the run will train on, chosen as the Trainer chooses them (Trainer.time_step)
+    first, one_thread = time_one_step(optimization, small, device)
+    with one_thread_on_cpu(device) if one_thread else contextlib.nullcontext():
         batch = small
         if probe_rows < rows:
             probe_rows = min(rows, max(probe_rows, int(probe_rows * MAX_PROBE_SECONDS / max(first, 1e-6))))
             batch = make_batch(probe_rows)
             optimization.step(batch, 1, None)  # kernels are chosen per shape: warm this one up too
-        per_step = timed(batch, max(1, timed_steps)) * rows / probe_rows
+        step_seconds = median_seconds(lambda: optimization.step(batch, 1, None), max(1, timed_steps), device)
+        per_step = step_seconds * rows / probe_rows
     with one_thread_on_cpu(device):  # as Trainer.validate decodes
         eval_seconds = _time_validation(model, cfg, device, precision, length, vocab)
     return model.num_parameters(), per_step, probe_rows, eval_seconds
@@ -205,13 +199,6 @@ def _time_validation(model: Transformer, cfg: TrainConfig, device: torch.device,
         tokens = torch.full((batch,), model.cfg.bos_id, dtype=torch.long, device=device)
         for _ in range(2):  # warm-up
             model.decode_step(tokens, state)
-        times = []
-        for _ in range(3):
-            sync(device)
-            start = time.perf_counter()
-            model.decode_step(tokens, state)
-            sync(device)
-            times.append(time.perf_counter() - start)
-    per_token = sorted(times)[1]
+        per_token = median_seconds(lambda: model.decode_step(tokens, state), 3, device)
     n_batches = math.ceil(cfg.eval_sentences / batch)
     return n_batches * (length + 2) * per_token * 1.2  # + the validation loss pass
