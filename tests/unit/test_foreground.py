@@ -7,7 +7,7 @@ import time
 
 from helpers import DATA, tiny_cfg
 
-from playground.runtime.foreground import QuickCalls, quick
+from playground.runtime.foreground import QuickCalls, quick, yield_to_quick_calls
 from playground.training import events
 from playground.training.trainer import Trainer
 
@@ -34,7 +34,8 @@ def test_waiting_ends_with_the_quick_call_or_after_the_longest_wait():
 
 def test_no_step_starts_while_a_quick_call_runs(tmp_path, monkeypatch):
     monkeypatch.setattr("playground.runtime.foreground.MAX_WAIT_S", 600.0)  # the cap is the test above's; here: no cap
-    trainer = Trainer(tiny_cfg(max_steps=100_000, eval_every=100_000), DATA, tmp_path / "run")
+    trainer = Trainer(tiny_cfg(max_steps=100_000, eval_every=100_000), DATA, tmp_path / "run",
+                      between_steps=yield_to_quick_calls)  # as the web app's runs
     step_times: list[float] = []
 
     def train():

@@ -3,10 +3,14 @@ preset on 3,000 Multi30k-sized pairs with a budget of about 150 steps used to st
 end and validate only once, at the end."""
 
 
+import time
+
 import pytest
-from helpers import reverse_pairs, tiny_cfg
+from helpers import DATA, reverse_pairs, tiny_cfg
 
 from playground.training import events as ev
+from playground.training import trainer as trainer_module
+from playground.training.budget import used_up
 from playground.training.checkpoint import load_run, resume_config
 from playground.training.inputs import TrainData
 from playground.training.presets import preset_config
@@ -39,6 +43,41 @@ def test_the_fitted_schedule_is_saved_and_resumed(tmp_path):
     assert more.budget.planned is None and more.budget.position == 0.0
     list(more.run())
     assert more.budget.schedule_steps and more.history.lr[-1] > 0
+
+
+class HandClock:
+    """The trainer's clock, moved by hand: the run's time is what the test says, whatever the machine's load."""
+
+    def __init__(self) -> None:
+        self.now = time.perf_counter()
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+def test_a_run_that_ends_on_its_minutes_right_after_a_validation_is_saved_as_used_up(tmp_path, monkeypatch):
+    clock = HandClock()
+    monkeypatch.setattr(trainer_module, "time", clock)
+    validate = Trainer.validate
+
+    def validation_past_the_budget(self, *args, **kwargs):  # the validation after step 1 takes the whole minute
+        record = validate(self, *args, **kwargs)
+        clock.now += 61
+        return record
+
+    monkeypatch.setattr(Trainer, "validate", validation_past_the_budget)
+    cfg = tiny_cfg(max_steps=None, max_minutes=1, eval_every=1)
+    trainer = Trainer(cfg, DATA, tmp_path / "run")
+    done = [event for event in trainer.run() if isinstance(event, ev.Done)]
+    assert trainer.step == 1 and done[0].reason == ev.StopReason.TIME
+    package, state, _ = load_run(tmp_path / "run", trainer.device)
+    # saved with the time the validation took: its minutes used up, not the 0 s before the validation
+    assert state.elapsed_s >= 60 and used_up(package.training, state)
+    assert package.training["wall_s"] >= 60
+    # so a resume with more minutes plans a new schedule over them, rather than going on with the spent one
+    more = Trainer(resume_config(tmp_path / "run", {"max_minutes": 2}), DATA, tmp_path / "run",
+                   resume_from=tmp_path / "run")
+    assert more.budget.planned is None and more.budget.position == 0.0
 
 
 def test_auto_validations_are_spread_over_the_planned_steps():
