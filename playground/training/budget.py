@@ -7,7 +7,14 @@ from playground.packages.format import saved_config
 from playground.training.checkpoint import RunState
 from playground.training.config import TrainConfig
 from playground.training.events import StopReason
-from playground.training.schedule import VALIDATION_SHARE, VALIDATIONS_PER_RUN, advance, eval_interval, fit_warmup
+from playground.training.schedule import (
+    VALIDATION_SHARE,
+    VALIDATIONS_PER_RUN,
+    advance,
+    eval_interval,
+    fit_warmup,
+    steps_that_fit,
+)
 
 FIRST_TIMING_STEPS = 2  # a fitted plan is first re-planned once this many steps have been timed ...
 REPLAN_SHARE = 0.05  # ... and again each time this share of the budget has passed (the machine's speed changes)
@@ -77,7 +84,7 @@ class MinutesPlan:
         (keeping VALIDATION_SHARE of it for validations until one is timed) and fit the schedule to them, warmup
         included. A steps or epochs budget that ends the run first keeps the plain schedule."""
         remaining = self.cfg.max_minutes * 60 - elapsed
-        fitted = step + max(1, int(remaining * (1 - VALIDATION_SHARE) / max(seconds, 1e-9)))
+        fitted = step + steps_that_fit(remaining, seconds, VALIDATION_SHARE * remaining)
         if budget_steps is not None and budget_steps <= fitted:
             return
         self.planned = self.first_plan = fitted

@@ -317,7 +317,7 @@ def test_pair_stats():
     assert pair_stats([]).as_dict()["src"]["tokens"] == 0
 
 
-def test_4_a_session_keeps_its_pairs_packed():
+def test_a_session_keeps_its_pairs_packed():
     from playground.data.packed import PackedPairs
     from playground.data.stats import pair_stats, split_pairs
 

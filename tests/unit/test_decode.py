@@ -30,13 +30,17 @@ def test_greedy_picks_the_argmax_of_full_recomputation(model, tokenizer):
     torch.testing.assert_close(logp.max(-1).values, torch.tensor(t.best.token_logprobs), atol=1e-4, rtol=1e-4)
 
 
-def test_stops_at_eos_and_respects_max_len(model, tokenizer):
-    with torch.no_grad():  # make <eos> the best token everywhere
-        model.output.weight[model.cfg.eos_id] += 5 * model.output.weight.mean(0)
+def test_greedy_stops_at_the_first_eos(model, tokenizer):
+    shift_eos(model, 100)  # <eos> the best token everywhere
     stopped = translate(model, tokenizer, SENTENCES, DecodeOptions("greedy", max_len=9))
-    for t in stopped:
-        assert len(t.best.ids) <= 9
-        assert model.cfg.eos_id not in t.best.ids[:-1]
+    assert [t.best.ids for t in stopped] == [[model.cfg.eos_id]] * len(SENTENCES)
+
+
+def test_greedy_stops_at_the_max_output_length_without_an_eos(model, tokenizer):
+    shift_eos(model, -100)  # <eos> never wins
+    cut = translate(model, tokenizer, SENTENCES, DecodeOptions("greedy", max_len=9))
+    assert [len(t.best.ids) for t in cut] == [9] * len(SENTENCES)
+    assert all(model.cfg.eos_id not in t.best.ids for t in cut)
 
 
 def test_sampling_repeats_with_a_seed_and_differs_across_seeds(model, tokenizer):
@@ -87,8 +91,9 @@ def test_beam_nbest_is_sorted_distinct_and_at_least_as_good_as_greedy(model, tok
         assert len({tuple(h.ids) for h in t.hypotheses}) == 4
         for h in t.hypotheses:
             assert h.score == pytest.approx(sum(h.token_logprobs), abs=1e-4)
-        if g.best.ids[-1] == model.cfg.eos_id:  # a finished greedy output is one of the beam's candidates
-            assert t.best.score >= g.best.score - 1e-4
+        # greedy's output, finished or cut at the same length, is one of the beam's candidates: the beam's best
+        # (unnormalised, length_penalty 0) scores at least as well
+        assert t.best.score >= g.best.score - 1e-4
 
 
 def test_beam_scores_match_the_model(model, tokenizer):
@@ -158,19 +163,26 @@ def test_n_best_lists_distinct_sentences_and_counts_identical_samples():
     from playground.packages.store import load_package
 
     demo = load_package(DEMO, "cpu")
+    # the demo's beam finishes "Heute schwimmt ein Student." as two token sequences, as reported
     beams = translate(demo.model, demo.tokenizer, ["Today a student swims."], DecodeOptions("beam", nbest=5))[0]
     texts = [h.text for h in beams.hypotheses]
-    assert texts.count("Heute schwimmt ein Student.") == 2  # two tokenizations of the same words, as reported
     distinct = distinct_hypotheses(beams.hypotheses)
+    assert len(distinct) < len(texts)  # some sentence came more than once
     assert [h.text for h, _ in distinct] == list(dict.fromkeys(texts))  # each sentence once, best first
-    best, count = distinct[0]
-    assert best.text == "Heute schwimmt ein Student." and count == 2
-    assert best.score == max(h.score for h in beams.hypotheses)
+    assert [count for _, count in distinct] == [texts.count(h.text) for h, _ in distinct]
+    assert distinct[0][0].score == max(h.score for h in beams.hypotheses)
     draws = [h for seed in range(6)
              for h in translate(demo.model, demo.tokenizer, ["She follows a child."],
                                 DecodeOptions("sample", seed=seed, temperature=0.3))[0].hypotheses]
     grouped = distinct_hypotheses(draws)
     assert sum(count for _, count in grouped) == 6 and len(grouped) < 6  # a confident model draws repeats
+
+
+def shift_eos(model, by: float) -> None:
+    """Add `by` to the model's <eos> logit at every position (a hook on its output layer)."""
+    shift = torch.zeros(model.cfg.tgt_vocab_size)
+    shift[model.cfg.eos_id] = by
+    model.output.register_forward_hook(lambda module, inputs, output: output + shift)
 
 
 def assert_scores_match_the_model(model, t) -> None:

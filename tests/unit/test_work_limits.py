@@ -38,7 +38,7 @@ PADDING_BOMB = ("padding", {"strategy": {"Fixed": 1_000_000_000}, "direction": "
 
 
 @pytest.mark.parametrize("part, value", [NORMALIZER_BOMB, CATASTROPHIC_REGEX, PADDING_BOMB])
-def test_row2_a_tokenizer_pipeline_the_playground_does_not_write_is_refused(tmp_path, tokenizer, part, value):
+def test_a_tokenizer_pipeline_the_playground_does_not_write_is_refused(tmp_path, tokenizer, part, value):
     folder = spoil_tokenizer(make_package(tmp_path / "bomb", tokenizer, d_model=16, n_heads=2, d_ff=16,
                                           n_encoder_layers=1, n_decoder_layers=1), part, value)
     start = time.perf_counter()
@@ -47,7 +47,7 @@ def test_row2_a_tokenizer_pipeline_the_playground_does_not_write_is_refused(tmp_
     assert time.perf_counter() - start < 5 and not (tmp_path / "models" / "bomb").exists()
 
 
-def test_row2_sources_are_cut_by_characters_before_they_are_encoded(tokenizer, model, monkeypatch):
+def test_sources_are_cut_by_characters_before_they_are_encoded(tokenizer, model, monkeypatch):
     seen = []
     encode = type(tokenizer).encode_src_batch
     monkeypatch.setattr(type(tokenizer), "encode_src_batch", lambda self, texts: seen.extend(texts) or
@@ -64,7 +64,7 @@ def test_row2_sources_are_cut_by_characters_before_they_are_encoded(tokenizer, m
 # Row 7: decoding work from the request and the package's config together
 
 
-def test_row7_decoding_work_is_refused_before_it_starts(tmp_path, tokenizer):
+def test_decoding_work_is_refused_before_it_starts(tmp_path, tokenizer):
     cfg = TransformerConfig(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, **WIDE)
     ids = [[5] * 20 + [3]] * 200
     with pytest.raises(PlaygroundError, match=r"up to 819,000 tokens \(200 sentences of up to 4,095 output tokens\)"):
@@ -74,7 +74,7 @@ def test_row7_decoding_work_is_refused_before_it_starts(tmp_path, tokenizer):
     check_decode_work(cfg, ids[:5], DecodeOptions("greedy"))  # 5 x (2 x 21 + 10): allowed
 
 
-def test_row7_batches_shrink_to_fit_the_decoder_memory_and_one_sentence_too_big_is_refused(tokenizer):
+def test_batches_shrink_to_fit_the_decoder_memory_and_one_sentence_too_big_is_refused(tokenizer):
     big = TransformerConfig(32000, 32000, d_model=512, n_heads=8, n_encoder_layers=6, n_decoder_layers=6,
                             d_ff=2048, max_len=4096)
     ids = [[5] * 100 + [3]] * 64
@@ -101,7 +101,7 @@ def test_a_quick_call_past_its_time_is_stopped_between_decoding_steps(tokenizer)
 # Row 8: a run's time cap covers its setup and its validations
 
 
-def test_row8_the_time_cap_covers_tokenizer_training_and_cuts_validations(tmp_path, monkeypatch):
+def test_the_time_cap_covers_tokenizer_training_and_cuts_validations(tmp_path, monkeypatch):
     from playground.training import trainer as train_module
     from playground.training.inputs import TrainData
     from playground.training.trainer import Trainer
