@@ -20,14 +20,28 @@ from playground.training.trainer import Trainer
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def test_the_fitted_schedule_is_saved_and_resumed(tmp_path):
+class HandClock:
+    """The trainer's clock, moved by hand: the run's time is what the test says, whatever the machine's load."""
+
+    def __init__(self) -> None:
+        self.now = time.perf_counter()
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+def test_the_fitted_schedule_is_saved_and_resumed(tmp_path, monkeypatch):
     cfg = tiny_cfg(max_steps=None, max_minutes=0.05, warmup_steps=1000, eval_every=None)
     data = TrainData(reverse_pairs(200), reverse_pairs(10, seed=1))
-    # stopped half-way (or a chunked run's call ended): the next call goes on where the schedule stood
-    trainer = Trainer(cfg, data, tmp_path / "run")
-    for event in trainer.run():
-        if isinstance(event, ev.Step) and event.step == 20:
-            trainer.stop()
+    # stopped half-way (or a chunked run's call ended): the next call goes on where the schedule stood. The run's
+    # clock stands still, so that Stop, not a busy machine's slow steps, ends it at step 20
+    with monkeypatch.context() as patched:
+        patched.setattr(trainer_module, "time", HandClock())
+        trainer = Trainer(cfg, data, tmp_path / "run")
+        for event in trainer.run():
+            if isinstance(event, ev.Step) and event.step == 20:
+                trainer.stop()
+    assert trainer.step == 20
     plan = trainer.budget
     assert plan.planned and plan.first_plan and 1 <= plan.warmup < 1000  # fitted: a fifth of the run at most
     _, state, _ = load_run(tmp_path / "run", trainer.device)
@@ -43,16 +57,6 @@ def test_the_fitted_schedule_is_saved_and_resumed(tmp_path):
     assert more.budget.planned is None and more.budget.position == 0.0
     list(more.run())
     assert more.budget.schedule_steps and more.history.lr[-1] > 0
-
-
-class HandClock:
-    """The trainer's clock, moved by hand: the run's time is what the test says, whatever the machine's load."""
-
-    def __init__(self) -> None:
-        self.now = time.perf_counter()
-
-    def perf_counter(self) -> float:
-        return self.now
 
 
 def test_a_run_that_ends_on_its_minutes_right_after_a_validation_is_saved_as_used_up(tmp_path, monkeypatch):
