@@ -45,7 +45,7 @@ def peak_rise(fn):
 
 
 def decode_cost(name: str, model: Transformer, tokenizer, sentences: list[str], max_len: int) -> dict:
-    opts = DecodeOptions("greedy", max_len=max_len)
+    opts = DecodeOptions("greedy", max_output_tokens=max_len)
     tokens = decode_tokens(model.cfg, source_ids(tokenizer, sentences, model.cfg, server_bounds()), opts)
     results, seconds, rise = peak_rise(lambda: translate(model, tokenizer, sentences, opts, server_bounds()))
     decoded = sum(len(t.best.ids) for t in results)

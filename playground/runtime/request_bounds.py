@@ -27,7 +27,7 @@ def check_decode_work(cfg: TransformerConfig, ids: list[list[int]], opts: Decode
     the package's positions) and the beams together."""
     tokens, allowed = decode_tokens(cfg, ids, opts, draws), max_decode_tokens()
     if tokens > allowed:
-        longest = max(output_limit(cfg, len(i), opts.max_len) for i in ids)
+        longest = max(output_limit(cfg, len(i), opts.max_output_tokens) for i in ids)
         beams = f" x {opts.beam_size} beams" if opts.method == "beam" else ""
         raise PlaygroundError(
             f"This could decode up to {tokens:,} tokens ({len(ids)} sentence{'s' if len(ids) > 1 else ''} of up to "

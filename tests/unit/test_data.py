@@ -238,7 +238,7 @@ def test_dropped_rows_are_counted_by_reason(tmp_path):
         "only one column",  # malformed
         "Cafe\u0301\tCafé",  # kept, NFC-normalised
     ]
-    data = load_parallel(write(tmp_path, "d.tsv", "\n".join(rows)), max_len=3)
+    data = load_parallel(write(tmp_path, "d.tsv", "\n".join(rows)), max_words=3)
     assert data.pairs == [("Hello world", "Hallo Welt"), ("Café", "Café")]
     assert data.dropped == {"malformed": 1, "empty side": 1, "too long": 1, "duplicate": 1}
     assert data.dropped_lines == {"duplicate": [2], "empty side": [3], "too long": [4], "malformed": [5]}
@@ -254,7 +254,7 @@ def test_dedupe_can_be_switched_off(tmp_path):
 
 
 def test_character_guard_for_text_without_spaces(tmp_path):
-    data = load_parallel(write(tmp_path, "zh.tsv", "你好\thello\n" + "长" * 30 + "\tlong\n"), max_len=3)
+    data = load_parallel(write(tmp_path, "zh.tsv", "你好\thello\n" + "长" * 30 + "\tlong\n"), max_words=3)
     assert data.pairs == [("你好", "hello")] and data.dropped["too long"] == 1
 
 

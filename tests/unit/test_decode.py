@@ -22,7 +22,7 @@ def test_greedy_translations_are_independent_of_batching(model, tokenizer):
 
 def test_greedy_picks_the_argmax_of_full_recomputation(model, tokenizer):
     peaked(model)
-    t = translate(model, tokenizer, SENTENCES[:1], DecodeOptions("greedy", max_len=6))[0]
+    t = translate(model, tokenizer, SENTENCES[:1], DecodeOptions("greedy", max_output_tokens=6))[0]
     src = torch.tensor([t.source_ids])
     tgt = torch.tensor([[model.cfg.bos_id] + t.best.ids[:-1]])
     logp = model(src, tgt)[0].log_softmax(-1)
@@ -32,20 +32,20 @@ def test_greedy_picks_the_argmax_of_full_recomputation(model, tokenizer):
 
 def test_greedy_stops_at_the_first_eos(model, tokenizer):
     shift_eos(model, 100)  # <eos> the best token everywhere
-    stopped = translate(model, tokenizer, SENTENCES, DecodeOptions("greedy", max_len=9))
+    stopped = translate(model, tokenizer, SENTENCES, DecodeOptions("greedy", max_output_tokens=9))
     assert [t.best.ids for t in stopped] == [[model.cfg.eos_id]] * len(SENTENCES)
 
 
 def test_greedy_stops_at_the_max_output_length_without_an_eos(model, tokenizer):
     shift_eos(model, -100)  # <eos> never wins
-    cut = translate(model, tokenizer, SENTENCES, DecodeOptions("greedy", max_len=9))
+    cut = translate(model, tokenizer, SENTENCES, DecodeOptions("greedy", max_output_tokens=9))
     assert [len(t.best.ids) for t in cut] == [9] * len(SENTENCES)
     assert all(model.cfg.eos_id not in t.best.ids for t in cut)
 
 
 def test_sampling_repeats_with_a_seed_and_differs_across_seeds(model, tokenizer):
     def opts(seed):
-        return DecodeOptions("sample", seed=seed, max_len=8, temperature=1.5)
+        return DecodeOptions("sample", seed=seed, max_output_tokens=8, temperature=1.5)
     a = [t.best.ids for t in translate(model, tokenizer, SENTENCES, opts(1))]
     b = [t.best.ids for t in translate(model, tokenizer, SENTENCES, opts(1))]
     c = [t.best.ids for t in translate(model, tokenizer, SENTENCES, opts(2))]
@@ -68,7 +68,8 @@ def test_filter_logits_keeps_top_k_and_nucleus():
 def test_sampled_tokens_stay_inside_top_k(model, tokenizer):
     src = torch.tensor([translate(model, tokenizer, SENTENCES[:1])[0].source_ids])
     for seed in range(5):
-        out = greedy_or_sample(model, src, DecodeOptions("sample", top_k=2, seed=seed, max_len=6)).hypotheses[0][0]
+        opts = DecodeOptions("sample", top_k=2, seed=seed, max_output_tokens=6)
+        out = greedy_or_sample(model, src, opts).hypotheses[0][0]
         tgt = torch.tensor([[model.cfg.bos_id] + out.ids[:-1]])
         top2 = model(src, tgt)[0].topk(2, dim=-1).indices
         assert all(tok in top2[t].tolist() for t, tok in enumerate(out.ids))
@@ -76,15 +77,15 @@ def test_sampled_tokens_stay_inside_top_k(model, tokenizer):
 
 def test_beam_of_one_equals_greedy(model, tokenizer):
     peaked(model)
-    greedy = translate(model, tokenizer, SENTENCES, DecodeOptions("greedy", max_len=12))
-    beam = translate(model, tokenizer, SENTENCES, DecodeOptions("beam", beam_size=1, max_len=12))
+    greedy = translate(model, tokenizer, SENTENCES, DecodeOptions("greedy", max_output_tokens=12))
+    beam = translate(model, tokenizer, SENTENCES, DecodeOptions("beam", beam_size=1, max_output_tokens=12))
     assert [t.best.ids for t in greedy] == [t.best.ids for t in beam]
 
 
 def test_beam_nbest_is_sorted_distinct_and_at_least_as_good_as_greedy(model, tokenizer):
     peaked(model)
-    opts = DecodeOptions("beam", beam_size=4, nbest=4, length_penalty=0.0, max_len=10)
-    greedy = translate(model, tokenizer, SENTENCES, DecodeOptions("greedy", max_len=10))
+    opts = DecodeOptions("beam", beam_size=4, nbest=4, length_penalty=0.0, max_output_tokens=10)
+    greedy = translate(model, tokenizer, SENTENCES, DecodeOptions("greedy", max_output_tokens=10))
     for g, t in zip(greedy, translate(model, tokenizer, SENTENCES, opts)):
         scores = [h.score for h in t.hypotheses]
         assert len(t.hypotheses) == 4 and scores == sorted(scores, reverse=True)
@@ -98,12 +99,13 @@ def test_beam_nbest_is_sorted_distinct_and_at_least_as_good_as_greedy(model, tok
 
 def test_beam_scores_match_the_model(model, tokenizer):
     peaked(model)
-    t = translate(model, tokenizer, SENTENCES[:1], DecodeOptions("beam", beam_size=3, nbest=3, max_len=8))[0]
+    t = translate(model, tokenizer, SENTENCES[:1], DecodeOptions("beam", beam_size=3, nbest=3, max_output_tokens=8))[0]
     assert_scores_match_the_model(model, t)
 
 
 def test_attention_maps_on_request(model, tokenizer):
-    t = translate(model, tokenizer, SENTENCES[:1], DecodeOptions("greedy", max_len=5, return_attention=True))[0]
+    opts = DecodeOptions("greedy", max_output_tokens=5, return_attention=True)
+    t = translate(model, tokenizer, SENTENCES[:1], opts)[0]
     att = t.attention
     L, H = model.cfg.n_decoder_layers, model.cfg.n_heads
     assert att["cross"].shape == (L, H, len(t.best.ids) + 1, len(t.source_ids))
@@ -113,7 +115,7 @@ def test_attention_maps_on_request(model, tokenizer):
 
 def test_next_token_table_lists_the_chosen_token(model, tokenizer):
     peaked(model)
-    t = translate(model, tokenizer, SENTENCES[:1], DecodeOptions("greedy", max_len=5))[0]
+    t = translate(model, tokenizer, SENTENCES[:1], DecodeOptions("greedy", max_output_tokens=5))[0]
     rows = next_token_table(model, tokenizer, t.source_ids, t.best.ids, k=3)
     assert len(rows) == len(t.best.ids)
     for row in rows:

@@ -68,9 +68,9 @@ def test_decoding_work_is_refused_before_it_starts(tmp_path, tokenizer):
     cfg = TransformerConfig(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, **WIDE)
     ids = [[5] * 20 + [3]] * 200
     with pytest.raises(PlaygroundError, match=r"up to 819,000 tokens \(200 sentences of up to 4,095 output tokens\)"):
-        check_decode_work(cfg, ids, DecodeOptions("greedy", max_len=4095))
+        check_decode_work(cfg, ids, DecodeOptions("greedy", max_output_tokens=4095))
     with pytest.raises(PlaygroundError, match=r"x 16 beams"):
-        check_decode_work(cfg, ids[:10], DecodeOptions("beam", beam_size=16, max_len=4095))
+        check_decode_work(cfg, ids[:10], DecodeOptions("beam", beam_size=16, max_output_tokens=4095))
     check_decode_work(cfg, ids[:5], DecodeOptions("greedy"))  # 5 x (2 x 21 + 10): allowed
 
 
@@ -82,7 +82,7 @@ def test_batches_shrink_to_fit_the_decoder_memory_and_one_sentence_too_big_is_re
     assert fitting_batch(big, ids, DecodeOptions("greedy"), limits.max_decode_bytes()) < 64
     assert fitting_batch(big, ids, DecodeOptions("greedy"), None) == 64
     with pytest.raises(PlaygroundError, match=r"needs [\d,]+ MB of decoder memory; this server allows 256 MB"):
-        check_decode_memory(big, ids, DecodeOptions("beam", beam_size=16, max_len=4095))
+        check_decode_memory(big, ids, DecodeOptions("beam", beam_size=16, max_output_tokens=4095))
 
 
 def test_a_quick_call_past_its_time_is_stopped_between_decoding_steps(tokenizer):
@@ -92,7 +92,8 @@ def test_a_quick_call_past_its_time_is_stopped_between_decoding_steps(tokenizer)
     start = time.perf_counter()
     with pytest.raises(limits.TimeLimit, match=r"longer than the 0.3 s one request may run .* Lower it\."):
         with limits.time_limit(0.3, "Lower it."):
-            translate(model, tokenizer, ["the cat"] * 8, DecodeOptions("greedy", max_len=4000), server_bounds())
+            opts = DecodeOptions("greedy", max_output_tokens=4000)
+            translate(model, tokenizer, ["the cat"] * 8, opts, server_bounds())
     assert time.perf_counter() - start < 2
     limits.check_time()  # outside the call: no deadline left behind on this thread
 
