@@ -234,7 +234,7 @@ def test_dropped_rows_are_counted_by_reason(tmp_path):
         "  Hello   world \tHallo Welt",  # kept, whitespace cleaned
         "Hello world\tHallo Welt",  # duplicate after cleaning
         "\tleer",  # empty side
-        "one two three four\tkurz",  # too long (max_len=3)
+        "one two three four\tkurz",  # too long (max_words=3)
         "only one column",  # malformed
         "Cafe\u0301\tCafé",  # kept, NFC-normalised
     ]
@@ -259,8 +259,8 @@ def test_character_guard_for_text_without_spaces(tmp_path):
 
 
 def test_no_pairs_left_summarises_why(tmp_path):
-    message = error_message(write(tmp_path, "d.tsv", "a b c\tx\nd e f\ty\n"), max_len=2)
-    assert "No usable sentence pairs" in message and "2 too long" in message and "max_len" in message
+    message = error_message(write(tmp_path, "d.tsv", "a b c\tx\nd e f\ty\n"), max_words=2)
+    assert "No usable sentence pairs" in message and "2 too long" in message and "at most 2 words" in message
 
 
 def test_summary_formats_large_numbers():
