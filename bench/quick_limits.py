@@ -22,11 +22,11 @@ import torch
 
 from playground import limits
 from playground.core.attention_maps import attention_maps
-from playground.core.decode import DecodeOptions, decode_tokens, source_ids, translate
+from playground.core.decode import DecodeOptions, source_ids, translate
 from playground.core.model import Transformer, TransformerConfig
 from playground.insight import model_plots
 from playground.packages.store import load_package
-from playground.runtime.request_bounds import server_bounds
+from playground.runtime.request_bounds import decode_tokens, server_bounds
 
 DEMO = Path(__file__).resolve().parents[1] / "models" / "demo-en-de"
 # a model of the paper's base shape with an 8k vocabulary: the largest a free CPU Space serves in practice

@@ -6,7 +6,7 @@ possible) and GNMT's length penalty with α = 0.6 (Wu et al. 2016, "Google's Neu
 may output up to 2 x its source length + 10 tokens, and it stops once it has `beam_size` finished hypotheses.
 Sampling's top-p is nucleus sampling (Holtzman et al. 2020, "The Curious Case of Neural Text Degeneration"). Each step
 feeds one token per row through Transformer.decode_step, whose key/value cache (core/kv_cache.py) holds the rest.
-Also what decoding costs (tokens, decoder memory) and `translate`, sentences in and text out. What one call may
+Also what decoding's caches cost and `translate`, sentences in and text out. What one call may
 use is the caller's to say (DecodeBounds): this module knows no server, no quota and no environment variable.
 """
 
@@ -136,11 +136,6 @@ def source_ids(tokenizer, texts: list[str], cfg: TransformerConfig,
 def output_limit(cfg: TransformerConfig, source_length: int, max_output_tokens: int | None) -> int:
     """The most target tokens a sentence of `source_length` tokens (with <eos>) may decode (see length_limits)."""
     return max(1, min(max_output_tokens or 2 * source_length + 10, cfg.max_len - 1))
-
-
-def decode_tokens(cfg: TransformerConfig, ids: list[list[int]], opts: DecodeOptions, draws: int = 1) -> int:
-    """The most tokens decoding these sources can take: each sentence's output limit x beams (x draws)."""
-    return sum(output_limit(cfg, len(i), opts.max_output_tokens) for i in ids) * opts.beams * draws
 
 
 def cache_bytes(cfg: TransformerConfig, source_length: int, output_length: int, beams: int) -> int:

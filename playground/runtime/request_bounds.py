@@ -5,7 +5,7 @@ starts. Core takes its bounds as arguments; the server's quotas and their messag
 from __future__ import annotations
 
 from playground.core.attention_maps import attention_cells
-from playground.core.decode import DecodeBounds, DecodeOptions, decode_tokens, one_sentence_cache_bytes, output_limit
+from playground.core.decode import DecodeBounds, DecodeOptions, one_sentence_cache_bytes, output_limit
 from playground.core.model import TransformerConfig
 from playground.errors import PlaygroundError
 from playground.limits import check_time, max_attention_cells, max_decode_bytes, max_decode_tokens, max_line_chars
@@ -19,6 +19,11 @@ def server_bounds() -> DecodeBounds:
     the operator's limits, and the deadline of the quick call running on this thread (none outside one)."""
     return DecodeBounds(line_chars=max_line_chars(), batch_bytes=max_decode_bytes(),
                         attention_cells=max_attention_cells(), stop_check=check_time)
+
+
+def decode_tokens(cfg: TransformerConfig, ids: list[list[int]], opts: DecodeOptions, draws: int = 1) -> int:
+    """The most tokens decoding these sources can take: each sentence's output limit x beams (x draws)."""
+    return sum(output_limit(cfg, len(i), opts.max_output_tokens) for i in ids) * opts.beams * draws
 
 
 def check_decode_work(cfg: TransformerConfig, ids: list[list[int]], opts: DecodeOptions, draws: int = 1) -> None:

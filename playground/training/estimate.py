@@ -120,7 +120,7 @@ def estimate_training(
     steps = planned
     if cfg.max_minutes and cfg.max_minutes * 60 < total:
         total, limited_by = cfg.max_minutes * 60 + eval_seconds, "minutes"
-        # the last validation runs in a grace past the cap (Trainer.last_eval_deadline): the others count in it
+        # the last validation runs in a grace past the cap (budget.last_eval_deadline): the others count in it
         steps = steps_that_fit(cfg.max_minutes * 60, per_step_with_eval, fixed - eval_seconds)
     if planned is None and not math.isfinite(total):
         limited_by = "epochs"  # max_epochs without knowing the data size

@@ -27,7 +27,7 @@ from playground.runtime.device import describe, one_thread_on_cpu, resolve_devic
 from playground.runtime.memory import check_training_fits, keep_allocator_compact
 from playground.training import events
 from playground.training.averaging import SnapshotStore, average_packages
-from playground.training.budget import MinutesPlan, budget_reached
+from playground.training.budget import MinutesPlan, budget_reached, last_eval_deadline
 from playground.training.checkpoint import (
     History,
     RunState,
@@ -48,7 +48,6 @@ if TYPE_CHECKING:
     from playground.training.prepared import Prepared
 
 STOP_EVAL_SENTENCES = 50  # sentences decoded by the last validation of a stopped run
-FINAL_GRACE, FINAL_GRACE_S = 0.05, 10.0  # a time-capped run's last validation may run this share of the cap past it
 
 
 @dataclass
@@ -235,7 +234,7 @@ class Trainer:
     def train_step(self, loop: Loop) -> Generator[events.Event, None, events.Step | None]:
         """One optimizer step and its bookkeeping; returns its Step event, or None after yielding the Error that
         ends the run (out of memory, or a loss that is not finite)."""
-        batch = self.next_global_batch()
+        batch = self.global_batch(self.batch_in_epoch)
         position, began = self.budget.next_position(self.step), time.perf_counter()
         try:
             with self.step_threads():
@@ -290,7 +289,7 @@ class Trainer:
         if self.step > 0 and self.ranks.is_main:
             if self.step != loop.saved_step:
                 yield from self.validate_and_save(loop.elapsed, final=True, sentences=self.last_eval_sentences(loop),
-                                                  until=self.last_eval_deadline(loop))
+                                                  until=last_eval_deadline(self.cfg, loop.cap_end))
             else:
                 yield events.Phase("saving", self.step)
                 self.save(loop.elapsed)
@@ -305,15 +304,12 @@ class Trainer:
 
     def stops(self, loop: Loop) -> bool:
         """Whether the run ends before its next step; loop.reason says why (early stopping may have said already).
-        Rank 0's clock, Stop button and call length decide for every rank."""
+        The steps, epochs or minutes budget, Stop and the call's length, by rank 0's clock, decide for every rank."""
         loop.elapsed = self.elapsed_before + time.perf_counter() - loop.start
         if loop.reason is None:
-            loop.reason = agree(self.budget_spent(loop) or self.stop_pressed() or self.call_over(loop), self.ranks)
+            spent = budget_reached(self.cfg, self.step, loop.budget_steps, loop.elapsed, loop.steps_here)
+            loop.reason = agree(spent or self.stop_pressed() or self.call_over(loop), self.ranks)
         return loop.reason is not None
-
-    def budget_spent(self, loop: Loop) -> StopReason | None:
-        """The steps, epochs or minutes budget, when it is spent."""
-        return budget_reached(self.cfg, self.step, loop.budget_steps, loop.elapsed, loop.steps_here)
 
     def stop_pressed(self) -> StopReason | None:
         return StopReason.STOPPED if self.stop_requested.is_set() else None
@@ -328,13 +324,6 @@ class Trainer:
         """A person pressed Stop: a quick last validation (an untrained model decodes every sentence to its maximum
         length, and 200 of them take seconds on a CPU)."""
         return STOP_EVAL_SENTENCES if loop.reason == StopReason.STOPPED else None
-
-    def last_eval_deadline(self, loop: Loop) -> float | None:
-        """Under a time cap the package's scores still need a last validation: a short grace past the cap for it."""
-        if loop.cap_end is None:
-            return None
-        grace = max(FINAL_GRACE_S, FINAL_GRACE * self.cfg.max_minutes * 60)
-        return max(loop.cap_end, time.perf_counter()) + grace
 
     # -- the hooks: re-planning, saving, snapshots --------------------------------------------------------
 
@@ -403,9 +392,6 @@ class Trainer:
 
     def epoch_batches(self, epoch: int) -> list[list[int]]:
         return epoch_batch_list(self.train_set, self.cfg, epoch, self.device, self.ranks)
-
-    def next_global_batch(self) -> GlobalBatch:
-        return self.global_batch(self.batch_in_epoch)
 
     def global_batch(self, start: int) -> GlobalBatch:
         return global_batch(self.batches, self.train_set, start, self.cfg.accumulate, self.ranks, self.device)
