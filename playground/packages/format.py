@@ -64,13 +64,17 @@ def read_limited(path: Path) -> bytes:
 
 
 def check_containers(data: bytes, what: str) -> None:
-    """Refuse JSON with more objects and lists than a package file has, before it is parsed: parsed, each costs
-    ~70 bytes of memory whatever its 2 bytes in the file (counted from the brackets: an upper bound, since brackets
-    inside strings count too)."""
+    """Refuse JSON with more objects and lists, or more values, than a package file has, before it is parsed:
+    parsed, a container costs ~70 bytes of memory whatever its 2 bytes in the file, a number ~35 (counted from the
+    brackets and the commas: upper bounds, since those inside strings count too)."""
     containers = data.count(b"{") + data.count(b"[")
     if containers > limits.MAX_JSON_CONTAINERS:
         raise PackageError(f"{what} holds {containers:,} objects and lists; a package file has at most "
                            f"{limits.MAX_JSON_CONTAINERS:,}. It is not a file this playground wrote.")
+    values = data.count(b",") + 1
+    if values > limits.MAX_JSON_VALUES:
+        raise PackageError(f"{what} holds about {values:,} values; a package file has at most "
+                           f"{limits.MAX_JSON_VALUES:,}. It is not a file this playground wrote.")
 
 
 def read_json(path: Path, check: bool = True) -> dict:
@@ -113,7 +117,57 @@ def read_config(folder: str | os.PathLike) -> dict:
 
 
 def read_training(folder: Path) -> dict | None:
-    return read_json(folder / TRAINING) if (folder / TRAINING).is_file() else None
+    """training.json, or None; a history longer than limits.max_history_points() is thinned as it is read
+    (thinned_history), so a run of a million steps, or a file made to look like one, costs every reader (charts,
+    Compare, a resumed run) what that many points cost."""
+    if not (folder / TRAINING).is_file():
+        return None
+    training = read_json(folder / TRAINING)
+    if training.get("history"):
+        training["history"] = thinned_history(training["history"], limits.max_history_points())
+    return training
+
+
+def thinned_history(history: dict, max_points: int) -> dict:
+    """Each of a history's lists (steps, loss, lr, elapsed, validations, probes) cut to about max_points: every k-th
+    point and the last. Lists of one length keep the same points, so steps and their losses stay paired."""
+
+    def thin(values: list) -> list:
+        if len(values) <= max_points:
+            return values
+        stride = -(-len(values) // max_points)
+        return values[::stride] + ([] if (len(values) - 1) % stride == 0 else values[-1:])
+
+    return {key: thin(values) if isinstance(values, list) else values for key, values in history.items()}
+
+
+def check_tokenizer_cost(path: Path, vocab_size: int) -> None:
+    """Refuse a tokenizer file whose parsing would cost more than a vocabulary of vocab_size (config.json's) needs,
+    counted in its JSON before the tokenizers library reads a byte of it (a 63 MB tokenizer once took 1.4 GB there,
+    and the vocabulary was only compared afterwards): its size, then its entries. A playground tokenizer holds
+    vocab_size tokens, fewer merges, and the 4 special tokens as its only added tokens."""
+    data = read_limited(path)
+    what = f"{path.name} in {path.parent.name}"
+    strings = (data.count(b'"') - data.count(b'\\"')) // 2  # keys and values; a merge is one or two
+    allowed = 3 * vocab_size + 1000
+    if strings > allowed:
+        raise PackageError(f"{what} holds about {strings:,} strings; a tokenizer of the {vocab_size:,} tokens "
+                           f"config.json gives has at most {allowed:,}. It is not a tokenizer this playground wrote.")
+    try:
+        tokenizer = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
+        raise PackageError(f"{what} is not valid JSON ({err}).") from None
+    model = tokenizer.get("model") if isinstance(tokenizer, dict) else None
+    added = tokenizer.get("added_tokens") if isinstance(tokenizer, dict) else None
+    if not isinstance(model, dict) or not isinstance(added, list):
+        raise PackageError(f"{what} lacks a tokenizer's model or added tokens; it is not a tokenizer.")
+    if len(added) > limits.ADDED_TOKENS:
+        raise PackageError(f"{what} has {len(added):,} added tokens; a playground tokenizer has its 4 special "
+                           f"tokens (at most {limits.ADDED_TOKENS} are read). It was not loaded.")
+    entries = len(model.get("vocab") or ())
+    if entries > vocab_size:
+        raise PackageError(f"{what} has {entries:,} tokens but config.json says the vocabulary has {vocab_size:,}. "
+                           "It was not loaded.")
 
 
 def safetensors_shapes(path: Path) -> dict[str, tuple[int, ...]]:
