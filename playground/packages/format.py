@@ -141,35 +141,6 @@ def thinned_history(history: dict, max_points: int) -> dict:
     return {key: thin(values) if isinstance(values, list) else values for key, values in history.items()}
 
 
-def check_tokenizer_cost(path: Path, vocab_size: int) -> None:
-    """Refuse a tokenizer file whose parsing would cost more than a vocabulary of vocab_size (config.json's) needs,
-    counted in its JSON before the tokenizers library reads a byte of it (a 63 MB tokenizer once took 1.4 GB there,
-    and the vocabulary was only compared afterwards): its size, then its entries. A playground tokenizer holds
-    vocab_size tokens, fewer merges, and the 4 special tokens as its only added tokens."""
-    data = read_limited(path)
-    what = f"{path.name} in {path.parent.name}"
-    strings = (data.count(b'"') - data.count(b'\\"')) // 2  # keys and values; a merge is one or two
-    allowed = 3 * vocab_size + 1000
-    if strings > allowed:
-        raise PackageError(f"{what} holds about {strings:,} strings; a tokenizer of the {vocab_size:,} tokens "
-                           f"config.json gives has at most {allowed:,}. It is not a tokenizer this playground wrote.")
-    try:
-        tokenizer = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
-        raise PackageError(f"{what} is not valid JSON ({err}).") from None
-    model = tokenizer.get("model") if isinstance(tokenizer, dict) else None
-    added = tokenizer.get("added_tokens") if isinstance(tokenizer, dict) else None
-    if not isinstance(model, dict) or not isinstance(added, list):
-        raise PackageError(f"{what} lacks a tokenizer's model or added tokens; it is not a tokenizer.")
-    if len(added) > limits.ADDED_TOKENS:
-        raise PackageError(f"{what} has {len(added):,} added tokens; a playground tokenizer has its 4 special "
-                           f"tokens (at most {limits.ADDED_TOKENS} are read). It was not loaded.")
-    entries = len(model.get("vocab") or ())
-    if entries > vocab_size:
-        raise PackageError(f"{what} has {entries:,} tokens but config.json says the vocabulary has {vocab_size:,}. "
-                           "It was not loaded.")
-
-
 def safetensors_shapes(path: Path) -> dict[str, tuple[int, ...]]:
     """{tensor name: shape} from a safetensors header alone: its 8-byte length is checked before the header is read,
     and no tensor data is touched."""

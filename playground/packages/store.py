@@ -35,7 +35,6 @@ from playground.packages.format import (
     TRAINING,
     WEIGHTS,
     Package,
-    check_tokenizer_cost,
     check_weights,
     is_package,
     read_config,
@@ -45,7 +44,7 @@ from playground.packages.format import (
     write_json,
 )
 from playground.packages.names import check_name, is_shipped, package_path, snapshots_folder
-from playground.packages.tokenizer_checks import check_pipeline
+from playground.packages.tokenizer_checks import check_pipeline, check_tokenizer_cost
 from playground.runtime.memory import check_model_loads
 
 

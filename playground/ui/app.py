@@ -21,8 +21,8 @@ from playground.serving.visitors import Visitor, address_key, issue_token, serve
 from playground.settings import env_int, env_str
 from playground.ui import sessions, texts
 from playground.ui.handlers import bind, friendly
+from playground.ui.http_bounds import RequestBounds
 from playground.ui.pickers import model_dropdown, model_names
-from playground.ui.request_bounds import RequestBounds
 from playground.ui.state import Session, oauth_available, release_session
 from playground.ui.tabs import attention as attention_tab
 from playground.ui.tabs import compare as compare_tab
@@ -259,7 +259,7 @@ def start_sweeper(library: Library) -> None:
 def launch_options(shared: bool | None = None) -> dict:
     """Theme, CSS (Gradio 6 takes them in launch(), not in Blocks()), the upload limit Gradio enforces (the data
     reader's own, playground.limits.max_data_bytes), how many sessions Gradio keeps (PLAYGROUND_MAX_SESSIONS), the
-    bounds on what one request may send (request_bounds.RequestBounds) and, shared, on uploads per client address
+    bounds on what one request may send (http_bounds.RequestBounds) and, shared, on uploads per client address
     and in all (sessions.UploadBounds)."""
     from starlette.middleware import Middleware
 

@@ -18,11 +18,11 @@ from playground.packages.format import (
     TOKENIZER,
     TRAINING,
     check_containers,
-    check_tokenizer_cost,
     read_training,
     thinned_history,
 )
 from playground.packages.store import load_package
+from playground.packages.tokenizer_checks import check_tokenizer_cost
 from playground.packages.zips import import_zip
 
 

@@ -1,4 +1,4 @@
-"""The ASGI middleware in front of Gradio (playground.ui.request_bounds): a body past its bound is refused before it
+"""The ASGI middleware in front of Gradio (playground.ui.http_bounds): a body past its bound is refused before it
 is read, and a file named by its URL before Gradio downloads it; what is within bounds reaches Gradio unchanged."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from playground.ui.request_bounds import RequestBounds, names_a_url
+from playground.ui.http_bounds import RequestBounds, names_a_url
 
 LIMIT = 1000
 
