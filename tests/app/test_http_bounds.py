@@ -79,3 +79,37 @@ def test_a_file_named_by_its_url_is_refused_before_gradio_sees_it():
     app, status, answer, _ = request([body], length=len(body))
     assert status == 422 and b"not named by its address" in answer and app.bodies == []
     assert names_a_url([{"a": {"path": "http://x"}}]) and not names_a_url({"path": "/tmp/http/x", "url": "http://x"})
+
+
+def multipart(*parts: tuple[bytes, bytes]) -> list[bytes]:
+    """A multipart body of (Content-Disposition, data) parts, in chunks of 10 kB as a client streams it."""
+    body = b"".join(b"--XyZ\r\nContent-Disposition: %s\r\n\r\n%s\r\n" % part for part in parts) + b"--XyZ--\r\n"
+    return [body[i:i + 10_000] for i in range(0, len(body), 10_000)]
+
+
+def upload(chunks: list[bytes]) -> tuple[Gradio, int, bytes, int]:
+    app, sent, read = Gradio(), [], 0
+    scope = {"type": "http", "method": "POST", "path": "/gradio_api/upload", "client": ("127.0.0.1", 1),
+             "headers": [(b"content-type", b"multipart/form-data; boundary=XyZ")]}
+
+    async def receive():
+        nonlocal read
+        read += 1
+        return {"type": "http.request", "body": chunks[read - 1], "more_body": read < len(chunks)}
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(RequestBounds(app, max_body=LIMIT)(scope, receive, send))
+    return app, sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:]), read
+
+
+def test_an_uploads_files_stream_through_but_its_form_fields_are_cut_at_their_bound():
+    files = multipart((b'form-data; name="files"; filename="a.tsv"', b"a\tb\n" * 100_000),
+                      (b'form-data; name="files"; filename="b.tsv"', b"c\td\n" * 100_000))
+    app, status, _, read = upload(files)
+    assert status == 200 and app.bodies == [b"".join(files)] and read == len(files)  # 800 kB of files: past LIMIT
+    field = multipart((b'form-data; name="files"; filename="a.tsv"', b"a\tb\n" * 1000),
+                      (b'form-data; name="note"', b"x" * 10_000_000))
+    app, status, answer, read = upload(field)
+    assert status == 413 and b"more than 64 kB of other form data" in answer and read < 10 < len(field)

@@ -108,13 +108,14 @@ def kept_serving(app, before: int, latencies: list[float], row: str) -> None:
     assert latencies and max(latencies) < VICTIM_MAX_S, latencies
 
 
-def post(url: str, path: str, head: bytes, declared: int | None, sent: int = 0) -> tuple[int, str]:
+def post(url: str, path: str, head: bytes, declared: int | None, sent: int = 0,
+         content_type: str = "application/json") -> tuple[int, str]:
     """POST `head` and then `sent` more bytes, saying a Content-Length of `declared` (None: chunked, saying
     nothing); returns the status and text of the answer."""
     host, port = url.split("//")[1].rstrip("/").split(":")
     connection = http.client.HTTPConnection(host, int(port), timeout=60)
     connection.putrequest("POST", path)
-    connection.putheader("Content-Type", "application/json")
+    connection.putheader("Content-Type", content_type)
     connection.putheader(*(("Content-Length", str(declared)) if declared is not None else
                            ("Transfer-Encoding", "chunked")))
     connection.endheaders()
@@ -146,6 +147,17 @@ def test_row_e_request_bodies_are_refused_by_their_size_before_they_are_read(app
             assert len(answers) == 8
             assert all(status == 413 and "PLAYGROUND_MAX_REQUEST_BODY_MB" in text for status, text in answers), \
                 answers
+        # and eight uploads whose 20 MB are a form field, which Gradio's upload route would keep in memory whole
+        field = b'--XyZ\r\nContent-Disposition: form-data; name="files"\r\n\r\n'
+        answers = []
+        senders = [threading.Thread(target=lambda: answers.append(post(
+            url, "/gradio_api/upload", field, len(field) + 20 * MB, 20 * MB, "multipart/form-data; boundary=XyZ")))
+            for _ in range(8)]
+        for sender in senders:
+            sender.start()
+        for sender in senders:
+            sender.join(timeout=60)
+        assert len(answers) == 8 and all(status == 413 and "other form data" in text for status, text in answers)
     kept_serving(app, before, latencies, "E")
 
 
