@@ -31,10 +31,10 @@ class Gradio:
 
 
 def request(chunks: list[bytes], length: int | None = None, path: str = "/gradio_api/queue/join",
-            method: str = "POST") -> tuple[Gradio, int, bytes, int]:
+            method: str = "POST", headers: tuple = ()) -> tuple[Gradio, int, bytes, int]:
     """Send a request through the middleware: (the app, the status, the answer, how many chunks were read)."""
     app, sent, read = Gradio(), [], 0
-    headers = [(b"content-length", str(length).encode())] if length is not None else []
+    headers = [*headers, *([(b"content-length", str(length).encode())] if length is not None else [])]
     scope = {"type": "http", "method": method, "path": path, "headers": headers, "client": ("127.0.0.1", 1)}
 
     async def receive():
@@ -88,20 +88,8 @@ def multipart(*parts: tuple[bytes, bytes]) -> list[bytes]:
 
 
 def upload(chunks: list[bytes]) -> tuple[Gradio, int, bytes, int]:
-    app, sent, read = Gradio(), [], 0
-    scope = {"type": "http", "method": "POST", "path": "/gradio_api/upload", "client": ("127.0.0.1", 1),
-             "headers": [(b"content-type", b"multipart/form-data; boundary=XyZ")]}
-
-    async def receive():
-        nonlocal read
-        read += 1
-        return {"type": "http.request", "body": chunks[read - 1], "more_body": read < len(chunks)}
-
-    async def send(message):
-        sent.append(message)
-
-    asyncio.run(RequestBounds(app, max_body=LIMIT)(scope, receive, send))
-    return app, sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:]), read
+    return request(chunks, path="/gradio_api/upload",
+                   headers=((b"content-type", b"multipart/form-data; boundary=XyZ"),))
 
 
 def test_an_uploads_files_stream_through_but_its_form_fields_are_cut_at_their_bound():
