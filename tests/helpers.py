@@ -262,7 +262,7 @@ def claiming_weights(path: Path, cfg: TransformerConfig) -> None:
 def make_huge(folder: Path) -> Path:
     """Turn a real package into the issue's 6 MB zip bomb in kind: config.json and a weights header for 0.94B."""
     edit_json(folder / CONFIG, lambda c: c["model"].update(HUGE))
-    claiming_weights(folder / WEIGHTS, TransformerConfig.from_dict(json.loads((folder / CONFIG).read_text())["model"]))
+    claiming_weights(folder / WEIGHTS, TransformerConfig(**json.loads((folder / CONFIG).read_text())["model"]))
     return folder
 
 

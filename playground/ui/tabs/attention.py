@@ -80,27 +80,28 @@ def compute_maps(folder: str, source: str, target_mode: str, target: str) -> dic
     cut to a line's characters (request_lines); the maps are bounded by attention_maps.fit_attention, which cuts the
     pair if needed ("cut": the token counts it had)."""
     from playground.core.attention_maps import attention_maps
-    from playground.core.decode import DecodeOptions, check_decode_work, cut_line, source_ids, translate
+    from playground.core.decode import DecodeOptions, source_ids, translate
     from playground.insight.inspection import check_source
+    from playground.runtime.request_bounds import attention_cell_limit, check_decode_work, server_bounds
 
     package = MODELS.get(folder)
     model, tokenizer = package.model, package.tokenizer
-    source = check_source(source)
-    src_ids = source_ids(tokenizer, [source], model.cfg)[0]
+    source, bounds = check_source(source), server_bounds()
+    src_ids = source_ids(tokenizer, [source], model.cfg, bounds)[0]
     if target_mode == TARGET_MODES[1]:
         target = (target or "").strip()
         if not target:
             raise PlaygroundError("Type the target sentence to teacher-force, or choose “the model's translation”.")
-        out_ids = tokenizer.encode_tgt(cut_line(target))
+        out_ids = tokenizer.encode_tgt(bounds.cut_line(target))
     else:
         opts = DecodeOptions("greedy")
         check_decode_work(model.cfg, [src_ids], opts)
-        hyp = translate(model, tokenizer, [source], opts)[0].best
+        hyp = translate(model, tokenizer, [source], opts, bounds)[0].best
         out_ids, target = list(hyp.ids), hyp.text
         if out_ids and out_ids[-1] == model.cfg.eos_id:
             out_ids = out_ids[:-1]
     tgt_in = [model.cfg.bos_id] + out_ids[: model.cfg.max_len - 1]
-    maps = attention_maps(model, tokenizer, src_ids, tgt_in)
+    maps = attention_maps(model, tokenizer, src_ids, tgt_in, attention_cell_limit(model.cfg))
     return {"maps": {k: np.asarray(maps[k]) for k in ("encoder", "decoder", "cross")},
             "src_tokens": list(maps["src_tokens"]), "tgt_tokens": list(maps["tgt_tokens"]),
             "model": package.name, "target": target, "cut": maps["cut"]}
