@@ -126,7 +126,8 @@ def translate_with_ctranslate2(translator, tokenizer, sentences: list[str], posi
            for ids in tokenizer.encode_src_batch(sentences)]
     longest = max(map(len, src), default=0) + 1  # +1: the appended <eos>
     limit = min(max_output_tokens or 2 * longest + 10, positions - 1)
+    # min_decoding_length 0: <eos> may come first, as in ours (CTranslate2's default of 1 forces a token)
     results = translator.translate_batch(src, beam_size=beam_size, length_penalty=length_penalty,
-                                         max_decoding_length=limit, max_batch_size=batch_size)
+                                         max_decoding_length=limit, min_decoding_length=0, max_batch_size=batch_size)
     vocab = tokenizer.tgt_tokenizer
     return [tokenizer.decode_tgt([vocab.token_to_id(t) for t in r.hypotheses[0]]) for r in results]

@@ -30,6 +30,8 @@ from playground.packages.format import (
     FORMAT_VERSION,
     RESUME_STATE,
     RESUME_TENSORS,
+    TGT_TOKENIZER,
+    TOKENIZER,
     TRAINING,
     WEIGHTS,
     Package,
@@ -42,7 +44,7 @@ from playground.packages.format import (
     write_json,
 )
 from playground.packages.names import check_name, snapshots_folder
-from playground.packages.tokenizer_checks import check_pipeline
+from playground.packages.tokenizer_checks import check_pipeline, check_tokenizer_cost
 from playground.runtime.memory import check_model_loads
 
 
@@ -178,6 +180,11 @@ def check_package(folder: str | os.PathLike) -> CheckedPackage:
         if name != WEIGHTS and path.is_file() and path.stat().st_size > limits.max_file_bytes(name):
             raise PackageError(f"{name} in {folder.name} is larger than the {limits.max_file_bytes(name):,} bytes "
                                f"allowed for it (the operator sets {limits.env_name(name)}).")
+    separate = (folder / TGT_TOKENIZER).is_file()
+    check_tokenizer_cost(folder / TOKENIZER, cfg.src_vocab_size if separate else max(cfg.src_vocab_size,
+                                                                                     cfg.tgt_vocab_size))
+    if separate:
+        check_tokenizer_cost(folder / TGT_TOKENIZER, cfg.tgt_vocab_size)
     tokenizer = PairTokenizer.load(folder)
     check_pipeline(tokenizer)
     specials = {"pad_id": (cfg.pad_id, PAD_ID), "unk_id": (cfg.unk_id, UNK_ID), "bos_id": (cfg.bos_id, BOS_ID),

@@ -1,17 +1,21 @@
 """What a package's tokenizer may be: only the text pipeline the playground writes (train_tokenizer's normalizer,
 pre-tokenizers and decoder), since any other normalizer (a Replace of "x" by a million "y"), pre-tokenizer (a Split
 on a catastrophic regex, which makes the Rust code panic), decoder, post-processor, padding or truncation could
-cost without bound per character. Those it writes are linear. Checked at every package read (packages/store.py)."""
+cost without bound per character. Those it writes are linear. And what parsing it may cost: its size, strings and
+added tokens, counted in its JSON before the library reads it. Checked at every package read (packages/store.py)."""
 
 from __future__ import annotations
 
 import functools
 import json
+from pathlib import Path
 
 from tokenizers import Tokenizer
 
+from playground import limits
 from playground.core.tokenizer import TOKENIZER_KINDS, PairTokenizer, pre_tokenizer, text_decoder, text_normalizer
 from playground.errors import PackageError
+from playground.packages.format import read_limited
 
 
 @functools.cache
@@ -46,3 +50,32 @@ def check_side(tokenizer: Tokenizer, side: str) -> None:
             raise PackageError(f"The {side} tokenizer's {part.replace('_', '-')} ({kind}) is not one the playground "
                                "writes, so what it costs per character is unknown; it was not loaded. Train a new "
                                "tokenizer with the playground.")
+
+
+def check_tokenizer_cost(path: Path, vocab_size: int) -> None:
+    """Refuse a tokenizer file whose parsing would cost more than a vocabulary of vocab_size (config.json's) needs,
+    counted in its JSON before the tokenizers library reads a byte of it (a 63 MB tokenizer once took 1.4 GB there,
+    and the vocabulary was only compared afterwards): its size, then its entries. A playground tokenizer holds
+    vocab_size tokens, fewer merges, and the 4 special tokens as its only added tokens."""
+    data = read_limited(path)
+    what = f"{path.name} in {path.parent.name}"
+    strings = (data.count(b'"') - data.count(b'\\"')) // 2  # keys and values; a merge is one or two
+    allowed = 3 * vocab_size + 1000
+    if strings > allowed:
+        raise PackageError(f"{what} holds about {strings:,} strings; a tokenizer of the {vocab_size:,} tokens "
+                           f"config.json gives has at most {allowed:,}. It is not a tokenizer this playground wrote.")
+    try:
+        tokenizer = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
+        raise PackageError(f"{what} is not valid JSON ({err}).") from None
+    model = tokenizer.get("model") if isinstance(tokenizer, dict) else None
+    added = tokenizer.get("added_tokens") if isinstance(tokenizer, dict) else None
+    if not isinstance(model, dict) or not isinstance(added, list):
+        raise PackageError(f"{what} lacks a tokenizer's model or added tokens; it is not a tokenizer.")
+    if len(added) > limits.ADDED_TOKENS:
+        raise PackageError(f"{what} has {len(added):,} added tokens; a playground tokenizer has its 4 special "
+                           f"tokens (at most {limits.ADDED_TOKENS} are read). It was not loaded.")
+    entries = len(model.get("vocab") or ())
+    if entries > vocab_size:
+        raise PackageError(f"{what} has {entries:,} tokens but config.json says the vocabulary has {vocab_size:,}. "
+                           "It was not loaded.")
