@@ -340,9 +340,10 @@ class Trainer:
 
     def keep_work(self, loop: Loop) -> None:
         """However the loop ended (paused, or the consumer went away: a closed tab, Ctrl-C, a cancelled job), the
-        steps since the last save are saved, unless the run failed."""
-        if (self.ranks.is_main and not (loop.reason and loop.reason.failed) and self.step > 0
-                and self.step != loop.saved_step):
+        steps since the last save are saved, unless the run failed; a paused call saves even a step just validated,
+        so that the next call counts the time that validation took."""
+        unsaved = self.step != loop.saved_step or loop.reason == StopReason.PAUSED
+        if self.ranks.is_main and not (loop.reason and loop.reason.failed) and self.step > 0 and unsaved:
             self.save(self.elapsed_before + time.perf_counter() - loop.start)
 
     def validate_and_save(self, elapsed: float, final: bool, sentences: int | None = None,

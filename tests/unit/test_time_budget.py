@@ -84,6 +84,24 @@ def test_a_run_that_ends_on_its_minutes_right_after_a_validation_is_saved_as_use
     assert more.budget.planned is None and more.budget.position == 0.0
 
 
+def test_a_call_that_pauses_right_after_a_validation_saves_the_time_it_took(tmp_path, monkeypatch):
+    clock = HandClock()
+    monkeypatch.setattr(trainer_module, "time", clock)
+    validate = Trainer.validate
+
+    def validation_of_20_s(self, *args, **kwargs):
+        record = validate(self, *args, **kwargs)
+        clock.now += 20
+        return record
+
+    monkeypatch.setattr(Trainer, "validate", validation_of_20_s)
+    trainer = Trainer(tiny_cfg(max_steps=None, max_minutes=1, eval_every=1), DATA, tmp_path / "run")
+    trainer.pause_after_s = 10  # a GPU call's share: over once the validation after step 1 ends
+    assert not any(isinstance(event, ev.Done) for event in trainer.run())
+    _, state, _ = load_run(tmp_path / "run", trainer.device)
+    assert trainer.step == 1 and state.elapsed_s >= 20  # the next call goes on with 40 s of the minute, not 60
+
+
 def test_auto_validations_are_spread_over_the_planned_steps():
     cfg = tiny_cfg(eval_every=None)
     assert eval_interval(cfg, 100) == 20 and eval_interval(cfg, None) is None
