@@ -163,7 +163,17 @@ def client_address(forwarded_for: str | None, peer: str | None) -> str:
         hops = [h.strip() for h in forwarded_for.split(",") if h.strip()]
         count = int(env_number("PLAYGROUND_PROXY_HOPS", 0))
         if 0 < count <= len(hops):
-            return hops[-count]
+            return network_of(hops[-count])
         if hops:
-            return next((h for h in reversed(hops) if not internal(h)), hops[-1])
-    return peer or "unknown"
+            return network_of(next((h for h in reversed(hops) if not internal(h)), hops[-1]))
+    return network_of(peer or "unknown")
+
+
+def network_of(address: str) -> str:
+    """What one client is bounded by: its IPv4 address, or the /64 network of an IPv6 one (an ISP gives each
+    customer a /64 or more, so its single addresses are as many as a client wants)."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    return str(ipaddress.ip_network(f"{ip}/64", strict=False)) if ip.version == 6 else address
