@@ -31,10 +31,13 @@ import os
 import re
 import secrets
 import tempfile
+import threading
+import time
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from playground.settings import env_flag, env_number, env_str, on_space
+from playground.settings import env_flag, env_int, env_number, env_str, on_space
 
 TOKEN_PATTERN = re.compile(r"^([A-Za-z0-9_-]{16,64})\.([A-Za-z0-9_-]{22})$")  # a visitor id, its signature
 
@@ -75,6 +78,33 @@ def issue_token(secret: bytes) -> str:
     bounds what one address may hold: Quotas.models_per_address)."""
     visitor_id = secrets.token_urlsafe(18)
     return f"{visitor_id}.{_signature(visitor_id, secret)}"
+
+
+class NewVisitors:
+    """How many fresh visitor tokens one client address was handed in the last hour, bounded
+    (PLAYGROUND_NEW_VISITORS_PER_HOUR, default 30: a classroom behind one address still gets one each): a token is
+    a visitor with a quota of their own, so handing them out without bound would bound nothing."""
+
+    def __init__(self, per_hour: int | None = None, window_s: float = 3600, addresses: int = 100_000):
+        self.per_hour = per_hour or env_int("PLAYGROUND_NEW_VISITORS_PER_HOUR", 30)
+        self.window_s, self.addresses = window_s, addresses
+        self.issued: dict[str, deque[float]] = {}  # address -> when its tokens were issued, oldest first
+        self.lock = threading.Lock()
+
+    def allow(self, address: str, now: float | None = None) -> bool:
+        """Count one more token for this address, or False when it had its hour's share."""
+        now = time.monotonic() if now is None else now
+        with self.lock:
+            times = self.issued.pop(address, deque())  # re-inserted last: the dict's order is least recent first
+            while times and now - times[0] > self.window_s:
+                times.popleft()
+            allowed = len(times) < self.per_hour
+            if allowed:
+                times.append(now)
+            self.issued[address] = times
+            while len(self.issued) > self.addresses:
+                del self.issued[next(iter(self.issued))]
+            return allowed
 
 
 def verify_token(token, secret: bytes) -> str | None:
