@@ -110,3 +110,17 @@ def test_one_address_gets_a_few_new_visitor_tokens_an_hour(zerogpu_space):
     secret = server_secret(demo.models_dir)
     assert len(set(tokens[:3])) == 3 and all(verify_token(t, secret) for t in tokens[:3])
     assert verify_token(welcome("other", "198.51.100.8"), secret)  # another network gets its own
+
+
+def test_a_signed_in_visitor_waits_as_their_account_wherever_they_are(monkeypatch):
+    from types import SimpleNamespace
+
+    from playground.ui.sessions import requester
+
+    monkeypatch.setenv("SPACE_ID", "someone/playground")
+    signed = {"oauth_info": {"userinfo": {"preferred_username": "ada"}}}
+    for address in ("203.0.113.5", "198.51.100.7"):
+        request = SimpleNamespace(session=signed, headers={"x-forwarded-for": address}, client=None)
+        assert requester(request) == "hf:ada"
+    anonymous = SimpleNamespace(session={}, headers={"x-forwarded-for": "6.6.6.6, 203.0.113.5"}, client=None)
+    assert requester(anonymous) == "addr:203.0.113.5"
