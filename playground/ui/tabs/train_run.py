@@ -45,11 +45,13 @@ def make_trainer(cfg, data, folder: Path, resume_from: Path | None = None, in_on
     """A Trainer, or on ZeroGPU (or with PLAYGROUND_GPU_CHUNK_S) a ChunkedRun whose calls each fit a GPU call, each
     declaring the seconds the run gave it (chunk_duration). `in_one_piece` (the CPU): one call, and on ZeroGPU in a
     fresh process, away from the torch that `spaces` patched here."""
+    from playground.runtime.foreground import yield_to_quick_calls
     from playground.training.trainer import Trainer
 
     chunk_s = gpu_chunk_seconds()
     if chunk_s is None or (in_one_piece and not on_zerogpu()):
-        return Trainer(cfg, data, folder, resume_from=resume_from)
+        # a visitor's translate goes first on a shared CPU (runtime/foreground.py)
+        return Trainer(cfg, data, folder, resume_from=resume_from, between_steps=yield_to_quick_calls)
     from playground.training.chunked import ChunkedRun, chunk_duration, in_fresh_process, train_chunk
 
     if in_one_piece:
