@@ -59,8 +59,8 @@ def run_figures(runs, x_axis: str) -> list:
 def greedy_columns(folders: list[str], lines: list[str]) -> dict[str, list[str]]:
     """Each package's greedy translations of `lines`, by package name."""
     from playground import limits
-    from playground.core.decode import DecodeOptions, decode_tokens, source_ids, translate
-    from playground.runtime.request_bounds import check_decode_memory, server_bounds
+    from playground.core.decode import DecodeOptions, source_ids, translate
+    from playground.runtime.request_bounds import check_decode_memory, decode_tokens, server_bounds
 
     packages, opts, bounds = [MODELS.get(folder) for folder in folders], DecodeOptions("greedy"), server_bounds()
     ids = [source_ids(p.tokenizer, lines, p.model.cfg, bounds) for p in packages]
