@@ -314,7 +314,7 @@ def ctranslate2_greedy(folder: Path, package: Package, sentences: list[str], dev
     texts = [""] * len(sentences)
     for limit, indices in by_output_limit(package, sentences).items():
         found = translate_with_ctranslate2(translator, exported, [sentences[i] for i in indices],
-                                           package.model.cfg.max_len, max_len=limit)
+                                           package.model.cfg.max_len, max_output_tokens=limit)
         for i, text in zip(indices, found):
             texts[i] = text
     return texts
