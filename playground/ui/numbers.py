@@ -41,7 +41,9 @@ class Slider(gr.Slider):
 
 def shown(value: float) -> str:
     """A number as the page writes it: 10,000 and -3, not 10000.0 and -3.0."""
-    return f"{int(value):,}" if float(value).is_integer() and abs(value) < 1e18 else f"{value:g}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{int(value):,}" if value.is_integer() and abs(value) < 1e18 else f"{value:g}"
 
 
 @dataclass(frozen=True)
