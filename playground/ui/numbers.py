@@ -106,8 +106,8 @@ def verdicts(inputs: list, checks: dict) -> Callable:
     of the inputs' values for a range the data sets, None: not checked now)."""
     def validator(*values):
         by_component = dict(zip(inputs, values))
-        answers = []
-        for component, value in by_component.items():
+        answers = []  # one per input, in their order (the page puts each beside its input)
+        for component, value in zip(inputs, values):
             check = checks.get(component)
             rule = check(by_component) if callable(check) and not isinstance(check, Range) else check
             problem = rule.problem(value) if rule is not None else ""
@@ -128,6 +128,6 @@ def watch(checks: dict, inputs: list | None = None) -> None:
         return None
 
     for control in checks:
-        watched = [control, *(inputs or [])]
+        watched = [control, *(i for i in inputs or [] if i is not control)]
         control.input(nothing, **checked(watched, checks), outputs=None, show_progress="hidden",
                       api_visibility="private", concurrency_limit=None, trigger_mode="always_last")

@@ -236,7 +236,7 @@ def direction_panel() -> tuple:
 def data_view() -> tuple:
     """The summary, the first pairs, the length histogram and the dropped rows, as before any data is loaded."""
     blank = Session()  # what the tab shows before any data is loaded: column headers, no rows
-    summary = gr.Markdown(summary_markdown(blank))
+    summary = gr.Markdown(summary_markdown(blank), elem_id="data-summary")
     with gr.Row():
         with gr.Column(scale=3):
             preview = gr.Dataframe(preview_frame(blank), label=f"First {PREVIEW_ROWS} pairs", interactive=False,
