@@ -258,7 +258,8 @@ def start_sweeper(library: Library) -> None:
 def launch_options(shared: bool | None = None) -> dict:
     """Theme, CSS (Gradio 6 takes them in launch(), not in Blocks()), the upload limit Gradio enforces (the data
     reader's own, playground.limits.max_data_bytes), how many sessions Gradio keeps (PLAYGROUND_MAX_SESSIONS) and,
-    shared, the bounds on uploads per client address and in all (sessions.UploadBounds)."""
+    shared, the bounds on uploads per client address and in all (sessions.UploadBounds). Gradio's own words lack
+    one its screen-reader announcements use ("common.complete", read out as that after every event): given here."""
     from starlette.middleware import Middleware
 
     shared = shared_mode() if shared is None else shared
@@ -266,6 +267,7 @@ def launch_options(shared: bool | None = None) -> dict:
     return {"theme": gr.themes.Soft(), "css": CSS, "max_file_size": max_data_bytes(),
             "state_session_capacity": env_int("PLAYGROUND_MAX_SESSIONS", 1000),
             "footer_links": ["api", "gradio", "settings"], "run_history": False,
+            "i18n": gr.I18n(en={"common.complete": "Done"}),
             "app_kwargs": {"middleware": [Middleware(sessions.UploadBounds)]} if shared else None}
 
 

@@ -47,9 +47,10 @@ def box(page, label: str):
         page.get_by_role("spinbutton", name=f"number input for {label}", exact=True))
 
 
-def refused(page, label: str, value, message: str, kept, then=None) -> None:
-    """Typing `value` into the field puts `message` beside it, and the outputs read by `kept` stay as they were;
-    then the field gets back its value, or `then` (a slider's box would snap into its range once left)."""
+def refused(page, label: str, value, message: str, kept, photo: str = "") -> None:
+    """Typing `value` into the field puts `message` beside it (photographed as `photo`), and the outputs read by
+    `kept` stay as they were; then the field gets its value back (a slider's box would snap into its range once
+    left, and redraw)."""
     before = kept()
     field = box(page, label)
     old = field.input_value()
@@ -57,7 +58,9 @@ def refused(page, label: str, value, message: str, kept, then=None) -> None:
     expect(field.locator(BLOCK)).to_contain_text(f"⚠️ {message}")
     no_error_badges(page)
     assert kept() == before, label
-    fixed(page, label, old if then is None else then)
+    if photo:
+        both_widths(page, photo)
+    fixed(page, label, old)
 
 
 def fixed(page, label: str, value) -> None:
@@ -136,10 +139,9 @@ def test_attention_spans_the_models_layers_and_heads_and_refuses_others(page):
                            "?.endsWith('layer 0, head 0')")
     wait_idle(page)
     kept = plot_titles(page, "attention-plot", "attention-probe-plot")
-    refused(page, "Head", 99, "Head must be a whole number from 0 to 3, not 99.", kept)
+    refused(page, "Head", 99, "Head must be a whole number from 0 to 3, not 99.", kept, photo="attention")
     refused(page, "Layer", 9, "Layer must be a whole number from 0 to 2, not 9.", kept)
     refused(page, "Validation", 99, "Validation must be a whole number from 0 to 2, not 99.", kept)
-    both_widths(page, "attention")
     fixed(page, "Head", 3)
     fixed(page, "Layer", 2)
     page.wait_for_function("() => document.querySelector('#attention-plot .js-plotly-plot')?.layout?.title?.text"
@@ -155,8 +157,7 @@ def test_data_refuses_a_split_out_of_range_and_keeps_the_summary(page):
     expect(summary).to_contain_text("5% held out")
     wait_idle(page)
     refused(page, "Validation split", 0.9, "Validation split must be from 0.01 to 0.3, not 0.9.",
-            lambda: summary.inner_text())
-    both_widths(page, "data")
+            lambda: summary.inner_text(), photo="data")
     fixed(page, "Validation split", 0.1)
     expect(summary).to_contain_text("10% held out")
 
@@ -175,5 +176,4 @@ def test_inside_refuses_each_number_beside_it_and_keeps_its_figures(page):
              "Batch tokens must be a whole number of at least 0, not -5."),
             ("Shuffle seed", 0.5, f"Shuffle seed must be a whole number from 0 to {SEED_TOP}, not 0.5."),
             ("Tokens", 10000, "Tokens must be a whole number from 20 to 500, not 10,000.")]:
-        refused(page, label, value, message, kept)
-    both_widths(page, "inside")
+        refused(page, label, value, message, kept, photo="inside" if label == "Pair shown in the square masks" else "")
