@@ -38,6 +38,10 @@ CACHE_CLEANUP = (600, 3600)  # every 10 min, delete uploads and downloads in Gra
 CSS = """
 #train-status { font-variant-numeric: tabular-nums; }
 #train-status progress { width: 10em; height: 0.8em; vertical-align: middle; }
+/* the queue position and timer Gradio shows on the status line: below its text, in room kept for them (over it, they
+   hid the waiting line at 1024 px) */
+#train-status { padding-bottom: 1.8em; }
+#train-status .meta-text-center, #train-status .meta-text { top: auto; bottom: 0; transform: none; }
 /* tables: a header or a number never breaks inside a word (the columns are sized for them); long text still wraps.
    The column menu (⋮) floats over its header on hover instead of taking 20 px of every header's width */
 .table-wrap span.header { word-break: normal; overflow-wrap: normal; hyphens: none; }
