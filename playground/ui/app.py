@@ -177,7 +177,7 @@ def pickers(library: Library, session: Session, translate_model: str | None, att
             models_model: str | None, resume_from: str | None, inside_model: str | None,
             compared: list[str] | None, after_run: bool = False):
     """Fresh choices for every model picker, keeping what each had selected where it still exists; after a
-    run, "Resume from" and the Inside tab turn to the model this session just trained."""
+    run, "Resume from", the Models tab and the Inside tab turn to the model this session just trained."""
     names = model_names(library, session)
     own = Path(session.run_dir).name if session.run_dir else None
     own = own if own in names else None
@@ -185,10 +185,10 @@ def pickers(library: Library, session: Session, translate_model: str | None, att
     def pick(keep):
         return model_dropdown(library, session, keep, names)
 
-    return (pick(translate_model), pick(attention_model), pick(own or models_model),
-            models_tab.models_frame(library, session),
-            train_tab.resume_dropdown(library, session, own if after_run and own else resume_from),
-            pick(own if after_run and own else inside_model),
+    ran = own if after_run else None  # else a zip imported later would make way for the last run's model
+    return (pick(translate_model), pick(attention_model), pick(ran or models_model),
+            models_tab.models_table(library, session),
+            train_tab.resume_dropdown(library, session, ran or resume_from), pick(ran or inside_model),
             gr.update(choices=names, value=[n for n in compared or [] if n in names]))
 
 

@@ -16,7 +16,7 @@ from playground.errors import PlaygroundError
 from playground.insight import model_plots, plots
 from playground.serving.library import Library
 from playground.ui.caches import MODELS, package_probe
-from playground.ui.handlers import answers, bind, friendly, quick_call, request_lines
+from playground.ui.handlers import answers, bind, cleared_export, friendly, quick_call, request_lines
 from playground.ui.numbers import Range, Slider, checked
 from playground.ui.pickers import default_model, model_names, model_picker, package_folder, picked_shape
 from playground.ui.state import Session
@@ -228,11 +228,6 @@ def export_html(session: Session, kind: str = "cross", view: str = VIEWS[0], lay
     return str(path)
 
 
-def clear_export() -> tuple:
-    """Clear the exported file and its note: one exported from another view would be taken for the one on screen."""
-    return None, ""
-
-
 def probe_slider(probe: list) -> dict:
     """The validation slider of a probe history: at its last validation, hidden when there is none."""
     n = len(probe)
@@ -344,7 +339,7 @@ def build(session: gr.State, library: Library) -> AttentionTab:
                      api_name="export_attention_html")
     c.png_btn.click(None, js=PNG_JS)
     gr.on([c.show.click, c.source.submit, c.kind.change, c.view.change, c.layer.change, c.head.change,
-           c.model.change], clear_export, None, [c.export, c.export_note], queue=False, show_progress="hidden",
+           c.model.change], cleared_export, None, [c.export, c.export_note], queue=False, show_progress="hidden",
           api_visibility="private")
     probe_outputs = dict(fn=bind(pick_model, library), inputs=[session, c.model],
                          outputs=[p.probe_step, p.probe_plot], api_visibility="private", show_progress="hidden")
