@@ -276,6 +276,13 @@ def wire_previews(p: Panels, session: gr.State, library: Library, page: gr.Tab) 
           api_visibility="private")
 
 
+def ready_line(session: Session, status: str | None):
+    """Before any run, the status line says what is still missing: the data, or nothing (a run's line stays)."""
+    if not (status or "").startswith(texts.BEFORE_RUN):
+        return gr.skip()
+    return texts.TRAIN_START if session.data is None else texts.train_ready(session.description)
+
+
 def running_note(session: Session) -> str:
     return (f"⚠️ This tab is already training `{Path(session.run_dir or '').name}`: a new run starts when it ends. "
             "Press **■ Stop** to end it now (it is saved).")
@@ -329,5 +336,7 @@ def wire_runs(p: Panels, session: gr.State, library: Library) -> TrainTab:
 
 def build(session: gr.State, library: Library, page: gr.Tab) -> TrainTab:
     panels = layout(library)
+    page.select(ready_line, [session, panels.status], [panels.status], queue=False, show_progress="hidden",
+                api_visibility="private")
     wire_previews(panels, session, library, page)
     return wire_runs(panels, session, library)

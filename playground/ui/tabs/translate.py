@@ -238,6 +238,11 @@ def step_through(library: Library, session: Session, model: str, text: str, meth
     return figure, table, note + (cut and "\n\n" + cut)
 
 
+def demo_examples(model: str | None):
+    """The demo's example sentences, shown for the demo model only."""
+    return gr.update(visible=model == DEMO_MODEL)
+
+
 @friendly
 def show_controls(method: str):
     """The sampling or beam controls of the chosen decoding method, and the n-best slider's meaning for it."""
@@ -259,9 +264,8 @@ def decoding_controls(session: gr.State, library: Library) -> SimpleNamespace:
     c.model_info = gr.Markdown(model_summary(library, None, c.model.value))
     c.text = gr.Textbox("\n".join(DEMO_EXAMPLES[:2]) if demo else "", label="Source sentences (one per line)",
                         lines=5, placeholder="Type in the model's source language, one sentence per line.")
-    if demo:
-        gr.Examples([[line] for line in DEMO_EXAMPLES], [c.text], label="Sentences the demo model has never "
-                    "seen (English → German): click one, then Translate")
+    c.examples = gr.Examples([[line] for line in DEMO_EXAMPLES], [c.text], label="Sentences the demo model has "
+                             "never seen (English → German): click one, then Translate", visible=demo)
     c.method = gr.Radio(["greedy", "sample", "beam"], value="greedy", label="Decoding")
     with gr.Row(visible=False) as c.sample_row:
         c.temperature = TEMPERATURE.slider(1.0, step=0.05, elem_id="translate-temperature")
@@ -353,6 +357,8 @@ def build(session: gr.State, library: Library) -> TranslateTab:
     c.method.change(show_controls, [c.method], [c.sample_row, c.beam_row, c.nbest], api_visibility="private",
                     show_progress="hidden")
     c.model.change(bind(model_summary, library), [session, c.model], [c.model_info], api_visibility="private",
+                   show_progress="hidden")
+    c.model.change(demo_examples, [c.model], [c.examples.dataset], queue=False, api_visibility="private",
                    show_progress="hidden")
     settings = [c.method, c.temperature, c.top_k, c.top_p, c.seed, c.beam_size, c.length_penalty]
     checks = number_checks(library, session, c, r)
