@@ -121,13 +121,15 @@ def checked(inputs: list, checks: dict) -> dict:
     return dict(inputs=inputs, validator=verdicts(inputs, checks))
 
 
-def watch(checks: dict, inputs: list | None = None) -> None:
-    """Check each control in `checks` as it is typed (for controls read only when a button is pressed); `inputs`:
-    what a range that depends on other values needs besides the control."""
+def watch(checks: dict, inputs: list | None = None, changes: tuple = ()) -> None:
+    """Check each control in `checks` as it is typed (for controls read only when a button is pressed): the control
+    and `inputs` (what a range that depends on other values needs; checked too, so that a message another value
+    made stale goes), and all of them again when a control in `changes` changes (a range it sets)."""
     def nothing(*_):
         return None
 
-    for control in checks:
+    for control in [*checks, *changes]:
         watched = [control, *(i for i in inputs or [] if i is not control)]
-        control.input(nothing, **checked(watched, checks), outputs=None, show_progress="hidden",
-                      api_visibility="private", concurrency_limit=None, trigger_mode="always_last")
+        listener = control.change if control in changes else control.input
+        listener(nothing, **checked(watched, checks), outputs=None, show_progress="hidden", api_visibility="private",
+                 concurrency_limit=None, trigger_mode="always_last")

@@ -373,5 +373,6 @@ def build(session: gr.State, library: Library) -> TranslateTab:
                      **checked([session, r.row, r.k], checks), api_name="next_tokens")
     s.button.click(**answers(bind(step_through, library), [s.plot, s.table, s.note], s.note),
                    **checked([session, c.model, c.text, *settings, c.max_len, r.k], checks), api_name="decode_steps")
-    watch(checks, [session, c.model, c.method, c.beam_size])
+    # n-best's range follows the beam size and the method, Max output tokens' the model
+    watch(checks, [session, c.model, c.method, c.beam_size, c.nbest, c.max_len], changes=(c.method, c.model))
     return TranslateTab(c.model, c.text, translated)
