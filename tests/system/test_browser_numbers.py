@@ -9,18 +9,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from browser import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
-    SHOTS,
-    choose,
-    expect,
-    no_error_badges,
-    open_tab,
-    shot,
-    sync_api,
-    wait_idle,
-)
+from browser import CHROMIUM, choose, expect, no_error_badges, open_tab, opened, shot, wait_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow,
               pytest.mark.skipif(CHROMIUM is None, reason="no `chromium` on PATH (apt-get install chromium)")]
@@ -31,14 +20,8 @@ SEED_TOP = "9,223,372,036,854,775,807"
 
 @pytest.fixture(scope="module")
 def page(server):
-    SHOTS.mkdir(exist_ok=True)
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=60_000)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.set_default_timeout(30_000)
-        page.goto(server[0])
+    with opened(server[0]) as page:
         yield page
-        browser.close()
 
 
 def box(page, label: str):
