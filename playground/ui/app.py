@@ -43,11 +43,11 @@ CSS = """
 #train-status { padding-bottom: 1.8em; }
 #train-status .meta-text-center, #train-status .meta-text { top: auto; bottom: 0; transform: none; }
 /* a number refused beside its slider (playground.ui.numbers): Gradio floats the message over the slider's label and
-   box; here it is a line under the slider, in room kept for it while it shows */
-.block:has(> .wrap > .validation-error) { padding-bottom: 3.2em; }
-.block > .wrap:has(> .validation-error) { top: auto; bottom: 0; left: 0; right: 0; padding: 0; background: none; }
-.block > .wrap > .validation-error { position: static; width: 100%; justify-content: space-between; text-align: left;
-    border: none; border-top: 1px solid var(--error-border-color); border-radius: 0; }
+   box (its own inline style places it); here it takes its own line, above the label */
+div.block > div.wrap:has(> .validation-error) { position: static !important; padding: 0; margin-bottom: var(--spacing-md);
+    background: none; }
+div.block > div.wrap > div.validation-error { position: static; width: 100%; justify-content: space-between; text-align: left;
+    border: 1px solid var(--error-border-color); border-radius: var(--radius-sm); }
 /* tables: a header or a number never breaks inside a word (the columns are sized for them); long text still wraps.
    The column menu (⋮) floats over its header on hover instead of taking 20 px of every header's width */
 .table-wrap span.header { word-break: normal; overflow-wrap: normal; hyphens: none; }
