@@ -3,7 +3,8 @@
 §3.1: the encoder is a stack of N layers, each multi-head self-attention then a position-wise feed-forward network;
 the decoder's layers add a third sublayer, attention over the encoder output, and mask their self-attention so that
 a position sees only earlier ones. Every sublayer sits in a residual connection followed by layer normalisation,
-LayerNorm(x + Sublayer(x)) (or pre-LN, an option). This file assembles the network; its parts live beside it:
+LayerNorm(x + Sublayer(x)) (or pre-LN, an option: Xiong et al. 2020, "On Layer Normalization in the Transformer
+Architecture", which trains without a long warmup). This file assembles the network; its parts live beside it:
 
   * attention.py   §3.2 scaled dot-product and multi-head attention, the masks (SelfAttention, CrossAttention)
   * positional.py  §3.4 embeddings x sqrt(d_model) and §3.5 positional encoding (Embedding)
@@ -17,7 +18,7 @@ Shapes use B = batch, S = source length, T = target length, D = d_model, H = hea
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn as nn
@@ -26,7 +27,6 @@ from playground.core.attention import CrossAttention, SelfAttention
 from playground.core.dropout import Dropout
 from playground.core.kv_cache import DecoderState, LayerCache
 from playground.core.positional import Embedding
-from playground.errors import PackageError
 
 
 @dataclass
@@ -45,7 +45,7 @@ class TransformerConfig:
     norm_placement: str = "post"  # "post" (paper: LayerNorm(x + Sublayer(x))) or "pre" (with final norms)
     joint_vocab: bool = True  # source and target share one vocabulary
     tie_embeddings: bool = True  # target embedding = output projection, and = source embedding when joint
-    max_len: int = 256
+    max_len: int = 256  # positions (config.json's name): a sentence's tokens + <bos>/<eos> (sequences.py)
     pad_id: int = 0
     unk_id: int = 1
     bos_id: int = 2
@@ -94,16 +94,6 @@ class TransformerConfig:
         output = 0 if self.tie_embeddings else d * self.tgt_vocab_size
         return src_embed + tgt_embed + encoder + decoder + final_norms + output
 
-    @classmethod
-    def from_dict(cls, values: dict) -> "TransformerConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise PackageError(f"config.json has unknown model settings {unknown}; was it written by a newer version?")
-        try:
-            return cls(**values)
-        except (TypeError, ValueError) as err:
-            raise PackageError(f"config.json has an invalid model config: {err}") from err
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -126,7 +116,8 @@ class FeedForward(nn.Module):
 
 class Residual(nn.Module):
     """Wraps a sublayer with dropout, the residual connection and LayerNorm (§3.1 and §5.4: post-LN,
-    LayerNorm(x + Dropout(Sublayer(x))), as in the paper; or pre-LN, x + Dropout(Sublayer(LayerNorm(x))))."""
+    LayerNorm(x + Dropout(Sublayer(x))), as in the paper; or pre-LN, x + Dropout(Sublayer(LayerNorm(x))), as in
+    Xiong et al. 2020)."""
 
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
@@ -190,8 +181,8 @@ class Transformer(nn.Module):
         """`generator` draws the initial weights (default: torch's global stream)."""
         super().__init__()
         self.cfg = cfg
-        embedding = dict(d_model=cfg.d_model, max_len=cfg.max_len, pad_id=cfg.pad_id,
-                         positions=cfg.positional_encoding, dropout=cfg.dropout)
+        embedding = dict(d_model=cfg.d_model, n_positions=cfg.max_len, pad_id=cfg.pad_id,
+                         encoding=cfg.positional_encoding, dropout=cfg.dropout)
         self.src_embed = Embedding(cfg.src_vocab_size, **embedding)
         share_src = cfg.tie_embeddings and cfg.joint_vocab
         self.tgt_embed = Embedding(cfg.tgt_vocab_size, **embedding, tokens=self.src_embed.tokens if share_src else None)
@@ -270,13 +261,13 @@ class Transformer(nn.Module):
     # -- incremental decoding -----------------------------------------------------------------------------
 
     @torch.inference_mode()  # the cache serves search: its buffers are written in place and never differentiated
-    def start_decoding(self, src: torch.Tensor, max_len: int) -> DecoderState:
-        """Encode once and prepare caches for up to max_len target positions."""
+    def start_decoding(self, src: torch.Tensor, max_steps: int) -> DecoderState:
+        """Encode once and prepare caches for up to max_steps target positions."""
         memory, _ = self.encode(src)
         kv = self.memory_kv(memory)
         cfg = self.cfg
         head_dim = cfg.d_model // cfg.n_heads
-        caches = [LayerCache(src.size(0), cfg.n_heads, head_dim, max_len, memory) for _ in self.decoder]
+        caches = [LayerCache(src.size(0), cfg.n_heads, head_dim, max_steps, memory) for _ in self.decoder]
         return DecoderState(kv, self.src_key_mask(src), caches)
 
     @torch.inference_mode()
