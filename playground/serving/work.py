@@ -1,0 +1,191 @@
+"""The work a visitor's request makes a model or a native parser do, run in a worker process with hard limits
+(playground.runtime.workers): translating, decoding step by step, next tokens, attention maps, the Inside views' data,
+comparing translations, and checking an uploaded package (its tokenizer parsed by 🤗 tokenizers' Rust code).
+
+Each task is a module-level function of plain values (a package's folder, texts, options) that returns plain values
+(dataclasses, lists, numpy arrays); figures and tables are drawn from them in the web process. A worker keeps its
+loaded models (MODELS, keyed by folder and weights' mtime) from one call to the next. `run` sends one task to the
+pool under the quick-call deadline.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable
+
+from playground import limits
+from playground.errors import PackageError, PlaygroundError
+
+CACHE_SIZE = 4  # loaded models kept in memory by one process
+
+
+class ModelCache:
+    """Loaded packages keyed by (folder, weights mtime): switching models is fast, a retrained one reloads."""
+
+    def __init__(self, size: int = CACHE_SIZE, device: Callable[[], Any] | None = None):
+        self.size, self.device = size, device
+        self.items: OrderedDict[tuple[str, int], Any] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, folder: str | Path):
+        from playground.packages.format import WEIGHTS
+        from playground.packages.store import load_package
+        from playground.serving.zerogpu import quick_device
+
+        folder = Path(folder).resolve()
+        try:
+            key = (str(folder), (folder / WEIGHTS).stat().st_mtime_ns)
+        except OSError as err:
+            raise PackageError(f"No model package at {folder.name}: {err.strerror}.") from err
+        with self.lock:
+            if key in self.items:
+                self.items.move_to_end(key)
+                return self.items[key]
+        package = load_package(folder, (self.device or quick_device)())
+        with self.lock:
+            for old in [k for k in self.items if k[0] == key[0]]:  # an older version of the same folder
+                del self.items[old]
+            self.items[key] = package
+            while len(self.items) > self.size:
+                self.items.popitem(last=False)
+        return package
+
+
+# a worker's models: on the CPU, whose memory its address-space limit bounds (CUDA maps more address space than any
+# such limit allows), as ZeroGPU's quick calls always were
+MODELS = ModelCache(device=lambda: "cpu")
+
+_pool = None
+_pool_lock = threading.Lock()
+
+
+def pool():
+    """This server's worker pool, started at its first call, sized by PLAYGROUND_WORKERS, PLAYGROUND_WORKER_MB and
+    PLAYGROUND_MAX_RESULT_MB."""
+    global _pool
+    from playground.runtime.workers import WorkerPool
+
+    with _pool_lock:
+        if _pool is None:
+            _pool = WorkerPool(limits.workers(), limits.worker_memory_bytes(), limits.max_result_bytes(),
+                               preload=[__name__])
+        return _pool
+
+
+def run(task: Callable, *args, advice: str = "", seconds: float | None = None):
+    """task(*args) in a worker, stopped after `seconds` (the quick-call limit, PLAYGROUND_QUICK_CALL_S); a stopped
+    task says `advice` (what to make smaller)."""
+    return pool().call(task, *args, seconds=seconds or limits.quick_call_seconds(), advice=advice)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Translate tab
+
+
+def translations(folder: str, sentences: list[str], opts, samples: int = 1) -> list:
+    """translate() with the package in `folder`; for sampling with samples > 1, one draw per seed (seed, seed+1, …),
+    ranked by score."""
+    from playground.core.decode import check_decode_work, source_ids, translate
+
+    package = MODELS.get(folder)
+    draws = samples if opts.method == "sample" else 1
+    check_decode_work(package.model.cfg, source_ids(package.tokenizer, sentences, package.model.cfg), opts, draws)
+    results = translate(package.model, package.tokenizer, sentences, opts)
+    if opts.method == "sample" and samples > 1:
+        for i in range(1, samples):
+            more = translate(package.model, package.tokenizer, sentences, replace(opts, seed=(opts.seed or 0) + i))
+            for t, extra in zip(results, more, strict=True):
+                t.hypotheses.extend(extra.hypotheses)
+        for t in results:
+            t.hypotheses.sort(key=lambda h: h.score, reverse=True)
+    return results
+
+
+def next_token_rows(folder: str, src_ids: list[int], out_ids: list[int], k: int) -> list[dict]:
+    """playground.insight.inspection.next_token_table for the package in `folder` (plain lists in and out)."""
+    from playground.insight.inspection import next_token_table
+
+    package = MODELS.get(folder)
+    return next_token_table(package.model, package.tokenizer, src_ids, out_ids, k)
+
+
+def decoding_steps(folder: str, first: str, opts, k: int) -> tuple:
+    """The steps of decoding `first`: (package name, beam_steps' or sampling_steps' result)."""
+    from playground.core.decode import check_decode_work, source_ids
+    from playground.insight.inspection import beam_steps, sampling_steps
+
+    package = MODELS.get(folder)
+    check_decode_work(package.model.cfg, source_ids(package.tokenizer, [first], package.model.cfg), opts)
+    if opts.method == "beam":
+        return package.name, beam_steps(package.model, package.tokenizer, first, opts)
+    return package.name, sampling_steps(package.model, package.tokenizer, first, opts, k)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Attention tab
+
+
+def attention(folder: str, source: str, target: str | None) -> dict:
+    """Every attention map of one pair with the package in `folder`: the model's own greedy translation of `source`
+    (target None) or `target` teacher-forced. The texts come cut to a line's characters (request_lines); the maps are
+    bounded by attention_maps.fit_attention, which cuts the pair if needed ("cut": the token counts it had)."""
+    import numpy as np
+
+    from playground.core.attention_maps import attention_maps
+    from playground.core.decode import DecodeOptions, check_decode_work, cut_line, source_ids, translate
+    from playground.insight.inspection import check_source
+
+    package = MODELS.get(folder)
+    model, tokenizer = package.model, package.tokenizer
+    source = check_source(source)
+    src_ids = source_ids(tokenizer, [source], model.cfg)[0]
+    if target is not None:
+        out_ids = tokenizer.encode_tgt(cut_line(target))
+    else:
+        opts = DecodeOptions("greedy")
+        check_decode_work(model.cfg, [src_ids], opts)
+        hyp = translate(model, tokenizer, [source], opts)[0].best
+        out_ids, target = list(hyp.ids), hyp.text
+        if out_ids and out_ids[-1] == model.cfg.eos_id:
+            out_ids = out_ids[:-1]
+    tgt_in = [model.cfg.bos_id] + out_ids[: model.cfg.max_len - 1]
+    maps = attention_maps(model, tokenizer, src_ids, tgt_in)
+    return {"maps": {k: np.asarray(maps[k]) for k in ("encoder", "decoder", "cross")},
+            "src_tokens": list(maps["src_tokens"]), "tgt_tokens": list(maps["tgt_tokens"]),
+            "model": package.name, "target": target, "cut": maps["cut"]}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Compare tab
+
+
+def greedy_columns(folders: list[str], lines: list[str]) -> dict[str, list[str]]:
+    """Each package's greedy translations of `lines`, by package name."""
+    from playground.core.decode import DecodeOptions, decode_tokens, source_ids, translate
+
+    packages, opts = [MODELS.get(folder) for folder in folders], DecodeOptions("greedy")
+    tokens = sum(decode_tokens(p.model.cfg, source_ids(p.tokenizer, lines, p.model.cfg), opts) for p in packages)
+    if tokens > limits.max_decode_tokens():
+        raise PlaygroundError(f"Translating these {len(lines)} sentences with {len(folders)} models could decode up "
+                              f"to {tokens:,} tokens; one request may decode at most {limits.max_decode_tokens():,} "
+                              "here (the operator sets PLAYGROUND_MAX_DECODE_TOKENS). Send fewer or shorter "
+                              "sentences, or compare fewer models.")
+    columns = {"source": lines}
+    for folder, package in zip(folders, packages):
+        columns[Path(folder).name] = [t.text for t in translate(package.model, package.tokenizer, lines, opts)]
+    return columns
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Models tab
+
+
+def check_upload(folder: str) -> None:
+    """Load the package in `folder` once, every file's size and schema checked and its tokenizer parsed: an upload is
+    checked here before it joins the models (playground.packages.zips.import_zip)."""
+    from playground.packages.store import load_package
+
+    load_package(Path(folder), "cpu")
