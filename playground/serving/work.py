@@ -23,17 +23,18 @@ CACHE_SIZE = 4  # loaded models kept in memory by one process
 
 
 class ModelCache:
-    """Loaded packages keyed by (folder, weights mtime): switching models is fast, a retrained one reloads."""
+    """Loaded packages keyed by (folder, weights mtime): switching models is fast, a retrained one reloads. On the
+    CPU, whose memory a worker's address-space limit bounds (CUDA maps more address space than such a limit allows),
+    as ZeroGPU's quick calls always were."""
 
-    def __init__(self, size: int = CACHE_SIZE, device: Callable[[], Any] | None = None):
-        self.size, self.device = size, device
+    def __init__(self, size: int = CACHE_SIZE):
+        self.size = size
         self.items: OrderedDict[tuple[str, int], Any] = OrderedDict()
         self.lock = threading.Lock()
 
     def get(self, folder: str | Path):
         from playground.packages.format import WEIGHTS
         from playground.packages.store import load_package
-        from playground.serving.zerogpu import quick_device
 
         folder = Path(folder).resolve()
         try:
@@ -44,7 +45,7 @@ class ModelCache:
             if key in self.items:
                 self.items.move_to_end(key)
                 return self.items[key]
-        package = load_package(folder, (self.device or quick_device)())
+        package = load_package(folder, "cpu")
         with self.lock:
             for old in [k for k in self.items if k[0] == key[0]]:  # an older version of the same folder
                 del self.items[old]
@@ -54,9 +55,7 @@ class ModelCache:
         return package
 
 
-# a worker's models: on the CPU, whose memory its address-space limit bounds (CUDA maps more address space than any
-# such limit allows), as ZeroGPU's quick calls always were
-MODELS = ModelCache(device=lambda: "cpu")
+MODELS = ModelCache()  # in a worker: the models it has loaded
 
 _pool = None
 _pool_lock = threading.Lock()
@@ -156,6 +155,55 @@ def attention(folder: str, source: str, target: str | None) -> dict:
     return {"maps": {k: np.asarray(maps[k]) for k in ("encoder", "decoder", "cross")},
             "src_tokens": list(maps["src_tokens"]), "tgt_tokens": list(maps["tgt_tokens"]),
             "model": package.name, "target": target, "cut": maps["cut"]}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Inside tab: each view's data with what the page says about the model (`about`)
+
+
+def about(package) -> dict:
+    return {"name": package.name, "config": package.config, "cfg": package.model.cfg}
+
+
+def training_batch_tokens(package) -> int:
+    """The batch budget the model was trained with; the trainer's default for a model trained elsewhere."""
+    from playground.packages.format import saved_config
+    from playground.training.config import TrainConfig
+
+    return int(saved_config(package.training).get("batch_tokens") or TrainConfig.batch_tokens)
+
+
+def positional_table(folder: str, side: str) -> tuple:
+    from playground.insight.inspection import positional_encoding
+
+    package = MODELS.get(folder)
+    return about(package), positional_encoding(package.model, side)
+
+
+def mask_data(folder: str, pairs, n_pairs: int, seed: int) -> tuple:
+    from playground.insight.inspection import mask_batch
+
+    package = MODELS.get(folder)
+    return about(package), mask_batch(package.model, package.tokenizer, pairs, n_pairs, seed)
+
+
+def batching_data(folder: str, pairs, batch_tokens: int, seed: int) -> tuple:
+    """(about, the budget: batch_tokens or the model's own, compare_batching's random and grouped batches)."""
+    from playground.insight.inspection import compare_batching, train_max_len
+
+    package = MODELS.get(folder)
+    budget = batch_tokens if batch_tokens > 0 else training_batch_tokens(package)
+    return about(package), budget, compare_batching(package.tokenizer, pairs, budget, train_max_len(package.model),
+                                                    seed)
+
+
+def embedding_data(folder: str, pairs, n_tokens: int) -> tuple:
+    """(about, whether source and target share one table, embedding_map's result)."""
+    from playground.insight.inspection import embedding_map
+
+    package = MODELS.get(folder)
+    tied = package.model.src_embed.tokens is package.model.tgt_embed.tokens
+    return about(package), tied, embedding_map(package.model, package.tokenizer, pairs, n_tokens)
 
 
 # ----------------------------------------------------------------------------------------------------------

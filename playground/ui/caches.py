@@ -1,5 +1,5 @@
-"""The UI's caches of what is on disk: packages' JSON files, and the loaded models, each bounded and refreshed when
-the package's files change (a retrained package is read afresh)."""
+"""The UI's cache of what is on disk: packages' JSON files, bounded and refreshed when the package's files change (a
+retrained package is read afresh). Models are loaded by the worker processes only (playground.serving.work)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from playground.serving.work import ModelCache
 from playground.settings import env_megabytes
 
 
@@ -101,4 +100,3 @@ def package_probe(folder: str | Path) -> list:
     return INFO.get(Path(folder), "probe", probe)
 
 
-MODELS = ModelCache()  # the models this process loads itself (the Inside views)

@@ -1,4 +1,4 @@
-"""The model pickers the tabs share: which packages a session may use, its dropdowns, and loading the one picked."""
+"""The model pickers the tabs share: which packages a session may use, its dropdowns, the folder of the one picked."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from pathlib import Path
 import gradio as gr
 
 from playground.serving.library import Library
-from playground.ui.caches import MODELS
 from playground.ui.handlers import bind, friendly
 from playground.ui.state import Session, visitor_of
 
@@ -58,8 +57,3 @@ def package_folder(library: Library, session: Session | None, name: str | None) 
     """The folder of a picker's package; PackageError when none is chosen, it is gone or it is somebody else's
     (the same message: another visitor's models do not exist for this one)."""
     return library.folder(name, visitor_of(library, session))
-
-
-def load_model(library: Library, session: Session, name: str | None):
-    """The loaded Package for a model picker's value (cached)."""
-    return MODELS.get(package_folder(library, session, name))
