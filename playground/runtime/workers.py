@@ -36,6 +36,7 @@ from typing import Callable
 
 from playground import limits
 from playground.errors import PlaygroundError, is_rust_panic
+from playground.runtime.threads import available_cpus
 
 log = logging.getLogger("playground.workers")
 
@@ -78,9 +79,12 @@ def _answer(fn: Callable, args: tuple, kwargs: dict) -> tuple:
         return ("failed", type(err).__name__)
 
 
-def serve(conn, memory_bytes: int, max_result_bytes: int) -> None:
-    """A worker's life: limit its own address space, then answer calls until its parent closes the pipe."""
+def serve(conn, memory_bytes: int, max_result_bytes: int, threads: int) -> None:
+    """A worker's life: its share of the CPUs, its own address space limited, then calls answered until its parent
+    closes the socket."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in the server's terminal is the server's to handle
+    if "torch" in sys.modules:  # imported by the work's modules
+        sys.modules["torch"].set_num_threads(threads)
     grown = (limits._status_bytes("VmSize") or 0) + memory_bytes
     resource.setrlimit(resource.RLIMIT_AS, (grown, resource.getrlimit(resource.RLIMIT_AS)[1]))
     while True:
@@ -130,8 +134,9 @@ class WorkerPool:
 
     def start(self) -> Worker:
         ours, theirs = socket.socketpair()
+        threads = max(1, available_cpus() // self.size)  # the workers share the CPUs
         command, env = python_command(__name__, str(theirs.fileno()), str(self.memory_bytes),
-                                      str(self.max_result_bytes), *self.preload)
+                                      str(self.max_result_bytes), str(threads), *self.preload)
         with theirs:
             process = subprocess.Popen(command, env=env, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)
         with self.lock:
@@ -244,10 +249,10 @@ class WorkerPool:
                 worker.process.wait()
 
 
-if __name__ == "__main__":  # a worker: python -m playground.runtime.workers FD MEMORY_BYTES RESULT_BYTES MODULE...
+if __name__ == "__main__":  # a worker: python -m playground.runtime.workers FD MEMORY RESULT THREADS MODULE...
     import importlib
 
-    fd, memory, result, *modules = sys.argv[1:]
+    fd, memory, result, threads, *modules = sys.argv[1:]
     for module in modules:
         importlib.import_module(module)
-    serve(Connection(int(fd)), int(memory), int(result))
+    serve(Connection(int(fd)), int(memory), int(result), int(threads))
