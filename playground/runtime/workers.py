@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import queue
 import resource
 import signal
 import socket
@@ -41,6 +42,9 @@ from playground.runtime.threads import available_cpus
 log = logging.getLogger("playground.workers")
 
 POLL_S = 0.2  # how often a waiting caller checks whether its client has gone
+START_S = 120  # the longest a new worker may take to import its modules (seconds on a busy 2-core machine)
+RETRY_S = 5  # between tries to start a worker that could not start
+READY = b"ready"  # what a worker says once it has imported its modules: a call's deadline starts after that
 
 
 class WorkStopped(PlaygroundError):
@@ -79,14 +83,22 @@ def _answer(fn: Callable, args: tuple, kwargs: dict) -> tuple:
         return ("failed", type(err).__name__)
 
 
-def serve(conn, memory_bytes: int, max_result_bytes: int, threads: int) -> None:
-    """A worker's life: its share of the CPUs, its own address space limited, then calls answered until its parent
-    closes the socket."""
+def serve(conn, memory_bytes: int, max_result_bytes: int, threads: int, warm_up: str = "-") -> None:
+    """A worker's life: its share of the CPUs, warmed up ("module:function", "-" for none), its own address space
+    limited, then calls answered until its parent closes the socket."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in the server's terminal is the server's to handle
     if "torch" in sys.modules:  # imported by the work's modules
         sys.modules["torch"].set_num_threads(threads)
+    if warm_up != "-":
+        module, name = warm_up.split(":")
+        try:
+            getattr(sys.modules[module], name)()
+        except Exception:  # noqa: BLE001 - a worker that could not warm up still works, only its first call is slower
+            log.exception("a worker's warm-up failed")
     grown = (limits._status_bytes("VmSize") or 0) + memory_bytes
-    resource.setrlimit(resource.RLIMIT_AS, (grown, resource.getrlimit(resource.RLIMIT_AS)[1]))
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (grown if hard == resource.RLIM_INFINITY else min(grown, hard), hard))
+    conn.send_bytes(READY)
     while True:
         try:
             fn, args, kwargs, settings = conn.recv()
@@ -120,73 +132,92 @@ class Worker:
 
 
 class WorkerPool:
-    """Up to `size` worker processes; `call(fn, ...)` runs fn(*args) in a free one (waiting for one when all are
-    busy). fn, its arguments and its result cross by pickle: fn must be a module-level function of a module the
-    workers can import (those in `preload` each worker imports when it starts)."""
+    """`size` worker processes, started in the background when the pool is made; `call(fn, ...)` runs fn(*args) in
+    a free one, waiting for one when all are busy. A worker that is killed is replaced in the background, so there are
+    always `size` of them working, waiting or starting. fn, its arguments and its result cross by pickle: fn must be a
+    module-level function of a module the workers can import (those in `preload` each worker imports when it starts,
+    then it calls `warm_up`: what a first call would otherwise spend its deadline on)."""
 
-    def __init__(self, size: int, memory_bytes: int, max_result_bytes: int, preload: list[str] = ()):
+    def __init__(self, size: int, memory_bytes: int, max_result_bytes: int, preload: list[str] = (),
+                 warm_up: Callable[[], object] | None = None):
         self.size, self.memory_bytes, self.max_result_bytes = size, memory_bytes, max_result_bytes
         self.preload = list(preload)
-        self.idle: list[Worker] = []
-        self.free = threading.BoundedSemaphore(size)  # callers in work at once
+        self.warm_up = f"{warm_up.__module__}:{warm_up.__qualname__}" if warm_up else "-"
+        self.ready: queue.Queue[Worker] = queue.Queue()
         self.lock = threading.Lock()
         self.started = 0  # workers started so far (replacements included), for tests and logs
+        self.closed = False
+        for _ in range(size):
+            self.replace()
 
     def start(self) -> Worker:
+        """A new worker, once it has imported its modules and warmed up; WorkStopped when it cannot start."""
         ours, theirs = socket.socketpair()
         threads = max(1, available_cpus() // self.size)  # the workers share the CPUs
         command, env = python_command(__name__, str(theirs.fileno()), str(self.memory_bytes),
-                                      str(self.max_result_bytes), str(threads), *self.preload)
+                                      str(self.max_result_bytes), str(threads), self.warm_up, *self.preload)
         with theirs:
             process = subprocess.Popen(command, env=env, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)
+        worker = Worker(process, Connection(ours.detach()))
+        try:
+            if not worker.conn.poll(START_S) or worker.conn.recv_bytes() != READY:
+                raise EOFError
+        except (EOFError, OSError):
+            self.kill(worker)
+            raise WorkStopped("A worker process could not start on this server (its log says why); try again in a "
+                              "minute.") from None
         with self.lock:
             self.started += 1
-        return Worker(process, Connection(ours.detach()))
+        return worker
 
     def replace(self) -> None:
-        """Start a worker in the background for the next call (one was killed): its imports take a second or two."""
+        """Start a worker in the background (at first, and for each one killed): a Python importing PyTorch takes a
+        few seconds. One that cannot start is tried again a little later."""
         def ready() -> None:
-            worker = self.start()
-            self.give_back(worker)
+            while not self.closed:
+                try:
+                    self.ready.put(self.start())
+                    return
+                except WorkStopped:
+                    log.warning("a worker could not start; trying again")
+                    time.sleep(RETRY_S)
         threading.Thread(target=ready, daemon=True, name="playground-worker-start").start()
 
     def take(self) -> Worker:
-        with self.lock:
-            while self.idle:
-                worker = self.idle.pop()
-                if worker.process.poll() is None:
-                    return worker
-                worker.conn.close()
-        return self.start()
+        """A free worker that is alive (one that died while it waited is replaced)."""
+        while True:
+            try:
+                worker = self.ready.get(timeout=START_S)
+            except queue.Empty:
+                raise WorkStopped("Every worker of this server is busy or starting; try again in a minute.") from None
+            if worker.process.poll() is None:
+                return worker
+            self.end(worker)
 
-    def give_back(self, worker: Worker) -> None:
-        with self.lock:
-            if len(self.idle) < self.size:
-                self.idle.append(worker)
-                return
-        worker.conn.close()  # one too many (a replacement and a caller both started one): it ends
-
-    def end(self, worker: Worker) -> None:
-        """Kill a worker (a deadline, a client gone, a crash), reap it, and start its replacement."""
+    @staticmethod
+    def kill(worker: Worker) -> None:
         worker.process.kill()
         worker.process.wait()
         worker.conn.close()
+
+    def end(self, worker: Worker) -> None:
+        """Kill a worker (a deadline, a client gone, a crash), reap it, and start its replacement."""
+        self.kill(worker)
         self.replace()
 
     def call(self, fn: Callable, *args, seconds: float, advice: str = "", gone: Callable[[], bool] | None = None,
              **kwargs):
         """fn(*args, **kwargs) in a worker, stopped after `seconds` of work (or as soon as `gone()` says the client
         has left); `advice` says what to make smaller when it is stopped."""
-        with self.free:
-            worker = self.take()
-            try:
-                worker.conn.send((fn, args, kwargs, _settings()))
-                data = self.wait(worker, seconds, advice, gone)
-            except BaseException:
-                self.end(worker)  # whatever went wrong on this side, the worker's state is unknown
-                raise
-            worker.calls += 1
-            self.give_back(worker)
+        worker = self.take()
+        try:
+            worker.conn.send((fn, args, kwargs, _settings()))
+            data = self.wait(worker, seconds, advice, gone)
+        except BaseException:
+            self.end(worker)  # whatever went wrong on this side, the worker's state is unknown
+            raise
+        worker.calls += 1
+        self.ready.put(worker)
         return self.outcome(pickle.loads(data))
 
     def wait(self, worker: Worker, seconds: float, advice: str, gone: Callable[[], bool] | None) -> bytes:
@@ -238,21 +269,21 @@ class WorkerPool:
         raise WorkStopped("A worker answered something this server does not understand.")
 
     def close(self) -> None:
-        with self.lock:
-            idle, self.idle = self.idle, []
-        for worker in idle:
+        """End the idle workers (those at work end when their call returns and finds the socket closed)."""
+        self.closed = True
+        while not self.ready.empty():
+            worker = self.ready.get()
             worker.conn.close()  # the worker's recv ends: it returns
             try:
                 worker.process.wait(timeout=5)
             except subprocess.TimeoutExpired:
-                worker.process.kill()
-                worker.process.wait()
+                self.kill(worker)
 
 
-if __name__ == "__main__":  # a worker: python -m playground.runtime.workers FD MEMORY RESULT THREADS MODULE...
+if __name__ == "__main__":  # a worker: python -m playground.runtime.workers FD MEMORY RESULT THREADS WARM_UP MODULE...
     import importlib
 
-    fd, memory, result, threads, *modules = sys.argv[1:]
+    fd, memory, result, threads, warm_up, *modules = sys.argv[1:]
     for module in modules:
         importlib.import_module(module)
-    serve(Connection(int(fd)), int(memory), int(result), int(threads))
+    serve(Connection(int(fd)), int(memory), int(result), int(threads), warm_up)

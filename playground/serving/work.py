@@ -1,6 +1,7 @@
 """The work a visitor's request makes a model or a native parser do, run in a worker process with hard limits
 (playground.runtime.workers): translating, decoding step by step, next tokens, attention maps, the Inside views' data,
-comparing translations, and checking an uploaded package (its tokenizer parsed by 🤗 tokenizers' Rust code).
+comparing translations, and checking an uploaded package (its tokenizer parsed by 🤗 tokenizers' Rust code). What
+the tasks need is imported with this module: a worker imports it before it says it is ready.
 
 Each task is a module-level function of plain values (a package's folder, texts, options) that returns plain values
 (dataclasses, lists, numpy arrays); figures and tables are drawn from them in the web process. A worker keeps its
@@ -16,8 +17,27 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
+
 from playground import limits
+from playground.core.attention_maps import attention_maps
+from playground.core.decode import DecodeOptions, check_decode_work, cut_line, decode_tokens, source_ids, translate
 from playground.errors import PackageError, PlaygroundError
+from playground.insight.inspection import (
+    beam_steps,
+    check_source,
+    compare_batching,
+    embedding_map,
+    mask_batch,
+    next_token_table,
+    positional_encoding,
+    sampling_steps,
+    train_max_len,
+)
+from playground.packages.format import WEIGHTS, saved_config
+from playground.packages.names import SHIPPED_MODELS, SHIPPED_MODELS_DIR
+from playground.packages.store import load_package
+from playground.training.config import TrainConfig
 
 CACHE_SIZE = 4  # loaded models kept in memory by one process
 
@@ -33,9 +53,6 @@ class ModelCache:
         self.lock = threading.Lock()
 
     def get(self, folder: str | Path):
-        from playground.packages.format import WEIGHTS
-        from playground.packages.store import load_package
-
         folder = Path(folder).resolve()
         try:
             key = (str(folder), (folder / WEIGHTS).stat().st_mtime_ns)
@@ -70,8 +87,16 @@ def pool():
     with _pool_lock:
         if _pool is None:
             _pool = WorkerPool(limits.workers(), limits.worker_memory_bytes(), limits.max_result_bytes(),
-                               preload=[__name__])
+                               preload=[__name__], warm_up=warm_up)
         return _pool
+
+
+def warm_up() -> None:
+    """What a new worker does before its first call: load the shipped demo model (what most first calls use; loading
+    a first package also imports the parts of PyTorch that a model built on the meta device needs, seconds)."""
+    for name in SHIPPED_MODELS:
+        if (SHIPPED_MODELS_DIR / name / WEIGHTS).is_file():
+            MODELS.get(SHIPPED_MODELS_DIR / name)
 
 
 def run(task: Callable, *args, advice: str = "", seconds: float | None = None):
@@ -87,8 +112,6 @@ def run(task: Callable, *args, advice: str = "", seconds: float | None = None):
 def translations(folder: str, sentences: list[str], opts, samples: int = 1) -> list:
     """translate() with the package in `folder`; for sampling with samples > 1, one draw per seed (seed, seed+1, …),
     ranked by score."""
-    from playground.core.decode import check_decode_work, source_ids, translate
-
     package = MODELS.get(folder)
     draws = samples if opts.method == "sample" else 1
     check_decode_work(package.model.cfg, source_ids(package.tokenizer, sentences, package.model.cfg), opts, draws)
@@ -105,17 +128,12 @@ def translations(folder: str, sentences: list[str], opts, samples: int = 1) -> l
 
 def next_token_rows(folder: str, src_ids: list[int], out_ids: list[int], k: int) -> list[dict]:
     """playground.insight.inspection.next_token_table for the package in `folder` (plain lists in and out)."""
-    from playground.insight.inspection import next_token_table
-
     package = MODELS.get(folder)
     return next_token_table(package.model, package.tokenizer, src_ids, out_ids, k)
 
 
 def decoding_steps(folder: str, first: str, opts, k: int) -> tuple:
     """The steps of decoding `first`: (package name, beam_steps' or sampling_steps' result)."""
-    from playground.core.decode import check_decode_work, source_ids
-    from playground.insight.inspection import beam_steps, sampling_steps
-
     package = MODELS.get(folder)
     check_decode_work(package.model.cfg, source_ids(package.tokenizer, [first], package.model.cfg), opts)
     if opts.method == "beam":
@@ -131,11 +149,6 @@ def attention(folder: str, source: str, target: str | None) -> dict:
     """Every attention map of one pair with the package in `folder`: the model's own greedy translation of `source`
     (target None) or `target` teacher-forced. The texts come cut to a line's characters (request_lines); the maps are
     bounded by attention_maps.fit_attention, which cuts the pair if needed ("cut": the token counts it had)."""
-    import numpy as np
-
-    from playground.core.attention_maps import attention_maps
-    from playground.core.decode import DecodeOptions, check_decode_work, cut_line, source_ids, translate
-    from playground.insight.inspection import check_source
 
     package = MODELS.get(folder)
     model, tokenizer = package.model, package.tokenizer
@@ -167,30 +180,22 @@ def about(package) -> dict:
 
 def training_batch_tokens(package) -> int:
     """The batch budget the model was trained with; the trainer's default for a model trained elsewhere."""
-    from playground.packages.format import saved_config
-    from playground.training.config import TrainConfig
 
     return int(saved_config(package.training).get("batch_tokens") or TrainConfig.batch_tokens)
 
 
 def positional_table(folder: str, side: str) -> tuple:
-    from playground.insight.inspection import positional_encoding
-
     package = MODELS.get(folder)
     return about(package), positional_encoding(package.model, side)
 
 
 def mask_data(folder: str, pairs, n_pairs: int, seed: int) -> tuple:
-    from playground.insight.inspection import mask_batch
-
     package = MODELS.get(folder)
     return about(package), mask_batch(package.model, package.tokenizer, pairs, n_pairs, seed)
 
 
 def batching_data(folder: str, pairs, batch_tokens: int, seed: int) -> tuple:
     """(about, the budget: batch_tokens or the model's own, compare_batching's random and grouped batches)."""
-    from playground.insight.inspection import compare_batching, train_max_len
-
     package = MODELS.get(folder)
     budget = batch_tokens if batch_tokens > 0 else training_batch_tokens(package)
     return about(package), budget, compare_batching(package.tokenizer, pairs, budget, train_max_len(package.model),
@@ -199,8 +204,6 @@ def batching_data(folder: str, pairs, batch_tokens: int, seed: int) -> tuple:
 
 def embedding_data(folder: str, pairs, n_tokens: int) -> tuple:
     """(about, whether source and target share one table, embedding_map's result)."""
-    from playground.insight.inspection import embedding_map
-
     package = MODELS.get(folder)
     tied = package.model.src_embed.tokens is package.model.tgt_embed.tokens
     return about(package), tied, embedding_map(package.model, package.tokenizer, pairs, n_tokens)
@@ -212,7 +215,6 @@ def embedding_data(folder: str, pairs, n_tokens: int) -> tuple:
 
 def greedy_columns(folders: list[str], lines: list[str]) -> dict[str, list[str]]:
     """Each package's greedy translations of `lines`, by package name."""
-    from playground.core.decode import DecodeOptions, decode_tokens, source_ids, translate
 
     packages, opts = [MODELS.get(folder) for folder in folders], DecodeOptions("greedy")
     tokens = sum(decode_tokens(p.model.cfg, source_ids(p.tokenizer, lines, p.model.cfg), opts) for p in packages)
@@ -234,6 +236,5 @@ def greedy_columns(folders: list[str], lines: list[str]) -> dict[str, list[str]]
 def check_upload(folder: str) -> None:
     """Load the package in `folder` once, every file's size and schema checked and its tokenizer parsed: an upload is
     checked here before it joins the models (playground.packages.zips.import_zip)."""
-    from playground.packages.store import load_package
 
     load_package(Path(folder), "cpu")

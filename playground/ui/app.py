@@ -15,6 +15,7 @@ from pathlib import Path
 import gradio as gr
 
 from playground.limits import max_data_bytes
+from playground.serving import work
 from playground.serving.library import Library
 from playground.serving.mode import models_location, shared_mode
 from playground.serving.visitors import Visitor, address_key, issue_token, server_secret
@@ -64,13 +65,15 @@ def storage_secret(secret: bytes) -> str:
 
 def build_app(models_dir: str | os.PathLike | None = None, *, shared: bool | None = None) -> gr.Blocks:
     """The whole app; `models_dir` holds the packages (created when missing; None: models_location decides).
-    `shared` None: shared_mode() decides (on a Space, or PLAYGROUND_SHARED=1). Nothing heavy runs here."""
+    `shared` None: shared_mode() decides (on a Space, or PLAYGROUND_SHARED=1). Nothing heavy runs here (the
+    worker processes start in the background)."""
     shared = shared_mode() if shared is None else shared
     persistent = True
     if models_dir is None:
         models_dir, persistent = models_location(shared)
     library = Library(models_dir, shared=shared, persistent=persistent)
     start_sweeper(library)
+    work.pool()  # the workers of quick calls start now, in the background: a first visitor finds them ready
     secret = server_secret(library.models_dir) if shared else b""
     with gr.Blocks(title="Transformer Playground", delete_cache=CACHE_CLEANUP) as demo:
         session = gr.State(Session())

@@ -48,4 +48,4 @@ def test_a_crash_a_runaway_allocation_a_loop_or_a_huge_answer_costs_one_call(poo
 
     # each crash and the deadline cost their worker; a replacement answers, in a new process
     assert pool.call(tasks.worker_pid, seconds=60) != first
-    assert pool.started >= 5
+    assert pool.started >= 4  # the first, and one for each of the two crashes and the deadline
