@@ -25,6 +25,7 @@ docs/ARCHITECTURE.md):
     PLAYGROUND_WORKER_MB          what one worker may allocate beyond its start; past it the request is stopped
                                   (default 1536)
     PLAYGROUND_MAX_RESULT_MB      the largest answer a worker sends back (default 64)
+    PLAYGROUND_RUN_MB             what a CPU training run's process may allocate (default: no limit of its own)
     PLAYGROUND_MAX_HEADS / _LAYERS / _POSITIONS  the largest model shape served or trained (default 64 heads,
                                   32 layers per side, 4,096 positions)
     PLAYGROUND_MAX_PARQUET_ROW_GROUPS  row groups of one Parquet upload (default 2,000)
@@ -40,7 +41,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from playground.errors import PlaygroundError
-from playground.settings import KB, MB, env_int, env_megabytes
+from playground.settings import KB, MB, env_int, env_megabytes, env_str
 
 MAX_POSITIONS = 4096  # positions a model may have (sentence tokens + BOS/EOS); its tables and caches grow with them
 NO_LIMIT = 1 << 60  # cgroup v1 reports "unlimited" as a number near 2**63
@@ -126,6 +127,12 @@ def workers() -> int:
 def worker_memory_bytes() -> int:
     """What one worker may allocate beyond its start: a request that needs more is stopped, the server goes on."""
     return env_megabytes("PLAYGROUND_WORKER_MB", 1536)
+
+
+def run_memory_bytes() -> int | None:
+    """What a CPU training run's process may allocate beyond its start (PLAYGROUND_RUN_MB; unset: no limit of its
+    own, the server's applies to it as to every process it starts)."""
+    return env_megabytes("PLAYGROUND_RUN_MB", 1) if env_str("PLAYGROUND_RUN_MB") else None
 
 
 def max_result_bytes() -> int:

@@ -83,6 +83,14 @@ def _answer(fn: Callable, args: tuple, kwargs: dict) -> tuple:
         return ("failed", type(err).__name__)
 
 
+def limit_growth(memory_bytes: int) -> None:
+    """Let this process allocate at most `memory_bytes` more than it has mapped now (RLIMIT_AS; never above a hard
+    limit it was started under): past it an allocation fails here, in this process only."""
+    grown = (limits._status_bytes("VmSize") or 0) + memory_bytes
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (grown if hard == resource.RLIM_INFINITY else min(grown, hard), hard))
+
+
 def serve(conn, memory_bytes: int, max_result_bytes: int, threads: int, warm_up: str = "-") -> None:
     """A worker's life: its share of the CPUs, warmed up ("module:function", "-" for none), its own address space
     limited, then calls answered until its parent closes the socket."""
@@ -95,9 +103,7 @@ def serve(conn, memory_bytes: int, max_result_bytes: int, threads: int, warm_up:
             getattr(sys.modules[module], name)()
         except Exception:  # noqa: BLE001 - a worker that could not warm up still works, only its first call is slower
             log.exception("a worker's warm-up failed")
-    grown = (limits._status_bytes("VmSize") or 0) + memory_bytes
-    _, hard = resource.getrlimit(resource.RLIMIT_AS)
-    resource.setrlimit(resource.RLIMIT_AS, (grown if hard == resource.RLIM_INFINITY else min(grown, hard), hard))
+    limit_growth(memory_bytes)
     conn.send_bytes(READY)
     while True:
         try:

@@ -109,7 +109,7 @@ def test_row_c_an_emoji_flood_is_stopped_at_its_deadline_and_a_victim_is_served(
     for job in jobs:
         (table, note, *_), seconds = timed(lambda job=job: job.result(timeout=60))
         assert stopped(note) or "could decode up to" in note, note
-    assert max(latencies) < 3 * QUICK_CALL_S + 15  # never minutes: the floods are stopped at their deadline
+    assert max(latencies) < 60  # never minutes (the issue: 269 s): the floods are stopped at their deadline
     assert server.poll() is None
 
 
