@@ -99,10 +99,10 @@ def warm_up() -> None:
             MODELS.get(SHIPPED_MODELS_DIR / name)
 
 
-def run(task: Callable, *args, advice: str = "", seconds: float | None = None):
-    """task(*args) in a worker, stopped after `seconds` (the quick-call limit, PLAYGROUND_QUICK_CALL_S); a stopped
-    task says `advice` (what to make smaller)."""
-    return pool().call(task, *args, seconds=seconds or limits.quick_call_seconds(), advice=advice)
+def run(task: Callable, *args, advice: str = "", seconds: float | None = None, gone: Callable[[], bool] | None = None):
+    """task(*args) in a worker, stopped after `seconds` (the quick-call limit, PLAYGROUND_QUICK_CALL_S) or as soon as
+    `gone()` says its client has left; a task stopped at its deadline says `advice` (what to make smaller)."""
+    return pool().call(task, *args, seconds=seconds or limits.quick_call_seconds(), advice=advice, gone=gone)
 
 
 # ----------------------------------------------------------------------------------------------------------

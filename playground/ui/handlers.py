@@ -34,8 +34,24 @@ def quick_call(task: Callable, advice: str) -> Callable:
 
     @functools.wraps(task)
     def in_worker(*args):
-        return work.run(task, *args, advice=advice)
+        return work.run(task, *args, advice=advice, gone=client_gone())
     return quick(in_worker)
+
+
+def client_gone() -> Callable[[], bool] | None:
+    """For the event handler running on this thread, a check whether its client has gone: Gradio marks the event not
+    alive when the page closes or the API client disconnects, but cannot stop a thread; the worker pool asks this
+    while it waits and then kills the work. None outside an event (a test calling a handler)."""
+    from gradio.context import LocalContext
+
+    queue, event_id = getattr(LocalContext.blocks.get(None), "_queue", None), LocalContext.event_id.get(None)
+    if queue is None or event_id is None:
+        return None
+
+    def gone() -> bool:
+        running = [e for job in getattr(queue, "active_jobs", []) or [] for e in job or [] if e._id == event_id]
+        return bool(running) and not running[0].alive
+    return gone
 
 
 def request_lines(text: str | None, what: str = "text") -> tuple[list[str], str]:

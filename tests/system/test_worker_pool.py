@@ -1,6 +1,6 @@
 """The worker pool (playground.runtime.workers) on its own: a call that aborts, segfaults, allocates past the worker's
-memory limit, loops past its deadline or answers too much ends with a clear message, the worker is replaced, and the
-pool goes on answering."""
+memory limit, loops past its deadline or after its client has gone, or answers too much ends with a clear message,
+the worker is replaced, and the pool goes on answering."""
 
 from __future__ import annotations
 
@@ -41,11 +41,16 @@ def test_a_crash_a_runaway_allocation_a_loop_or_a_huge_answer_costs_one_call(poo
         pool.call(tasks.spin_forever, seconds=1, advice="Send less.")
     assert time.monotonic() - started < 5  # killed at the deadline, not when the loop ends (never)
 
+    left = time.monotonic() + 1  # the client leaves a second after it asked
+    with pytest.raises(WorkStopped, match="The page that asked for this has closed"):
+        pool.call(tasks.spin_forever, seconds=60, gone=lambda: time.monotonic() > left)
+    assert time.monotonic() - left < 5  # stopped when it left, not at the deadline
+
     with pytest.raises(WorkStopped, match=r"would be 2\.0 MB, more than one request may return here \(1 MB"):
         pool.call(tasks.bytes_of, 2 * MB, seconds=60)
     with pytest.raises(PackageError, match="^no such tokenizer$"):  # the work's own refusal, as itself
         pool.call(tasks.refuse, "no such tokenizer", seconds=60)
 
-    # each crash and the deadline cost their worker; a replacement answers, in a new process
+    # each crash, the deadline and the client gone cost their worker; a replacement answers, in a new process
     assert pool.call(tasks.worker_pid, seconds=60) != first
-    assert pool.started >= 4  # the first, and one for each of the two crashes and the deadline
+    assert pool.started >= 5  # the first, and one for each of the two crashes, the deadline and the client gone
