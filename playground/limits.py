@@ -132,7 +132,9 @@ def worker_memory_bytes() -> int:
 def run_memory_bytes() -> int | None:
     """What a CPU training run's process may allocate beyond its start (PLAYGROUND_RUN_MB; unset: no limit of its
     own, the server's applies to it as to every process it starts)."""
-    return env_megabytes("PLAYGROUND_RUN_MB", 1) if env_str("PLAYGROUND_RUN_MB") else None
+    if not env_str("PLAYGROUND_RUN_MB"):
+        return None
+    return env_megabytes("PLAYGROUND_RUN_MB", 0)
 
 
 def max_result_bytes() -> int:
