@@ -163,7 +163,7 @@ def sentences_and_tokenizer(data: str | None, vocab_size: int) -> tuple[list[str
         train, label = common.load_split(data, "train"), "Multi30k val"
         sources = [s for s, _ in common.load_split(data, "val")]
     else:
-        train = common.builtin_pairs()
+        train = common.load_pairs(None, "train")
         sources, label = [s for s, _ in train], "built-in mini-translation"
     return sources, train_tokenizer(train, vocab_size=vocab_size), label
 

@@ -179,12 +179,14 @@ def launched(demo, **options) -> Iterator[str]:
 
 @contextlib.contextmanager
 def app_in_subprocess(models, memory_limit: int, **env: str):
-    """The whole app in a subprocess on a free port under an address-space limit, as a stranger's requests meet it:
-    yields (the server process, a gradio_client Client of it, its URL); the server ends with the block."""
+    """The whole app in a subprocess on a free port under an address-space limit, as a stranger's requests meet it
+    (launched with the app's own options: its request bounds included): yields (the server process, a gradio_client
+    Client of it, its URL); the server ends with the block."""
     port = free_port()
     code = ("import torch; torch.set_num_threads(1)\n"
-            "from playground.ui.app import build_app\n"
-            f"build_app({str(models)!r}).launch(server_name='127.0.0.1', server_port={port}, quiet=True)\n")
+            "from playground.ui.app import build_app, launch_options\n"
+            f"build_app({str(models)!r}).launch(server_name='127.0.0.1', server_port={port}, quiet=True, "
+            "**launch_options())\n")
     server = subprocess.Popen([sys.executable, "-c", code], cwd=REPO,
                               env={**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", **env},
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -262,7 +264,7 @@ def claiming_weights(path: Path, cfg: TransformerConfig) -> None:
 def make_huge(folder: Path) -> Path:
     """Turn a real package into the issue's 6 MB zip bomb in kind: config.json and a weights header for 0.94B."""
     edit_json(folder / CONFIG, lambda c: c["model"].update(HUGE))
-    claiming_weights(folder / WEIGHTS, TransformerConfig.from_dict(json.loads((folder / CONFIG).read_text())["model"]))
+    claiming_weights(folder / WEIGHTS, TransformerConfig(**json.loads((folder / CONFIG).read_text())["model"]))
     return folder
 
 

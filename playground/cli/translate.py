@@ -82,6 +82,7 @@ def read_lines(path: str) -> list[str]:
 def cmd_translate(args: argparse.Namespace) -> int:
     from playground.core.decode import translate
     from playground.limits import max_line_chars
+    from playground.runtime.request_bounds import server_bounds
 
     sentences = list(args.text) + (read_lines(args.input) if args.input else [])
     if not sentences:
@@ -93,7 +94,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
         print(f"note: {cut:,} line{'s' if cut > 1 else ''} longer than {per_line:,} characters "
               f"{'were' if cut > 1 else 'was'}"
               " cut there before translating (PLAYGROUND_MAX_LINE_CHARS sets the limit)", file=sys.stderr)
-    results = translate(package.model, package.tokenizer, sentences, decode_options(args))
+    results = translate(package.model, package.tokenizer, sentences, decode_options(args), server_bounds())
     if args.json:
         print(json.dumps([{"source": t.source, "hypotheses": [{"text": h.text, "score": h.score,
                            "token_logprobs": h.token_logprobs} for h in t.hypotheses]} for t in results],
@@ -111,6 +112,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from playground.core.decode import translate
     from playground.core.metrics import score
+    from playground.runtime.request_bounds import server_bounds
 
     sources, references = read_lines(args.src), read_lines(args.ref)
     if len(sources) != len(references):
@@ -118,7 +120,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                               "they must be aligned line by line.")
     package = load_model(args)
     start = time.perf_counter()
-    hyps = [t.text for t in translate(package.model, package.tokenizer, sources, decode_options(args))]
+    hyps = [t.text for t in translate(package.model, package.tokenizer, sources, decode_options(args),
+                                      server_bounds())]
     scores = score(hyps, references)
     result = {**scores.as_dict(), "method": args.method, "model": str(args.model),
               "seconds": round(time.perf_counter() - start, 2)}

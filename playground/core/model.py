@@ -17,7 +17,7 @@ Shapes use B = batch, S = source length, T = target length, D = d_model, H = hea
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn as nn
@@ -26,7 +26,6 @@ from playground.core.attention import CrossAttention, SelfAttention
 from playground.core.dropout import Dropout
 from playground.core.kv_cache import DecoderState, LayerCache
 from playground.core.positional import Embedding
-from playground.errors import PackageError
 
 
 @dataclass
@@ -94,16 +93,6 @@ class TransformerConfig:
         output = 0 if self.tie_embeddings else d * self.tgt_vocab_size
         return src_embed + tgt_embed + encoder + decoder + final_norms + output
 
-    @classmethod
-    def from_dict(cls, values: dict) -> "TransformerConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise PackageError(f"config.json has unknown model settings {unknown}; was it written by a newer version?")
-        try:
-            return cls(**values)
-        except (TypeError, ValueError) as err:
-            raise PackageError(f"config.json has an invalid model config: {err}") from err
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -125,7 +125,8 @@ def translate_with_ctranslate2(translator, tokenizer, sentences: list[str], posi
     src = [[tokenizer.src_tokenizer.id_to_token(i) for i in ids[: positions - 2]]  # cut as decode.source_ids does
            for ids in tokenizer.encode_src_batch(sentences)]
     limit = min(max_len or 2 * (max(map(len, src), default=0) + 1) + 10, positions - 1)  # +1: the appended <eos>
+    # min_decoding_length 0: <eos> may come first, as in ours (CTranslate2's default of 1 forces a token)
     results = translator.translate_batch(src, beam_size=beam_size, length_penalty=length_penalty,
-                                         max_decoding_length=limit, max_batch_size=batch_size)
+                                         max_decoding_length=limit, min_decoding_length=0, max_batch_size=batch_size)
     vocab = tokenizer.tgt_tokenizer
     return [tokenizer.decode_tgt([vocab.token_to_id(t) for t in r.hypotheses[0]]) for r in results]

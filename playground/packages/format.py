@@ -64,13 +64,17 @@ def read_limited(path: Path) -> bytes:
 
 
 def check_containers(data: bytes, what: str) -> None:
-    """Refuse JSON with more objects and lists than a package file has, before it is parsed: parsed, each costs
-    ~70 bytes of memory whatever its 2 bytes in the file (counted from the brackets: an upper bound, since brackets
-    inside strings count too)."""
+    """Refuse JSON with more objects and lists, or more values, than a package file has, before it is parsed:
+    parsed, a container costs ~70 bytes of memory whatever its 2 bytes in the file, a number ~35 (counted from the
+    brackets and the commas: upper bounds, since those inside strings count too)."""
     containers = data.count(b"{") + data.count(b"[")
     if containers > limits.MAX_JSON_CONTAINERS:
         raise PackageError(f"{what} holds {containers:,} objects and lists; a package file has at most "
                            f"{limits.MAX_JSON_CONTAINERS:,}. It is not a file this playground wrote.")
+    values = data.count(b",") + 1
+    if values > limits.MAX_JSON_VALUES:
+        raise PackageError(f"{what} holds about {values:,} values; a package file has at most "
+                           f"{limits.MAX_JSON_VALUES:,}. It is not a file this playground wrote.")
 
 
 def read_json(path: Path, check: bool = True) -> dict:
@@ -113,7 +117,28 @@ def read_config(folder: str | os.PathLike) -> dict:
 
 
 def read_training(folder: Path) -> dict | None:
-    return read_json(folder / TRAINING) if (folder / TRAINING).is_file() else None
+    """training.json, or None; a history longer than limits.max_history_points() is thinned as it is read
+    (thinned_history), so a run of a million steps, or a file made to look like one, costs every reader (charts,
+    Compare, a resumed run) what that many points cost."""
+    if not (folder / TRAINING).is_file():
+        return None
+    training = read_json(folder / TRAINING)
+    if training.get("history"):
+        training["history"] = thinned_history(training["history"], limits.max_history_points())
+    return training
+
+
+def thinned_history(history: dict, max_points: int) -> dict:
+    """Each of a history's lists (steps, loss, lr, elapsed, validations, probes) cut to about max_points: every k-th
+    point and the last. Lists of one length keep the same points, so steps and their losses stay paired."""
+
+    def thin(values: list) -> list:
+        if len(values) <= max_points:
+            return values
+        stride = -(-len(values) // max_points)
+        return values[::stride] + ([] if (len(values) - 1) % stride == 0 else values[-1:])
+
+    return {key: thin(values) if isinstance(values, list) else values for key, values in history.items()}
 
 
 def safetensors_shapes(path: Path) -> dict[str, tuple[int, ...]]:

@@ -11,7 +11,7 @@ import os
 import shutil
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import torch
@@ -30,6 +30,8 @@ from playground.packages.format import (
     FORMAT_VERSION,
     RESUME_STATE,
     RESUME_TENSORS,
+    TGT_TOKENIZER,
+    TOKENIZER,
     TRAINING,
     WEIGHTS,
     Package,
@@ -42,6 +44,7 @@ from playground.packages.format import (
     write_json,
 )
 from playground.packages.names import check_name, is_shipped, package_path, snapshots_folder
+from playground.packages.tokenizer_checks import check_pipeline, check_tokenizer_cost
 from playground.runtime.memory import check_model_loads
 
 
@@ -143,6 +146,18 @@ def swap_in(tmp: Path, folder: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+def model_config(values: dict) -> TransformerConfig:
+    """config.json's "model" as a TransformerConfig; PackageError when it has settings this version does not know
+    or values the model refuses."""
+    unknown = sorted(set(values) - {f.name for f in fields(TransformerConfig)})
+    if unknown:
+        raise PackageError(f"config.json has unknown model settings {unknown}; was it written by a newer version?")
+    try:
+        return TransformerConfig(**values)
+    except (TypeError, ValueError) as err:
+        raise PackageError(f"config.json has an invalid model config: {err}") from err
+
+
 @dataclass
 class CheckedPackage:
     """Everything load_package checks, found without building the model: what `info` reports."""
@@ -158,14 +173,20 @@ def check_package(folder: str | os.PathLike) -> CheckedPackage:
     the free memory, the tokenizer, the weights' header against the config) without allocating the model."""
     folder = Path(folder)
     config = read_config(folder)
-    cfg = TransformerConfig.from_dict(config["model"])
+    cfg = model_config(config["model"])
     check_model_loads(cfg)
     for name in ALLOWED:  # weights are checked from their header below
         path = folder / name
         if name != WEIGHTS and path.is_file() and path.stat().st_size > limits.max_file_bytes(name):
             raise PackageError(f"{name} in {folder.name} is larger than the {limits.max_file_bytes(name):,} bytes "
                                f"allowed for it (the operator sets {limits.env_name(name)}).")
+    separate = (folder / TGT_TOKENIZER).is_file()
+    check_tokenizer_cost(folder / TOKENIZER, cfg.src_vocab_size if separate else max(cfg.src_vocab_size,
+                                                                                     cfg.tgt_vocab_size))
+    if separate:
+        check_tokenizer_cost(folder / TGT_TOKENIZER, cfg.tgt_vocab_size)
     tokenizer = PairTokenizer.load(folder)
+    check_pipeline(tokenizer)
     specials = {"pad_id": (cfg.pad_id, PAD_ID), "unk_id": (cfg.unk_id, UNK_ID), "bos_id": (cfg.bos_id, BOS_ID),
                 "eos_id": (cfg.eos_id, EOS_ID)}
     wrong = [f"{name} {said} (the tokenizer's is {theirs})" for name, (said, theirs) in specials.items()

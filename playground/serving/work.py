@@ -21,7 +21,7 @@ import numpy as np
 
 from playground import limits
 from playground.core.attention_maps import attention_maps
-from playground.core.decode import DecodeOptions, check_decode_work, cut_line, decode_tokens, source_ids, translate
+from playground.core.decode import DecodeOptions, decode_tokens, source_ids, translate
 from playground.errors import PackageError, PlaygroundError
 from playground.insight.inspection import (
     beam_steps,
@@ -37,6 +37,12 @@ from playground.insight.inspection import (
 from playground.packages.format import WEIGHTS, saved_config
 from playground.packages.names import SHIPPED_MODELS, SHIPPED_MODELS_DIR
 from playground.packages.store import load_package
+from playground.runtime.request_bounds import (
+    attention_cell_limit,
+    check_decode_memory,
+    check_decode_work,
+    server_bounds,
+)
 from playground.training.config import TrainConfig
 
 CACHE_SIZE = 4  # loaded models kept in memory by one process
@@ -112,13 +118,15 @@ def run(task: Callable, *args, advice: str = "", seconds: float | None = None, g
 def translations(folder: str, sentences: list[str], opts, samples: int = 1) -> list:
     """translate() with the package in `folder`; for sampling with samples > 1, one draw per seed (seed, seed+1, …),
     ranked by score."""
-    package = MODELS.get(folder)
+    package, bounds = MODELS.get(folder), server_bounds()
     draws = samples if opts.method == "sample" else 1
-    check_decode_work(package.model.cfg, source_ids(package.tokenizer, sentences, package.model.cfg), opts, draws)
-    results = translate(package.model, package.tokenizer, sentences, opts)
+    ids = source_ids(package.tokenizer, sentences, package.model.cfg, bounds)
+    check_decode_work(package.model.cfg, ids, opts, draws)
+    results = translate(package.model, package.tokenizer, sentences, opts, bounds)
     if opts.method == "sample" and samples > 1:
         for i in range(1, samples):
-            more = translate(package.model, package.tokenizer, sentences, replace(opts, seed=(opts.seed or 0) + i))
+            more = translate(package.model, package.tokenizer, sentences, replace(opts, seed=(opts.seed or 0) + i),
+                             bounds)
             for t, extra in zip(results, more, strict=True):
                 t.hypotheses.extend(extra.hypotheses)
         for t in results:
@@ -135,7 +143,8 @@ def next_token_rows(folder: str, src_ids: list[int], out_ids: list[int], k: int)
 def decoding_steps(folder: str, first: str, opts, k: int) -> tuple:
     """The steps of decoding `first`: (package name, beam_steps' or sampling_steps' result)."""
     package = MODELS.get(folder)
-    check_decode_work(package.model.cfg, source_ids(package.tokenizer, [first], package.model.cfg), opts)
+    check_decode_work(package.model.cfg, source_ids(package.tokenizer, [first], package.model.cfg, server_bounds()),
+                      opts)
     if opts.method == "beam":
         return package.name, beam_steps(package.model, package.tokenizer, first, opts)
     return package.name, sampling_steps(package.model, package.tokenizer, first, opts, k)
@@ -152,19 +161,19 @@ def attention(folder: str, source: str, target: str | None) -> dict:
 
     package = MODELS.get(folder)
     model, tokenizer = package.model, package.tokenizer
-    source = check_source(source)
-    src_ids = source_ids(tokenizer, [source], model.cfg)[0]
+    source, bounds = check_source(source), server_bounds()
+    src_ids = source_ids(tokenizer, [source], model.cfg, bounds)[0]
     if target is not None:
-        out_ids = tokenizer.encode_tgt(cut_line(target))
+        out_ids = tokenizer.encode_tgt(bounds.cut_line(target))
     else:
         opts = DecodeOptions("greedy")
         check_decode_work(model.cfg, [src_ids], opts)
-        hyp = translate(model, tokenizer, [source], opts)[0].best
+        hyp = translate(model, tokenizer, [source], opts, bounds)[0].best
         out_ids, target = list(hyp.ids), hyp.text
         if out_ids and out_ids[-1] == model.cfg.eos_id:
             out_ids = out_ids[:-1]
     tgt_in = [model.cfg.bos_id] + out_ids[: model.cfg.max_len - 1]
-    maps = attention_maps(model, tokenizer, src_ids, tgt_in)
+    maps = attention_maps(model, tokenizer, src_ids, tgt_in, attention_cell_limit(model.cfg))
     return {"maps": {k: np.asarray(maps[k]) for k in ("encoder", "decoder", "cross")},
             "src_tokens": list(maps["src_tokens"]), "tgt_tokens": list(maps["tgt_tokens"]),
             "model": package.name, "target": target, "cut": maps["cut"]}
@@ -216,8 +225,11 @@ def embedding_data(folder: str, pairs, n_tokens: int) -> tuple:
 def greedy_columns(folders: list[str], lines: list[str]) -> dict[str, list[str]]:
     """Each package's greedy translations of `lines`, by package name."""
 
-    packages, opts = [MODELS.get(folder) for folder in folders], DecodeOptions("greedy")
-    tokens = sum(decode_tokens(p.model.cfg, source_ids(p.tokenizer, lines, p.model.cfg), opts) for p in packages)
+    packages, opts, bounds = [MODELS.get(folder) for folder in folders], DecodeOptions("greedy"), server_bounds()
+    ids = [source_ids(p.tokenizer, lines, p.model.cfg, bounds) for p in packages]
+    for package, package_ids in zip(packages, ids):
+        check_decode_memory(package.model.cfg, package_ids, opts)
+    tokens = sum(decode_tokens(p.model.cfg, package_ids, opts) for p, package_ids in zip(packages, ids))
     if tokens > limits.max_decode_tokens():
         raise PlaygroundError(f"Translating these {len(lines)} sentences with {len(folders)} models could decode up "
                               f"to {tokens:,} tokens; one request may decode at most {limits.max_decode_tokens():,} "
@@ -225,7 +237,7 @@ def greedy_columns(folders: list[str], lines: list[str]) -> dict[str, list[str]]
                               "sentences, or compare fewer models.")
     columns = {"source": lines}
     for folder, package in zip(folders, packages):
-        columns[Path(folder).name] = [t.text for t in translate(package.model, package.tokenizer, lines, opts)]
+        columns[Path(folder).name] = [t.text for t in translate(package.model, package.tokenizer, lines, opts, bounds)]
     return columns
 
 

@@ -22,6 +22,7 @@ from playground.serving.visitors import Visitor, address_key, issue_token, serve
 from playground.settings import env_int, env_str
 from playground.ui import sessions, texts
 from playground.ui.handlers import bind, friendly
+from playground.ui.http_bounds import RequestBounds
 from playground.ui.pickers import model_dropdown, model_names
 from playground.ui.state import Session, oauth_available, release_session
 from playground.ui.tabs import attention as attention_tab
@@ -260,8 +261,9 @@ def start_sweeper(library: Library) -> None:
 
 def launch_options(shared: bool | None = None) -> dict:
     """Theme, CSS (Gradio 6 takes them in launch(), not in Blocks()), the upload limit Gradio enforces (the data
-    reader's own, playground.limits.max_data_bytes), how many sessions Gradio keeps (PLAYGROUND_MAX_SESSIONS) and,
-    shared, the bounds on uploads per client address and in all (sessions.UploadBounds)."""
+    reader's own, playground.limits.max_data_bytes), how many sessions Gradio keeps (PLAYGROUND_MAX_SESSIONS), the
+    bounds on what one request may send (http_bounds.RequestBounds) and, shared, on uploads per client address
+    and in all (sessions.UploadBounds)."""
     from starlette.middleware import Middleware
 
     shared = shared_mode() if shared is None else shared
@@ -269,7 +271,8 @@ def launch_options(shared: bool | None = None) -> dict:
     return {"theme": gr.themes.Soft(), "css": CSS, "max_file_size": max_data_bytes(),
             "state_session_capacity": env_int("PLAYGROUND_MAX_SESSIONS", 1000),
             "footer_links": ["api", "gradio", "settings"], "run_history": False,
-            "app_kwargs": {"middleware": [Middleware(sessions.UploadBounds)]} if shared else None}
+            "app_kwargs": {"middleware": [Middleware(RequestBounds),
+                                          *([Middleware(sessions.UploadBounds)] if shared else [])]}}
 
 
 def launch(demo: gr.Blocks, **kwargs):

@@ -12,12 +12,13 @@ import torch
 from helpers import DATA, NORMALIZER_BOMB, WIDE, edit_json, make_package, spoil_tokenizer, tiny_cfg, zip_folder
 
 from playground import limits
-from playground.core.decode import DecodeOptions, check_decode_work, fitting_batch, source_ids, translate
+from playground.core.decode import DecodeOptions, fitting_batch, source_ids, translate
 from playground.core.model import Transformer, TransformerConfig
 from playground.errors import DataError, PackageError, PlaygroundError
 from playground.packages.format import CONFIG, TRAINING
 from playground.packages.store import load_package
 from playground.packages.zips import import_zip
+from playground.runtime.request_bounds import check_decode_memory, check_decode_work, server_bounds
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -51,7 +52,7 @@ def test_row2_sources_are_cut_by_characters_before_they_are_encoded(tokenizer, m
     encode = type(tokenizer).encode_src_batch
     monkeypatch.setattr(type(tokenizer), "encode_src_batch", lambda self, texts: seen.extend(texts) or
                         encode(self, texts))
-    ids = source_ids(tokenizer, ["the cat " * 1_000_000], model.cfg)  # 8 MB
+    ids = source_ids(tokenizer, ["the cat " * 1_000_000], model.cfg, server_bounds())  # 8 MB
     assert len(seen[0]) == limits.max_line_chars() and len(ids[0]) == model.cfg.max_len - 2 + 1
 
 
@@ -78,9 +79,10 @@ def test_row7_batches_shrink_to_fit_the_decoder_memory_and_one_sentence_too_big_
                             d_ff=2048, max_len=4096)
     ids = [[5] * 100 + [3]] * 64
     # 64 sentences x 16 beams x 4,095 steps of a base model's caches would be ~1 TB; one batch now fits 256 MB
-    assert fitting_batch(big, ids, DecodeOptions("greedy")) < 64
+    assert fitting_batch(big, ids, DecodeOptions("greedy"), limits.max_decode_bytes()) < 64
+    assert fitting_batch(big, ids, DecodeOptions("greedy"), None) == 64
     with pytest.raises(PlaygroundError, match=r"needs [\d,]+ MB of decoder memory; this server allows 256 MB"):
-        fitting_batch(big, ids, DecodeOptions("beam", beam_size=16, max_len=4095))
+        check_decode_memory(big, ids, DecodeOptions("beam", beam_size=16, max_len=4095))
 
 
 def test_a_quick_call_past_its_time_is_stopped_between_decoding_steps(tokenizer):
@@ -90,7 +92,7 @@ def test_a_quick_call_past_its_time_is_stopped_between_decoding_steps(tokenizer)
     start = time.perf_counter()
     with pytest.raises(limits.TimeLimit, match=r"longer than the 0.3 s one request may run .* Lower it\."):
         with limits.time_limit(0.3, "Lower it."):
-            translate(model, tokenizer, ["the cat"] * 8, DecodeOptions("greedy", max_len=4000))
+            translate(model, tokenizer, ["the cat"] * 8, DecodeOptions("greedy", max_len=4000), server_bounds())
     assert time.perf_counter() - start < 2
     limits.check_time()  # outside the call: no deadline left behind on this thread
 

@@ -4,9 +4,7 @@ plus the cross-attention of a fixed validation pair at each validation of traini
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 from types import SimpleNamespace
 
 import gradio as gr
@@ -173,8 +171,11 @@ def export_html(session: Session, kind: str = "cross", view: str = VIEWS[0], lay
                 offline: bool = False):
     """The current chart as an HTML file with zoom and hover: a few kB that load plotly.js from its CDN when
     opened, or (offline) self-contained with plotly.js inside (about 4.7 MB)."""
+    from playground.packages.sweep import export_dir
+
     fig = current_figure(session, kind, view, layer, head)
-    path = Path(tempfile.mkdtemp(prefix="attention-")) / f"attention-{kind}.html"
+    # one folder per session, emptied by its next export and swept with the other downloads' (packages.sweep)
+    path = export_dir("attention", str(id(session))) / f"attention-{kind}.html"
     fig.write_html(str(path), include_plotlyjs=True if offline else "cdn", full_html=True)
     return str(path)
 
