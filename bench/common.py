@@ -183,13 +183,13 @@ def split_files(data_dir: str | Path, split: str) -> tuple[Path, Path]:
     return folder / f"{split}.{SRC_LANG}.gz", folder / f"{split}.{TGT_LANG}.gz"
 
 
-def load_split(data_dir: str | Path, split: str, max_len: int = 256) -> list[Pair]:
-    """Training pairs are read as `python -m playground train` reads them (deduplicated, longer than max_len
+def load_split(data_dir: str | Path, split: str, max_words: int = 256) -> list[Pair]:
+    """Training pairs are read as `python -m playground train` reads them (deduplicated, longer than max_words
     words dropped); evaluation splits keep every line so that scores are on the standard test set."""
     src, tgt = split_files(data_dir, split)
     if split == "train":
-        return load_parallel(src, tgt, src_lang=SRC_LANG, tgt_lang=TGT_LANG, max_len=max_len).pairs
-    return load_parallel(src, tgt, src_lang=SRC_LANG, tgt_lang=TGT_LANG, max_len=100_000, dedupe=False).pairs
+        return load_parallel(src, tgt, src_lang=SRC_LANG, tgt_lang=TGT_LANG, max_words=max_words).pairs
+    return load_parallel(src, tgt, src_lang=SRC_LANG, tgt_lang=TGT_LANG, max_words=100_000, dedupe=False).pairs
 
 
 def load_pairs(data_dir: str | Path | None, split: str, max_len: int = 256) -> list[Pair]:

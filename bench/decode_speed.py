@@ -49,10 +49,11 @@ def project_search(opts: DecodeOptions) -> Search:
 
 def searches(steps: int, beam_size: int) -> dict[str, Search]:
     return {
-        "greedy, cached": project_search(DecodeOptions("greedy", max_len=steps)),
+        "greedy, cached": project_search(DecodeOptions("greedy", max_output_tokens=steps)),
         "greedy, uncached": lambda model, src: uncached_greedy(model, src, steps),
-        "sample, cached": project_search(DecodeOptions("sample", max_len=steps)),
-        f"beam {beam_size}, cached": project_search(DecodeOptions("beam", max_len=steps, beam_size=beam_size)),
+        "sample, cached": project_search(DecodeOptions("sample", max_output_tokens=steps)),
+        f"beam {beam_size}, cached": project_search(DecodeOptions("beam", max_output_tokens=steps,
+                                                                  beam_size=beam_size)),
     }
 
 

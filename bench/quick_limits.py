@@ -22,11 +22,11 @@ import torch
 
 from playground import limits
 from playground.core.attention_maps import attention_maps
-from playground.core.decode import DecodeOptions, decode_tokens, source_ids, translate
+from playground.core.decode import DecodeOptions, source_ids, translate
 from playground.core.model import Transformer, TransformerConfig
 from playground.insight import model_plots
 from playground.packages.store import load_package
-from playground.runtime.request_bounds import server_bounds
+from playground.runtime.request_bounds import decode_tokens, server_bounds
 
 DEMO = Path(__file__).resolve().parents[1] / "models" / "demo-en-de"
 # a model of the paper's base shape with an 8k vocabulary: the largest a free CPU Space serves in practice
@@ -45,7 +45,7 @@ def peak_rise(fn):
 
 
 def decode_cost(name: str, model: Transformer, tokenizer, sentences: list[str], max_len: int) -> dict:
-    opts = DecodeOptions("greedy", max_len=max_len)
+    opts = DecodeOptions("greedy", max_output_tokens=max_len)
     tokens = decode_tokens(model.cfg, source_ids(tokenizer, sentences, model.cfg, server_bounds()), opts)
     results, seconds, rise = peak_rise(lambda: translate(model, tokenizer, sentences, opts, server_bounds()))
     decoded = sum(len(t.best.ids) for t in results)

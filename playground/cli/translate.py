@@ -48,7 +48,8 @@ def add_decoding_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--top-p", type=float, default=1.0,
                    help="nucleus sampling: smallest set with probability ≥ p (default 1.0)")
     g.add_argument("--seed", type=int, default=0, help="random seed for sampling (default 0)")
-    g.add_argument("--max-len", type=int, default=None, help="maximum output tokens (default 2 x source + 10)")
+    g.add_argument("--max-output-tokens", "--max-len", dest="max_output_tokens", type=int, default=None,
+                   help="maximum output tokens (default 2 x source + 10)")
     g.add_argument("--batch-size", type=int, default=64, help="sentences decoded together (default 64)")
     g.add_argument("--device", default="auto", help="auto, cpu, cuda or mps (default auto)")
 
@@ -56,8 +57,8 @@ def add_decoding_flags(p: argparse.ArgumentParser) -> None:
 def decode_options(args: argparse.Namespace):
     from playground.core.decode import DecodeOptions
 
-    return DecodeOptions(method=args.method, max_len=args.max_len, temperature=args.temperature, top_k=args.top_k,
-                         top_p=args.top_p, seed=args.seed, beam_size=args.beam_size,
+    return DecodeOptions(method=args.method, max_output_tokens=args.max_output_tokens, temperature=args.temperature,
+                         top_k=args.top_k, top_p=args.top_p, seed=args.seed, beam_size=args.beam_size,
                          length_penalty=args.length_penalty, nbest=args.nbest if args.method == "beam" else 1,
                          batch_size=args.batch_size)
 

@@ -1,10 +1,12 @@
 """Search: greedy, sampling (temperature, top-k, top-p) and beam search, batched and with a key/value cache.
 
-The paper translates with beam search (§6.1: beam size 4, length penalty α = 0.6, output up to the input length
-+ 50, stopping early when possible); here a finished hypothesis scores sum(log p) / length^α, each sentence may
-output up to 2 x its source length + 10 tokens, and it stops once it has `beam_size` finished hypotheses. Each step
+The paper translates with beam search (§6.1: beam size 4, output up to the input length + 50, stopping early when
+possible) and GNMT's length penalty with α = 0.6 (Wu et al. 2016, "Google's Neural Machine Translation System",
+§7: ((5 + length) / 6)^α); here a finished hypothesis scores sum(log p) / length^α, the simpler form, each sentence
+may output up to 2 x its source length + 10 tokens, and it stops once it has `beam_size` finished hypotheses.
+Sampling's top-p is nucleus sampling (Holtzman et al. 2020, "The Curious Case of Neural Text Degeneration"). Each step
 feeds one token per row through Transformer.decode_step, whose key/value cache (core/kv_cache.py) holds the rest.
-Also what decoding costs (tokens, decoder memory) and `translate`, sentences in and text out. What one call may
+Also what decoding's caches cost and `translate`, sentences in and text out. What one call may
 use is the caller's to say (DecodeBounds): this module knows no server, no quota and no environment variable.
 """
 
@@ -27,7 +29,7 @@ METHODS = ("greedy", "sample", "beam")
 @dataclass
 class DecodeOptions:
     method: str = "greedy"
-    max_len: int | None = None  # target tokens; default 2 * source length + 10, capped by the model
+    max_output_tokens: int | None = None  # default 2 * source length + 10, capped by the model's positions
     temperature: float = 1.0
     top_k: int = 0  # 0 = no limit
     top_p: float = 1.0  # 1.0 = no nucleus cut
@@ -131,14 +133,9 @@ def source_ids(tokenizer, texts: list[str], cfg: TransformerConfig,
     return [ids[: sentence_tokens(cfg.max_len)] + [cfg.eos_id] for ids in tokenizer.encode_src_batch(texts)]
 
 
-def output_limit(cfg: TransformerConfig, source_length: int, max_len: int | None) -> int:
+def output_limit(cfg: TransformerConfig, source_length: int, max_output_tokens: int | None) -> int:
     """The most target tokens a sentence of `source_length` tokens (with <eos>) may decode (see length_limits)."""
-    return max(1, min(max_len if max_len else 2 * source_length + 10, cfg.max_len - 1))
-
-
-def decode_tokens(cfg: TransformerConfig, ids: list[list[int]], opts: DecodeOptions, draws: int = 1) -> int:
-    """The most tokens decoding these sources can take: each sentence's output limit x beams (x draws)."""
-    return sum(output_limit(cfg, len(i), opts.max_len) for i in ids) * opts.beams * draws
+    return max(1, min(max_output_tokens or 2 * source_length + 10, cfg.max_len - 1))
 
 
 def cache_bytes(cfg: TransformerConfig, source_length: int, output_length: int, beams: int) -> int:
@@ -160,11 +157,12 @@ def fitting_batch(cfg: TransformerConfig, ids: list[list[int]], opts: DecodeOpti
 def one_sentence_cache_bytes(cfg: TransformerConfig, ids: list[list[int]], opts: DecodeOptions) -> int:
     """The decoder memory of the longest of these sentences, with its beams."""
     longest = max(len(i) for i in ids)
-    return cache_bytes(cfg, longest, output_limit(cfg, longest, opts.max_len), opts.beams)
+    return cache_bytes(cfg, longest, output_limit(cfg, longest, opts.max_output_tokens), opts.beams)
 
 
 def filter_logits(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
-    """Temperature, then keep the top-k tokens, then the smallest set whose probability reaches top-p."""
+    """Temperature, then keep the top-k tokens, then the smallest set whose probability reaches top-p (nucleus
+    sampling, Holtzman et al. 2020)."""
     logits = logits / temperature
     if top_k and top_k < logits.size(-1):
         kth = logits.topk(top_k, dim=-1).values[..., -1:]
@@ -186,11 +184,11 @@ def sample_tokens(probs: torch.Tensor, generator: torch.Generator) -> torch.Tens
     return torch.searchsorted(cdf, u, right=True).squeeze(1).clamp_(max=probs.size(-1) - 1)
 
 
-def length_limits(model: Transformer, src: torch.Tensor, max_len: int | None) -> torch.Tensor:
-    """Per sentence: at most max_len target tokens, by default 2 x its own source length + 10 (so a sentence
+def length_limits(model: Transformer, src: torch.Tensor, max_output_tokens: int | None) -> torch.Tensor:
+    """Per sentence: at most max_output_tokens target tokens, by default 2 x its own source length + 10 (so a sentence
     decodes the same alone or in a batch), and never past the model's positions (0 holds <bos>)."""
     src_lengths = (src != model.cfg.pad_id).sum(1)
-    limits = torch.full_like(src_lengths, max_len) if max_len else 2 * src_lengths + 10
+    limits = torch.full_like(src_lengths, max_output_tokens) if max_output_tokens else 2 * src_lengths + 10
     return limits.clamp(1, model.cfg.max_len - 1)
 
 
@@ -204,7 +202,7 @@ def greedy_or_sample(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
     """One token per step for every sentence; finished rows leave the batch so the rest runs on fewer. stop_check
     is called before each step (DecodeBounds)."""
     cfg, B = model.cfg, src.size(0)
-    limits = length_limits(model, src, opts.max_len)
+    limits = length_limits(model, src, opts.max_output_tokens)
     max_len = int(limits.max())
     generator = None
     if opts.method == "sample":
@@ -263,8 +261,9 @@ def extend_history(history: torch.Tensor, beam: torch.Tensor, new: torch.Tensor)
 
 
 def scored_hypothesis(ids: list[int], token_logprobs: list[float], length_penalty: float) -> Hypothesis:
-    """A finished beam, scored sum(log p) / length ** length_penalty (§6.1's length penalty α): with α = 0 the
-    plain sum, which favours short outputs; larger α favours longer ones."""
+    """A finished beam, scored sum(log p) / length ** length_penalty (a length penalty α, in a simpler form than
+    GNMT's, which the paper uses: Wu et al. 2016): with α = 0 the plain sum, which favours short outputs; larger α
+    favours longer ones."""
     return Hypothesis(ids, token_logprobs, sum(token_logprobs) / (len(ids) ** length_penalty))
 
 
@@ -278,7 +277,7 @@ def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
     "scores" [n][K] (summed log-probabilities) of the open beams, and "finished": the hypotheses that ended at this
     step, as {"sentence", "parent", "hypothesis"}."""
     cfg, B, K = model.cfg, src.size(0), opts.beam_size
-    limits = length_limits(model, src, opts.max_len)
+    limits = length_limits(model, src, opts.max_output_tokens)
     max_len = int(limits.max())
     device = src.device
     state = model.start_decoding(src, max_len)  # encode each source once, then give each of its K beams a copy

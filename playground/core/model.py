@@ -3,7 +3,8 @@
 §3.1: the encoder is a stack of N layers, each multi-head self-attention then a position-wise feed-forward network;
 the decoder's layers add a third sublayer, attention over the encoder output, and mask their self-attention so that
 a position sees only earlier ones. Every sublayer sits in a residual connection followed by layer normalisation,
-LayerNorm(x + Sublayer(x)) (or pre-LN, an option). This file assembles the network; its parts live beside it:
+LayerNorm(x + Sublayer(x)) (or pre-LN, an option: Xiong et al. 2020, "On Layer Normalization in the Transformer
+Architecture", which trains without a long warmup). This file assembles the network; its parts live beside it:
 
   * attention.py   §3.2 scaled dot-product and multi-head attention, the masks (SelfAttention, CrossAttention)
   * positional.py  §3.4 embeddings x sqrt(d_model) and §3.5 positional encoding (Embedding)
@@ -115,7 +116,8 @@ class FeedForward(nn.Module):
 
 class Residual(nn.Module):
     """Wraps a sublayer with dropout, the residual connection and LayerNorm (§3.1 and §5.4: post-LN,
-    LayerNorm(x + Dropout(Sublayer(x))), as in the paper; or pre-LN, x + Dropout(Sublayer(LayerNorm(x))))."""
+    LayerNorm(x + Dropout(Sublayer(x))), as in the paper; or pre-LN, x + Dropout(Sublayer(LayerNorm(x))), as in
+    Xiong et al. 2020)."""
 
     def __init__(self, cfg: TransformerConfig):
         super().__init__()

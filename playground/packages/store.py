@@ -43,7 +43,7 @@ from playground.packages.format import (
     safetensors_shapes,
     write_json,
 )
-from playground.packages.names import check_name, is_shipped, package_path, snapshots_folder
+from playground.packages.names import check_name, snapshots_folder
 from playground.packages.tokenizer_checks import check_pipeline, check_tokenizer_cost
 from playground.runtime.memory import check_model_loads
 
@@ -246,16 +246,6 @@ def package_info(folder: str | os.PathLike) -> dict:
     snapshot_bytes = folder_bytes(snapshots) if snapshots.is_dir() else 0
     return {"name": folder.name, "path": str(folder), "config": config, "training": training, "files": sizes,
             "snapshot_bytes": snapshot_bytes, "size_bytes": sum(sizes.values()) + snapshot_bytes}
-
-
-def delete_package(models_dir: str | os.PathLike, name: str) -> None:
-    """Delete a package and the snapshots its run kept."""
-    folder = package_path(models_dir, name)
-    if not is_package(folder):
-        raise PackageError(f"There is no model package named {name!r} to delete.")
-    if is_shipped(folder):
-        raise PackageError(f"{name} ships with the app and is read-only.")
-    remove_package(folder)
 
 
 def remove_package(folder: Path) -> None:

@@ -5,7 +5,7 @@ starts. Core takes its bounds as arguments; the server's quotas and their messag
 from __future__ import annotations
 
 from playground.core.attention_maps import attention_cells
-from playground.core.decode import DecodeBounds, DecodeOptions, decode_tokens, one_sentence_cache_bytes, output_limit
+from playground.core.decode import DecodeBounds, DecodeOptions, one_sentence_cache_bytes, output_limit
 from playground.core.model import TransformerConfig
 from playground.errors import PlaygroundError
 from playground.limits import check_time, max_attention_cells, max_decode_bytes, max_decode_tokens, max_line_chars
@@ -21,13 +21,18 @@ def server_bounds() -> DecodeBounds:
                         attention_cells=max_attention_cells(), stop_check=check_time)
 
 
+def decode_tokens(cfg: TransformerConfig, ids: list[list[int]], opts: DecodeOptions, draws: int = 1) -> int:
+    """The most tokens decoding these sources can take: each sentence's output limit x beams (x draws)."""
+    return sum(output_limit(cfg, len(i), opts.max_output_tokens) for i in ids) * opts.beams * draws
+
+
 def check_decode_work(cfg: TransformerConfig, ids: list[list[int]], opts: DecodeOptions, draws: int = 1) -> None:
     """Refuse a quick call whose decoding could take more than max_decode_tokens(), or more decoder memory for
     one sentence than max_decode_bytes(), before it starts: the sentences, the output length (the request's, else
     the package's positions) and the beams together."""
     tokens, allowed = decode_tokens(cfg, ids, opts, draws), max_decode_tokens()
     if tokens > allowed:
-        longest = max(output_limit(cfg, len(i), opts.max_len) for i in ids)
+        longest = max(output_limit(cfg, len(i), opts.max_output_tokens) for i in ids)
         beams = f" x {opts.beam_size} beams" if opts.method == "beam" else ""
         raise PlaygroundError(
             f"This could decode up to {tokens:,} tokens ({len(ids)} sentence{'s' if len(ids) > 1 else ''} of up to "

@@ -21,7 +21,7 @@ import numpy as np
 
 from playground import limits
 from playground.core.attention_maps import attention_maps
-from playground.core.decode import DecodeOptions, decode_tokens, source_ids, translate
+from playground.core.decode import DecodeOptions, source_ids, translate
 from playground.errors import PackageError, PlaygroundError
 from playground.insight.inspection import (
     beam_steps,
@@ -41,6 +41,7 @@ from playground.runtime.request_bounds import (
     attention_cell_limit,
     check_decode_memory,
     check_decode_work,
+    decode_tokens,
     server_bounds,
 )
 from playground.training.config import TrainConfig

@@ -34,6 +34,7 @@ from playground import errors
 from playground.errors import GpuUnavailable, PlaygroundError, TrainingError
 from playground.packages.format import RESUME_STATE, TRAINING, read_json
 from playground.packages.scores import EVAL_KEYS
+from playground.runtime.foreground import QUICK_CALLS_ENV, quick_calls_file, yield_to_quick_calls
 from playground.runtime.workers import limit_growth, python_command
 from playground.training import events
 from playground.training.checkpoint import History
@@ -54,7 +55,8 @@ def train_chunk(cfg: dict, prepared: str, out_dir: str, resume_from: str | None,
     validates and saves as usual)."""
     began = time.monotonic()
     data, ready = load_prepared(prepared)
-    trainer = Trainer(TrainConfig.from_dict(cfg), data, out_dir, resume_from=resume_from, prepared=ready)
+    trainer = Trainer(TrainConfig.from_dict(cfg), data, out_dir, resume_from=resume_from, prepared=ready,
+                      between_steps=yield_to_quick_calls)  # a visitor's translate first on a shared CPU
     trainer.pause_after_s = max(WORK_SHARE * seconds - (time.monotonic() - began), 0.0)
     ended = False
     for event in trainer.run():
@@ -76,6 +78,7 @@ def in_fresh_process(cfg: dict, prepared: str, out_dir: str, resume_from: str | 
     run, which validates and saves first."""
     command, env = python_command("playground.training.chunked",
                                   json.dumps([cfg, prepared, out_dir, resume_from, seconds, stop_file]))
+    env[QUICK_CALLS_ENV] = str(quick_calls_file())  # its steps wait for this process's quick calls
     child = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, encoding="utf-8", env=env)
     try:
         for line in child.stdout:

@@ -282,7 +282,7 @@ def test_a_translation_row_is_looked_up_again_by_name_for_its_visitor(tmp_path):
                         rows_of=lambda *args: pytest.fail("a model was loaded"))
 
 
-def test_10_the_upload_bound_counts_an_hour_per_address_and_in_all():
+def test_the_upload_bound_counts_an_hour_per_address_and_in_all():
     from playground.ui.sessions import UploadBounds
 
     bounds = UploadBounds(None, per_address=10 * MB, total=25 * MB, window_s=3600)  # the app comes later
@@ -295,7 +295,7 @@ def test_10_the_upload_bound_counts_an_hour_per_address_and_in_all():
         bounds.admit("e", 11 * MB, now=3700)
 
 
-def test_6_the_client_address_is_the_proxys_word_only_behind_a_proxy(monkeypatch):
+def test_the_client_address_is_the_proxys_word_only_behind_a_proxy(monkeypatch):
     from playground.serving.visitors import client_address
 
     monkeypatch.delenv("SPACE_ID", raising=False)
@@ -326,7 +326,7 @@ def call_queued(url: str, api_name: str, data: list, session_hash: str, address:
     raise AssertionError("no answer")
 
 
-def test_6_visitors_are_issued_by_the_server_and_bounded_per_address(tmp_path):
+def test_visitors_are_issued_by_the_server_and_bounded_per_address(tmp_path):
     from playground.serving.visitors import address_key, verify_token
 
     upload = export_zip(tiny_package(tmp_path / "mine"), tmp_path)

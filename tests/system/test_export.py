@@ -133,7 +133,7 @@ def test_ctranslate2_export_translates_like_the_playground(name, packages, tmp_p
         theirs = [""] * len(SENTENCES)
         for limit, idx in by_source_length(package, SENTENCES):
             texts = translate_with_ctranslate2(translator, exported, [SENTENCES[i] for i in idx],
-                                               package.model.cfg.max_len, max_len=limit)
+                                               package.model.cfg.max_len, max_output_tokens=limit)
             for i, text in zip(idx, texts):
                 theirs[i] = text
         assert agreement(expected, theirs) >= needed, \

@@ -21,7 +21,14 @@ from playground.ui import texts
 from playground.ui.handlers import answers, bind, friendly
 from playground.ui.state import Session, visitor_of
 from playground.ui.tabs.train_form import form_controls
-from playground.ui.tabs.train_preview import data_shape, lr_preview_figure, parameter_line, preset_line
+from playground.ui.tabs.train_preview import (
+    data_shape,
+    estimate_line,
+    lr_preview_figure,
+    parameter_line,
+    preset_line,
+    too_short_warning,
+)
 from playground.ui.tabs.train_progress import SAMPLE_COLUMNS, STOPPING
 from playground.ui.tabs.train_run import continue_run, package_bytes, resumable_folder, resume_run, start_run
 from playground.ui.zerogpu import gpu
@@ -97,8 +104,8 @@ def estimate(library: Library, time_steps, session: Session, **values):
     est = time_steps(cfg, seq_len=seq_len, epoch_steps=epoch_steps)
     session.estimated, session.estimate = True, (cfg.to_dict(), est.steps)
     caveat = "" if session.data is not None else " Load data first for a better guess (sentence lengths, epochs)."
-    warning = est.too_short(cfg.max_minutes)
-    return (f"{parameter_line(cfg)}  \n⏱ Estimated duration: **{est.describe()}**, validations included."
+    warning = too_short_warning(est, cfg.max_minutes)
+    return (f"{parameter_line(cfg)}  \n⏱ Estimated duration: **{estimate_line(est)}**, validations included."
             f"{caveat}" + (f"  \n{warning}" if warning else ""), lr_preview_figure(session, cfg, est.steps))
 
 

@@ -67,7 +67,7 @@ def decode_options(method: str, temperature: float, top_k: int, top_p: float, se
     from playground.core.decode import DecodeOptions
 
     return DecodeOptions(
-        method=method, max_len=int(max_len) if max_len else None, temperature=float(temperature),
+        method=method, max_output_tokens=int(max_len) if max_len else None, temperature=float(temperature),
         top_k=int(top_k or 0), top_p=float(top_p), seed=int(seed) if seed is not None else None,
         beam_size=int(beam_size), length_penalty=float(length_penalty),
         nbest=int(nbest) if method == "beam" else 1)

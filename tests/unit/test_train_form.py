@@ -31,7 +31,7 @@ def test_adam_betas_outside_0_1_are_refused_with_their_range():
     ("activation", 3, "activation must be text"),
     ("seed", 2**70, "seed must be a whole number from 0 to 9223372036854775807"),
 ])
-def test_7_wrong_typed_form_values_name_their_field(field, value, message):
+def test_wrong_typed_form_values_name_their_field(field, value, message):
     from playground.training.form import build_config, preset_values
 
     with pytest.raises(TrainingError, match=message):
@@ -55,7 +55,7 @@ def test_the_web_forms_resume_settings_change_only_budgets_validation_and_the_ma
 
 
 @pytest.mark.parametrize("field, value", [("dropout", 1.5), ("dropout", -0.1), ("attention_dropout", 1.0)])
-def test_7_a_dropout_outside_0_1_is_refused_before_training(field, value, capsys):
+def test_a_dropout_outside_0_1_is_refused_before_training(field, value, capsys):
     """A probability outside [0, 1) would train on zeroed or rescaled activations (dropout.keep_mask does no check)."""
     from playground.cli.main import main
     from playground.training.form import build_config, preset_values
