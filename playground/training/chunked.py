@@ -30,6 +30,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Callable, Iterator
 
+import torch
+
 from playground import errors
 from playground.errors import GpuUnavailable, PlaygroundError, TrainingError
 from playground.packages.format import RESUME_STATE, TRAINING, read_json
@@ -79,6 +81,7 @@ def in_fresh_process(cfg: dict, prepared: str, out_dir: str, resume_from: str | 
     command, env = python_command("playground.training.chunked",
                                   json.dumps([cfg, prepared, out_dir, resume_from, seconds, stop_file]))
     env[QUICK_CALLS_ENV] = str(quick_calls_file())  # its steps wait for this process's quick calls
+    env["OMP_NUM_THREADS"] = str(torch.get_num_threads())  # the threads this server was given (runtime/threads.py)
     child = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, encoding="utf-8", env=env)
     try:
         for line in child.stdout:
