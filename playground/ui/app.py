@@ -67,14 +67,13 @@ def storage_secret(secret: bytes) -> str:
 def build_app(models_dir: str | os.PathLike | None = None, *, shared: bool | None = None) -> gr.Blocks:
     """The whole app; `models_dir` holds the packages (created when missing; None: models_location decides).
     `shared` None: shared_mode() decides (on a Space, or PLAYGROUND_SHARED=1). Nothing heavy runs here (the
-    worker processes start in the background)."""
+    quick calls' worker processes start when the first page opens, or at the first call)."""
     shared = shared_mode() if shared is None else shared
     persistent = True
     if models_dir is None:
         models_dir, persistent = models_location(shared)
     library = Library(models_dir, shared=shared, persistent=persistent)
     start_sweeper(library)
-    work.pool()  # the workers of quick calls start now, in the background: a first visitor finds them ready
     secret = server_secret(library.models_dir) if shared else b""
     with gr.Blocks(title="Transformer Playground", delete_cache=CACHE_CLEANUP) as demo:
         session = gr.State(Session())
@@ -201,7 +200,9 @@ def welcome(library: Library, secret: bytes, session: Session, token: str | None
             request: gr.Request):
     """Name the visitor of this page (shared mode): the Hugging Face account when signed in (the models the
     browser made before signing in come along), else the browser's token, which only this server can have
-    made (serving.visitors.issue_token): a missing or made-up one gets a new one, a new anonymous visitor."""
+    made (serving.visitors.issue_token): a missing or made-up one gets a new one, a new anonymous visitor. The quick
+    calls' workers start now, in the background (once): this visitor's first translation finds them ready."""
+    work.pool()
     if not library.shared:
         return gr.skip()
     address = address_key(sessions.request_address(request), secret)
