@@ -39,6 +39,7 @@ import train_throughput as throughput  # noqa: E402
 
 from playground.core.decode import DecodeOptions, output_limit, source_ids, translate  # noqa: E402
 from playground.core.metrics import score  # noqa: E402
+from playground.core.quantize import int8_linears  # noqa: E402
 from playground.core.sequences import pad_batch  # noqa: E402
 from playground.core.tokenizer import PairTokenizer  # noqa: E402
 from playground.errors import TrainingError  # noqa: E402
@@ -238,8 +239,8 @@ def timed_translations(package: Package, sources: list[str], method: str) -> tup
 
 
 def decoding(folder: Path, data: str | None, device: torch.device, sizes: Sizes) -> dict:
-    """Greedy and beam 5 over the test set on the device (sentences/s, BLEU), one sentence's latency, and the same
-    sentences decoded on the CPU."""
+    """Greedy and beam 5 over the test set on the device (sentences/s, BLEU), one sentence's latency, the same
+    sentences decoded on the CPU, and the BLEU of int8 linear layers (core/quantize.py) against fp32 on the CPU."""
     package = load_package(folder, device)
     test = common.load_pairs(data, common.TEST_SPLIT)[: sizes.decode_sentences]
     sources, references = [s for s, _ in test], [r for _, r in test]
@@ -252,8 +253,14 @@ def decoding(folder: Path, data: str | None, device: torch.device, sizes: Sizes)
     sentence = sorted(sources, key=len)[len(sources) // 2]  # median length
     result["one_sentence"] = [decode_speed.translate_latency(package.model, package.tokenizer, sentence, method,
                                                              sizes.latency_repeats) for method in ("greedy", "beam")]
+    on_cpu = load_package(folder, "cpu")
+    int8 = dataclasses.replace(on_cpu, model=int8_linears(on_cpu.model))
+    for method in ("greedy", "beam"):
+        (fp32_texts, fp32_s), (int8_texts, int8_s) = (timed_translations(p, sources, method) for p in (on_cpu, int8))
+        bleu = {"fp32": score(fp32_texts, references).bleu, "int8": score(int8_texts, references).bleu}
+        result[f"{method}_int8_on_cpu"] = {"bleu": bleu, "bleu_difference": bleu["int8"] - bleu["fp32"],
+                                           "speedup": fp32_s / int8_s}
     if device.type != "cpu":
-        on_cpu = load_package(folder, "cpu")
         compared = sources[: sizes.compare_sentences]
         src = pad_batch(source_ids(on_cpu.tokenizer, compared[:16], on_cpu.model.cfg), pad_id=on_cpu.model.cfg.pad_id)
         with torch.inference_mode():

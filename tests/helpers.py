@@ -5,6 +5,7 @@ packages and files. Gradio is imported only inside the functions that serve the 
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import json
 import os
@@ -313,7 +314,8 @@ def shared_library(models: Path) -> Library:
 class Bucket:
     """A Storage Bucket mounted into a Space, imitated in this process (see tests/unit/test_library_on_a_bucket.py):
     mkdir of an existing folder succeeds, chmod changes nothing, rename copies then deletes (`cut_next_rename` makes
-    the next one die half-way), and files younger than `lag` seconds do not show yet."""
+    the next one die half-way), a hard link fails with ENOTSUP (hf-mount's answer for a file not yet committed:
+    src/virtual_fs/mod.rs, `link`), and files younger than `lag` seconds do not show yet."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch):
         self.lag, self.cut, self.modes = 0.0, False, {}
@@ -346,6 +348,9 @@ class Bucket:
             real_copy2(src, dst)
             real_unlink(src)
 
+        def link(src, dst, *args, **kwargs):
+            raise OSError(errno.ENOTSUP, "Operation not supported", os.fspath(dst))
+
         def young(path: Path) -> bool:
             try:
                 return self.lag > 0 and time.time() - real_stat(path).st_ctime < self.lag
@@ -356,6 +361,7 @@ class Bucket:
         monkeypatch.setattr(os, "chmod", chmod)
         monkeypatch.setattr(os, "replace", replace)
         monkeypatch.setattr(os, "rename", replace)
+        monkeypatch.setattr(os, "link", link)
         monkeypatch.setattr(Path, "exists", lambda p, **kw: real_exists(p, **kw) and not young(p))
         monkeypatch.setattr(Path, "is_dir", lambda p, **kw: real_is_dir(p, **kw) and not young(p))
         monkeypatch.setattr(Path, "is_file", lambda p, **kw: real_is_file(p, **kw) and not young(p))

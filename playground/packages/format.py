@@ -129,16 +129,34 @@ def read_training(folder: Path) -> dict | None:
 
 
 def thinned_history(history: dict, max_points: int) -> dict:
-    """Each of a history's lists (steps, loss, lr, elapsed, validations, probes) cut to about max_points: every k-th
-    point and the last. Lists of one length keep the same points, so steps and their losses stay paired."""
+    """Each of a history's lists (steps, loss, lr, elapsed, validations, probes) cut to about max_points (every_kth).
+    Lists of one length keep the same points, so steps and their losses stay paired."""
+    return {key: every_kth(values, max_points) if isinstance(values, list) else values
+            for key, values in history.items()}
 
-    def thin(values: list) -> list:
-        if len(values) <= max_points:
-            return values
-        stride = -(-len(values) // max_points)
-        return values[::stride] + ([] if (len(values) - 1) % stride == 0 else values[-1:])
 
-    return {key: thin(values) if isinstance(values, list) else values for key, values in history.items()}
+def every_kth(values: list, max_points: int) -> list:
+    """Every k-th value and the last, at most about max_points of them (all when there are no more)."""
+    if len(values) <= max(max_points, 1):
+        return values
+    stride = -(-len(values) // max(max_points, 1))
+    return values[::stride] + ([] if (len(values) - 1) % stride == 0 else values[-1:])
+
+
+PROBE_CELLS_SAVED = 250_000  # the probes of a saved record together: ~5 MB as written, within training.json's 16 MB
+
+
+def saved_history(history: dict) -> dict:
+    """A history as a package keeps it: thinned as it is read (thinned_history), and its probes to evenly spaced
+    validations (the last kept) holding at most PROBE_CELLS_SAVED attention weights together, so that the record
+    of a long run (a probe every validation) stays within its file's limits and loads again."""
+    history = thinned_history(history, limits.max_history_points())
+    probes = history.get("probe") or []
+    cells = sum(len(p["cross"]) * len(p["cross"][0]) * len(p["cross"][0][0]) for p in probes
+                if p.get("cross") and p["cross"][0])
+    if cells > PROBE_CELLS_SAVED:
+        history["probe"] = every_kth(probes, len(probes) * PROBE_CELLS_SAVED // cells)
+    return history
 
 
 def safetensors_shapes(path: Path) -> dict[str, tuple[int, ...]]:

@@ -41,6 +41,7 @@ from playground.packages.format import (
     read_json,
     read_training,
     safetensors_shapes,
+    saved_history,
     write_json,
 )
 from playground.packages.names import check_name, snapshots_folder
@@ -122,7 +123,8 @@ def save_package(
         os.chmod(tmp / WEIGHTS, 0o644)  # safetensors writes 0600; the package's other files are world-readable
         tokenizer.save(tmp)
         if training is not None:
-            write_json(tmp / TRAINING, training)
+            history = training.get("history")
+            write_json(tmp / TRAINING, {**training, "history": saved_history(history)} if history else training)
         if resume is not None:
             tensors, state = resume
             save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(tmp / RESUME_TENSORS))

@@ -248,10 +248,12 @@ def test_a_full_folder_frees_the_heaviest_anonymous_holder_first_and_never_a_sig
     make(library, tiny, "carols", CAROL)
     size = library.keeper.total_bytes() // 6
     library.keeper.quotas = Quotas(models_per_visitor=10, bytes_total=6 * size + size // 2)
-    newcomer = Visitor("anon:new", address="198.51.100.3")
-    # fresh models, none old enough to free: the heaviest holder (the crowd's address) gives way, least recent first
+    # fresh models, none old enough to free: an address that holds nothing takes nobody's place (fresh addresses
+    # are cheap), one that holds a model makes the heaviest holder (the crowd's address) give way, least recent first
+    with pytest.raises(PackageError, match="models folder of this Space is full"):
+        library.keeper.make_room(size, library.owners.read(), Visitor("anon:new", address="198.51.100.3"))
     registry = library.owners.read()
-    assert library.keeper.make_room(size, registry, newcomer) == ["bot0"]
+    assert library.keeper.make_room(size, registry, Visitor("anon:light2", address="198.51.100.2")) == ["bot0"]
     # a member of the crowd cannot push out the lighter visitor, nor the signed-in one: refused, nothing deleted
     with pytest.raises(PackageError, match="models folder of this Space is full"):
         library.keeper.make_room(2 * size, library.owners.read(), crowd[1])

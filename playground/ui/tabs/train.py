@@ -15,7 +15,14 @@ import pandas as pd
 from playground.errors import TrainingError
 from playground.insight import plots
 from playground.serving.library import Library
-from playground.serving.zerogpu import CPU_RUN_MAX_PARAMS, ESTIMATE_GPU_S, on_zerogpu, training_slots
+from playground.serving.zerogpu import (
+    CPU_RUN_MAX_PARAMS,
+    ESTIMATE_GPU_S,
+    gpu_chunk_seconds,
+    gpu_time_note,
+    on_zerogpu,
+    training_slots,
+)
 from playground.training.form import FIELD_RANGES, build_config, field_problem, label_of, preset_values
 from playground.ui import texts
 from playground.ui.handlers import answers, bind, friendly
@@ -31,7 +38,7 @@ from playground.ui.tabs.train_preview import (
 )
 from playground.ui.tabs.train_progress import SAMPLE_COLUMNS, STOPPING
 from playground.ui.tabs.train_run import continue_run, package_bytes, resumable_folder, resume_run, start_run
-from playground.ui.zerogpu import gpu
+from playground.ui.zerogpu import duration_factor, gpu
 
 SAMPLE_WIDTHS = ["8%", "30%", "31%", "31%"]  # the model output stays in sight at 1024 px
 
@@ -284,7 +291,8 @@ def wire_previews(p: Panels, session: gr.State, library: Library, page: gr.Tab) 
 def wire_runs(p: Panels, session: gr.State, library: Library) -> TrainTab:
     """Start and Resume (the run's queue position said at once), Stop, and on ZeroGPU Continue."""
     slots = training_slots()
-    waiting = texts.waiting_line(slots, library.quotas.run_minutes)
+    waiting = texts.waiting_line(slots, library.quotas.run_minutes) + \
+        gpu_time_note(gpu_chunk_seconds(), duration_factor(), library.quotas.run_minutes)
     train_kwargs = dict(show_progress="full", show_progress_on=[p.status], concurrency_limit=slots,
                         concurrency_id="train")
 

@@ -26,7 +26,7 @@ from playground.training.events import StopReason
 from playground.ui.caches import package_info
 from playground.ui.state import Session, visitor_of
 from playground.ui.tabs.train_progress import Progress, averaged_line, done_line, paused_line, samples_frame, start_line
-from playground.ui.zerogpu import gpu
+from playground.ui.zerogpu import duration_factor, gpu
 
 UPDATE_EVERY = 0.3  # seconds between UI updates while training (evals, the end and errors always update)
 CHART_SHARE = 0.1  # at most this share of the time goes to redrawing the charts between validations
@@ -52,7 +52,7 @@ def make_trainer(cfg, data, folder: Path, resume_from: Path | None = None, in_on
     chunk_s = gpu_chunk_seconds()
     if chunk_s is None or in_one_piece:
         return ChunkedRun(cfg, data, folder, resume_from, chunk_s=math.inf, run_chunk=in_fresh_process)
-    return ChunkedRun(cfg, data, folder, resume_from, chunk_s=chunk_s,
+    return ChunkedRun(cfg, data, folder, resume_from, chunk_s=chunk_s / duration_factor(),  # what a call is charged
                       run_chunk=gpu(train_chunk, duration=chunk_duration))
 
 
