@@ -79,7 +79,7 @@ def in_fresh_process(cfg: dict, prepared: str, out_dir: str, resume_from: str | 
     never the server; on the CPU it may allocate at most PLAYGROUND_RUN_MB when that is set. On ZeroGPU it also keeps
     CPU training away from the `spaces` that patched this process's torch (torch.cuda.is_available() says True here,
     and torch's own optimizer step then asks CUDA whether it is capturing a graph, which fails). Closing it stops the
-    run, which validates and saves first."""
+    run, which validates and saves first, in its own time."""
     command, env = python_command("playground.training.chunked",
                                   json.dumps([cfg, prepared, out_dir, resume_from, seconds, stop_file]))
     env[QUICK_CALLS_ENV] = str(quick_calls_file())  # its steps wait for this process's quick calls
@@ -97,9 +97,9 @@ def in_fresh_process(cfg: dict, prepared: str, out_dir: str, resume_from: str | 
                                 "than this server allows ends so); the package keeps its last save: continue it "
                                 "again, or train a smaller model.")
     finally:
-        if child.poll() is None:  # the consumer went away: the run validates, saves and ends
-            Path(stop_file).touch()
-            child.wait(timeout=300)
+        if child.poll() is None:  # the consumer went away: the run validates, saves and ends, on its own (the page
+            Path(stop_file).touch()  # that closed, or Gradio's cancel, is not kept waiting for it)
+            threading.Thread(target=child.wait, daemon=True, name="playground-run-end").start()
 
 
 def chunk_duration(cfg: dict, prepared: str, out_dir: str, resume_from: str | None, seconds: float,
