@@ -47,6 +47,7 @@ from playground.training.inputs import TrainData
 from playground.training.prepared import load_prepared, prepare
 from playground.training.trainer import Trainer
 
+TERMINATED = threading.Event()  # in_fresh_process's child: its parent went away (SIGTERM); the run stops and saves
 WORK_SHARE = 0.6  # of a call's seconds spent training; the rest covers loading, a last validation and the save
 MIN_CALL_S = 15  # the shortest call asked for: loading the package and a validation must fit in it
 
@@ -64,7 +65,7 @@ def train_chunk(cfg: dict, prepared: str, out_dir: str, resume_from: str | None,
     trainer.pause_after_s = max(WORK_SHARE * seconds - (time.monotonic() - began), 0.0)
     ended = False
     for event in trainer.run():
-        if os.path.exists(stop_file):
+        if os.path.exists(stop_file) or TERMINATED.is_set():
             trainer.stop()
         ended = ended or isinstance(event, (events.Done, events.Error))
         yield event
@@ -97,9 +98,17 @@ def in_fresh_process(cfg: dict, prepared: str, out_dir: str, resume_from: str | 
                                 "than this server allows ends so); the package keeps its last save: continue it "
                                 "again, or train a smaller model.")
     finally:
-        if child.poll() is None:  # the consumer went away: the run validates, saves and ends, on its own (the page
-            Path(stop_file).touch()  # that closed, or Gradio's cancel, is not kept waiting for it)
-            threading.Thread(target=child.wait, daemon=True, name="playground-run-end").start()
+        if child.poll() is None:  # the consumer went away: the run validates, saves and ends (SIGTERM, see below) in
+            child.terminate()     # its own time; the page that closed, or Gradio's cancel, is not kept waiting
+            threading.Thread(target=drain, args=(child,), daemon=True, name="playground-run-end").start()
+
+
+def drain(child: subprocess.Popen) -> None:
+    """Read a run's process to its end (its last events unread: nobody waits for them) so that it never blocks
+    writing them, and reap it."""
+    for _ in child.stdout:
+        pass
+    child.wait()
 
 
 def chunk_duration(cfg: dict, prepared: str, out_dir: str, resume_from: str | None, seconds: float,
@@ -217,6 +226,9 @@ def limit_cpu_run(cfg: dict) -> None:
 
 
 if __name__ == "__main__":  # in_fresh_process's child: one train_chunk, its events as JSON lines on stdout
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: TERMINATED.set())
     arguments = json.loads(sys.argv[1])
     limit_cpu_run(arguments[0])
     try:
