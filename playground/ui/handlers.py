@@ -105,6 +105,12 @@ def bind(fn: Callable, *first) -> Callable:
     return bound
 
 
+def cleared_export() -> tuple:
+    """An exported file and its note, cleared: a file made from another view or model would be taken for the one on
+    screen."""
+    return None, ""
+
+
 # ----------------------------------------------------------------------------------------------------------
 # The one error wrapper: people see a sentence, never a traceback
 

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import gradio as gr
 
+from playground.errors import PlaygroundError
 from playground.serving.library import Library
+from playground.ui.caches import package_info
 from playground.ui.handlers import bind, friendly
 from playground.ui.state import Session, visitor_of
 
@@ -57,3 +59,12 @@ def package_folder(library: Library, session: Session | None, name: str | None) 
     """The folder of a picker's package; PackageError when none is chosen, it is gone or it is somebody else's
     (the same message: another visitor's models do not exist for this one)."""
     return library.folder(name, visitor_of(library, session))
+
+
+def picked_shape(library: Library, session: Session | None, name: str | None) -> dict | None:
+    """The model settings (config.json's "model": layers, heads, positions) of a picker's package, read from its
+    JSON only; None when there is none to read (the handler it is picked for says why)."""
+    try:
+        return package_info(package_folder(library, session, name))["config"]["model"]
+    except PlaygroundError:
+        return None

@@ -14,11 +14,20 @@ from playground.insight import model_plots, plots
 from playground.serving import work
 from playground.serving.library import Library
 from playground.ui.handlers import answers, bind, friendly, quick_call
+from playground.ui.numbers import Range, checked
 from playground.ui.pickers import model_picker, package_folder
 from playground.ui.state import Session
 
 NO_DATA = "Load data on the Data tab: this view is computed on your sentence pairs."
 NO_MODEL = "Choose a model above (train one on the Train tab, or upload one on the Models tab)."
+
+# the numeric controls (playground.ui.numbers)
+PAIRS = Range("Pairs in the batch", 1, 8, whole=True)
+PAIR_SHOWN = Range("Pair shown", 1, 8, whole=True)  # its top: the pairs in the batch
+MASK_SEED = Range("Which pairs (seed)", 0, 2**63 - 1, whole=True)
+BATCH_TOKENS = Range("Batch tokens", 0, None, whole=True)
+SHUFFLE_SEED = Range("Shuffle seed", 0, 2**63 - 1, whole=True)
+TOKENS = Range("Tokens", 20, 500, whole=True)
 
 
 @dataclass
@@ -80,7 +89,7 @@ def masks_view(session: Session, library: Library, model: str | None, n_pairs: i
         hint = plots.empty_figure(NO_MODEL if not model else NO_DATA)
         return hint, plots.empty_figure(), plots.empty_figure(), ""
     package, batch = quick_masks(str(package_folder(library, session, model)), session.pairs, int(n_pairs), int(seed))
-    row = min(max(int(pair), 1), len(batch.tgt_tokens)) - 1
+    row = PAIR_SHOWN.upto(len(batch.tgt_tokens)).check(pair) - 1
     S, T = batch.padding_mask.shape[1], batch.look_ahead_mask.shape[0]
     note = language_warning(session, package) + (
             f"{len(batch.src_tokens)} pairs of your data tokenized by **{package['name']}** and padded as the trainer "
@@ -186,9 +195,9 @@ def masks_panel() -> SimpleNamespace:
     m = SimpleNamespace()
     with gr.Accordion("Padding and look-ahead masks", open=True, elem_id="inside-masks"):
         with gr.Row():
-            m.n_pairs = gr.Slider(1, 8, 4, step=1, label="Pairs in the batch")
-            m.seed = gr.Number(0, label="Which pairs (seed)", precision=0, minimum=0)
-            m.pair = gr.Slider(1, 8, 1, step=1, label="Pair shown in the square masks")
+            m.n_pairs = PAIRS.slider(4, step=1)
+            m.seed = MASK_SEED.number(0)
+            m.pair = PAIR_SHOWN.slider(1, step=1, label="Pair shown in the square masks")
         m.note = gr.Markdown()
         m.padding_plot = gr.Plot(show_label=False, elem_id="inside-padding-mask")
         with gr.Row():
@@ -202,9 +211,8 @@ def batching_panel() -> SimpleNamespace:
     b = SimpleNamespace()
     with gr.Accordion("Batching by length", open=True, elem_id="inside-batching-view"):
         with gr.Row():
-            b.batch_tokens = gr.Number(0, label="Batch tokens (0 = the model's training setting)", precision=0,
-                                       minimum=0, step=512)
-            b.seed = gr.Number(0, label="Shuffle seed", precision=0, minimum=0)
+            b.batch_tokens = BATCH_TOKENS.number(0, label="Batch tokens (0 = the model's training setting)", step=512)
+            b.seed = SHUFFLE_SEED.number(0)
         b.note = gr.Markdown()
         b.plot = gr.Plot(show_label=False, elem_id="inside-batching")
     return b
@@ -214,10 +222,22 @@ def embeddings_panel() -> SimpleNamespace:
     """The token embeddings on a 2-D map."""
     e = SimpleNamespace()
     with gr.Accordion("Token embeddings", open=True, elem_id="inside-embeddings-view"):
-        e.n_tokens = gr.Slider(20, 500, 150, step=10, label="Tokens")
+        e.n_tokens = TOKENS.slider(150, step=10)
         e.note = gr.Markdown()
         e.plot = gr.Plot(show_label=False, elem_id="inside-embeddings")
     return e
+
+
+def number_checks(session: gr.State, m: SimpleNamespace, b: SimpleNamespace, e: SimpleNamespace) -> dict:
+    """The range of each numeric control; the pair shown is one of the batch's."""
+    def shown_pair(v: dict) -> Range:
+        pairs = v[m.n_pairs]
+        top = PAIR_SHOWN.high if PAIRS.problem(pairs) else int(pairs)
+        data = v[session].data
+        return PAIR_SHOWN.upto(min(top, max(len(data.pairs), 1)) if data is not None else top)
+
+    return {m.n_pairs: PAIRS, m.seed: MASK_SEED, m.pair: shown_pair, b.batch_tokens: BATCH_TOKENS,
+            b.seed: SHUFFLE_SEED, e.n_tokens: TOKENS}
 
 
 def build(session: gr.State, library: Library) -> InsideTab:
@@ -226,16 +246,18 @@ def build(session: gr.State, library: Library) -> InsideTab:
     model, _ = model_picker(library, session, "inside_models")
     p, m, b, e = positional_panel(), masks_panel(), batching_panel(), embeddings_panel()
 
-    # a view that cannot be drawn says why in its own note; the others keep what they show
+    # a view that cannot be drawn says why in its own note; the others keep what they show; a number out of its
+    # range is said beside its control, and no view is drawn for it
+    checks = number_checks(session, m, b, e)
     views = [
         dict(**answers(bind(show_positional, library), [p.heatmap, p.curves, p.dimensions, p.note], p.note),
              inputs=[session, model, p.side, p.dimensions], api_name="positional_encoding"),
         dict(**answers(bind(show_masks, library), [m.padding_plot, m.self_mask_plot, m.look_ahead_plot, m.note],
-                       m.note), inputs=[session, model, m.n_pairs, m.seed, m.pair], api_name="masks"),
+                       m.note), **checked([session, model, m.n_pairs, m.seed, m.pair], checks), api_name="masks"),
         dict(**answers(bind(show_batching, library), [b.plot, b.note], b.note),
-             inputs=[session, model, b.batch_tokens, b.seed], api_name="batching"),
+             **checked([session, model, b.batch_tokens, b.seed], checks), api_name="batching"),
         dict(**answers(bind(show_embeddings, library), [e.plot, e.note], e.note),
-             inputs=[session, model, e.n_tokens], api_name="embeddings"),
+             **checked([session, model, e.n_tokens], checks), api_name="embeddings"),
     ]
     # each view redraws when its own controls are edited (.input: not when a handler sets them) ...
     for view, controls in zip(views, [(p.side, p.dimensions), (m.n_pairs, m.seed, m.pair), (b.batch_tokens, b.seed),

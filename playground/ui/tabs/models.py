@@ -62,6 +62,18 @@ def models_frame(library: Library, session: Session | None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
+def models_table(library: Library, session: Session | None):
+    """models_frame as the page shows it: counts with thousands separators (1,251,584 parameters), still sorted as
+    numbers (a Styler formats what is shown, the values stay)."""
+    def shown(value) -> str:
+        return "" if value is None or pd.isna(value) else f"{value:g}" if isinstance(value, float) else str(value)
+
+    def count(value) -> str:
+        return f"{int(value):,}" if pd.notna(value) else ""
+
+    return models_frame(library, session).style.format(shown).format(count, subset=["parameters", "steps"])
+
+
 def file_size(n_bytes: int) -> str:
     """"6.59 MB", or "137.4 KB" for a file under a megabyte (not "0.14 MB")."""
     return f"{n_bytes / MB:.2f} MB" if n_bytes >= MB else f"{n_bytes / KB:.1f} KB"
@@ -113,7 +125,7 @@ def storage_note(library: Library) -> str:
 @friendly
 def refresh_all(library: Library, session: Session, keep: str | None = None):
     """All packages with their metrics (newest first), and the picker's choices."""
-    return models_frame(library, session), model_dropdown(library, session, keep)
+    return models_table(library, session), model_dropdown(library, session, keep)
 
 
 @friendly
@@ -221,7 +233,7 @@ def files_column(session: gr.State, library: Library, model: gr.Dropdown) -> Sim
 def build(session: gr.State, library: Library) -> ModelsTab:
     gr.Markdown(storage_note(library), elem_id="models-storage")
     with gr.Row():
-        table = gr.Dataframe(models_frame(library, None), label="Model packages (click a row)",
+        table = gr.Dataframe(models_table(library, None), label="Model packages (click a row)",
                              interactive=False, wrap=True, scale=5, column_widths=COLUMN_WIDTHS)
         refresh = gr.Button("↻ Refresh", scale=0, min_width=100)
     with gr.Row():
@@ -249,4 +261,6 @@ def build(session: gr.State, library: Library) -> ModelsTab:
                     api_visibility="private")
     deleted.then(**unticked)
     model.change(**unticked)
+    # the zip of the model picked before is not offered for this one
+    model.change(lambda: None, None, [f.download], queue=False, show_progress="hidden", api_visibility="private")
     return ModelsTab(table, model, [imported, deleted], {**show_card, "api_visibility": "private"})
