@@ -146,10 +146,12 @@ def nccl_check(device: torch.device) -> dict:
     if not dist.is_nccl_available():
         return {"available": False}
     try:
-        dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1, device_id=device)
-        tensor = torch.ones(4, device=device)
+        gpu = torch.device("cuda", torch.cuda.current_device())  # init_process_group wants the device's index
+        dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1, device_id=gpu)
+        tensor = torch.ones(4, device=gpu)
         dist.all_reduce(tensor)
-        return {"available": True, "version": ".".join(map(str, torch.cuda.nccl.version())),
+        version = torch.cuda.nccl.version()
+        return {"available": True, "version": ".".join(map(str, version)) if isinstance(version, tuple) else version,
                 "ok": tensor.tolist() == [1.0] * 4}
     except Exception as err:  # reported with the rest of the environment
         return {"error": f"{type(err).__name__}: {err}"}
@@ -312,7 +314,7 @@ def ctranslate2_greedy(folder: Path, package: Package, sentences: list[str], dev
     texts = [""] * len(sentences)
     for limit, indices in by_output_limit(package, sentences).items():
         found = translate_with_ctranslate2(translator, exported, [sentences[i] for i in indices],
-                                           package.model.cfg.max_len, max_len=limit)
+                                           package.model.cfg.max_len, max_output_tokens=limit)
         for i, text in zip(indices, found):
             texts[i] = text
     return texts
@@ -335,7 +337,8 @@ def exports(folder: Path, data: str | None, device: torch.device, sizes: Sizes, 
     for quantization, devices in (("float32", ct2_devices), ("int8", ["cpu"])):
         exported = export_package(str(folder), "ctranslate2", str(out_dir / f"ct2-{quantization}"), quantization)
         for ct2_device in devices:
-            key = f"ctranslate2_{quantization}_{ct2_device}"
+            # CTranslate2 on the GPU needs CUDA libraries of its own, which torch's may not match: not a failure
+            key = f"ctranslate2_{quantization}_{ct2_device}" + ("_optional" if ct2_device == "cuda" else "")
             try:
                 result[key] = agreement(ours, ctranslate2_greedy(exported, package, sentences, ct2_device))
             except Exception as err:  # a CTranslate2 wheel without this CUDA: say so, go on with the CPU
@@ -356,8 +359,8 @@ def cuda_tests(timeout_s: int) -> dict:
 
 
 def failures(results: dict) -> list[str]:
-    """Where a part (or a piece of one) raised, or a check came out false: an "error", an "ok" that is False, a
-    False among "checks"; two levels down."""
+    """Where a part (or a piece of one, unless its name ends in "_optional") raised, or a check came out false: an
+    "error", an "ok" that is False, a False among "checks"; two levels down."""
     failed = []
     for name, part in results.items():
         if not isinstance(part, dict):
@@ -365,8 +368,8 @@ def failures(results: dict) -> list[str]:
         if "error" in part or part.get("ok") is False:
             failed.append(name)
         failed += [f"{name}.{key}" for key, value in part.get("checks", {}).items() if value is False]
-        failed += [f"{name}.{key}" for key, value in part.items()
-                   if isinstance(value, dict) and ("error" in value or value.get("ok") is False)]
+        failed += [f"{name}.{key}" for key, value in part.items() if isinstance(value, dict)
+                   and not key.endswith("_optional") and ("error" in value or value.get("ok") is False)]
     return failed
 
 
