@@ -15,6 +15,7 @@ from pathlib import Path
 import gradio as gr
 
 from playground.limits import max_data_bytes
+from playground.serving import work
 from playground.serving.library import Library
 from playground.serving.mode import models_location, shared_mode
 from playground.serving.visitors import NewVisitors, Visitor, address_key, issue_token, server_secret
@@ -77,7 +78,8 @@ def storage_secret(secret: bytes) -> str:
 
 def build_app(models_dir: str | os.PathLike | None = None, *, shared: bool | None = None) -> gr.Blocks:
     """The whole app; `models_dir` holds the packages (created when missing; None: models_location decides).
-    `shared` None: shared_mode() decides (on a Space, or PLAYGROUND_SHARED=1). Nothing heavy runs here."""
+    `shared` None: shared_mode() decides (on a Space, or PLAYGROUND_SHARED=1). Nothing heavy runs here (the
+    quick calls' worker processes start when the first page opens, or at the first call)."""
     shared = shared_mode() if shared is None else shared
     persistent = True
     if models_dir is None:
@@ -213,7 +215,9 @@ def welcome(library: Library, secret: bytes, new_visitors: NewVisitors, session:
     """Name the visitor of this page (shared mode): the Hugging Face account when signed in (the models the
     browser made before signing in come along), else the browser's token, which only this server can have
     made (serving.visitors.issue_token): a missing or made-up one gets a new one, a new anonymous visitor, as long
-    as its client address has not had its hour's share of new ones (serving.visitors.NewVisitors)."""
+    as its client address has not had its hour's share of new ones (serving.visitors.NewVisitors). The quick calls'
+    workers start now, in the background (once): this visitor's first translation finds them ready."""
+    work.pool()
     if not library.shared:
         return gr.skip()
     address = address_key(sessions.request_address(request), secret)

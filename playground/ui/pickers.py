@@ -1,4 +1,4 @@
-"""The model pickers the tabs share: which packages a session may use, its dropdowns, and loading the one picked."""
+"""The model pickers the tabs share: which packages a session may use, its dropdowns, the folder of the one picked."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import gradio as gr
 
 from playground.errors import PlaygroundError
 from playground.serving.library import Library
-from playground.ui.caches import MODELS, package_info
+from playground.ui.caches import package_info
 from playground.ui.handlers import bind, friendly
 from playground.ui.state import Session, visitor_of
 
@@ -59,11 +59,6 @@ def package_folder(library: Library, session: Session | None, name: str | None) 
     """The folder of a picker's package; PackageError when none is chosen, it is gone or it is somebody else's
     (the same message: another visitor's models do not exist for this one)."""
     return library.folder(name, visitor_of(library, session))
-
-
-def load_model(library: Library, session: Session, name: str | None):
-    """The loaded Package for a model picker's value (cached)."""
-    return MODELS.get(package_folder(library, session, name))
 
 
 def picked_shape(library: Library, session: Session | None, name: str | None) -> dict | None:

@@ -100,11 +100,12 @@ def test_session_data_is_capped_and_released_when_the_tab_closes(tmp_path, monke
 
 
 def test_a_huge_decoding_seed_is_refused_with_a_message(package):
-    from playground.ui.tabs.translate import decode_options, run_translation
+    from playground.serving.work import translations
+    from playground.ui.tabs.translate import decode_options
 
     opts = decode_options("sample", 1.0, 0, 1.0, 2**70, 5, 1.0, 1, 20)
     with pytest.raises(PlaygroundError, match="seed must be a whole number from 0 to 9223372036854775807"):
-        run_translation(str(package), ["a b"], opts)
+        translations(str(package), ["a b"], opts)
 
 
 def test_an_unexpected_error_reaches_the_page_without_its_details():

@@ -12,8 +12,9 @@ import numpy as np
 
 from playground.errors import PlaygroundError
 from playground.insight import model_plots, plots
+from playground.serving import work
 from playground.serving.library import Library
-from playground.ui.caches import MODELS, package_probe
+from playground.ui.caches import package_probe
 from playground.ui.handlers import answers, bind, cleared_export, friendly, quick_call, request_lines
 from playground.ui.numbers import Range, Slider, checked
 from playground.ui.pickers import default_model, model_names, model_picker, package_folder, picked_shape
@@ -91,35 +92,13 @@ def sliders(att: dict | None, kind: str, layer: int, head: int, shape: dict | No
 
 
 def compute_maps(folder: str, source: str, target_mode: str, target: str) -> dict:
-    """Every attention map of one pair with the package in `folder`: plain values in, numpy arrays out. The texts come
-    cut to a line's characters (request_lines); the maps are bounded by attention_maps.fit_attention, which cuts the
-    pair if needed ("cut": the token counts it had)."""
-    from playground.core.attention_maps import attention_maps
-    from playground.core.decode import DecodeOptions, source_ids, translate
-    from playground.insight.inspection import check_source
-    from playground.runtime.request_bounds import attention_cell_limit, check_decode_work, server_bounds
-
-    package = MODELS.get(folder)
-    model, tokenizer = package.model, package.tokenizer
-    source, bounds = check_source(source), server_bounds()
-    src_ids = source_ids(tokenizer, [source], model.cfg, bounds)[0]
-    if target_mode == TARGET_MODES[1]:
-        target = (target or "").strip()
-        if not target:
-            raise PlaygroundError("Type the target sentence to teacher-force, or choose “the model's translation”.")
-        out_ids = tokenizer.encode_tgt(bounds.cut_line(target))
-    else:
-        opts = DecodeOptions("greedy")
-        check_decode_work(model.cfg, [src_ids], opts)
-        hyp = translate(model, tokenizer, [source], opts, bounds)[0].best
-        out_ids, target = list(hyp.ids), hyp.text
-        if out_ids and out_ids[-1] == model.cfg.eos_id:
-            out_ids = out_ids[:-1]
-    tgt_in = [model.cfg.bos_id] + out_ids[: model.cfg.max_len - 1]
-    maps = attention_maps(model, tokenizer, src_ids, tgt_in, attention_cell_limit(model.cfg))
-    return {"maps": {k: np.asarray(maps[k]) for k in ("encoder", "decoder", "cross")},
-            "src_tokens": list(maps["src_tokens"]), "tgt_tokens": list(maps["tgt_tokens"]),
-            "model": package.name, "target": target, "cut": maps["cut"]}
+    """Every attention map of one pair with the package in `folder`, computed in a worker
+    (playground.serving.work.attention): the model's own translation, or `target` teacher-forced."""
+    if target_mode != TARGET_MODES[1]:
+        return quick_maps(folder, source, None)
+    if not (target or "").strip():
+        raise PlaygroundError("Type the target sentence to teacher-force, or choose “the model's translation”.")
+    return quick_maps(folder, source, target.strip())
 
 
 def cut_note(att: dict) -> str:
@@ -160,8 +139,8 @@ def probe_figure(probe: list, index: int):
                                       row_titles=["mean over heads"], column_titles=layers)
 
 
-# on the CPU on ZeroGPU too (playground.ui.zerogpu); a training step waits for it (playground.runtime.foreground)
-quick_maps = quick_call(compute_maps, "Shorten the sentence (the model's own translation of it is decoded first), "
+# in a worker process (playground.serving.work); a training step waits for it (playground.runtime.foreground)
+quick_maps = quick_call(work.attention, "Shorten the sentence (the model's own translation of it is decoded first), "
                                       "or teacher-force a shorter target.")
 
 
@@ -176,7 +155,7 @@ def show_attention(library: Library, session: Session, model: str, source: str, 
     folder = str(package_folder(library, session, model))
     source_lines, source_cut = request_lines(source, "source")
     target_lines, target_cut = request_lines(target, "target")
-    session.attention = quick_maps(folder, " ".join(source_lines), target_mode, " ".join(target_lines))
+    session.attention = compute_maps(folder, " ".join(source_lines), target_mode, " ".join(target_lines))
     att = session.attention
     note = (f"**{att['model']}** · {len(att['src_tokens'])} source tokens (with `<eos>`), "
             f"{len(att['tgt_tokens'])} target inputs (from `<bos>`); rows are queries, columns keys. "

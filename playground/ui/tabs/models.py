@@ -13,10 +13,11 @@ import pandas as pd
 
 from playground.errors import PackageError
 from playground.packages.info import summary_of
+from playground.serving import work
 from playground.serving.library import Library
 from playground.settings import KB, MB
 from playground.ui.caches import package_info
-from playground.ui.handlers import answers, bind, friendly
+from playground.ui.handlers import answers, bind, friendly, quick_call
 from playground.ui.pickers import default_model, model_dropdown, model_names, package_folder
 from playground.ui.state import Session, visitor_of
 from playground.ui.tabs import hub_panel
@@ -147,6 +148,10 @@ def export_model(library: Library, session: Session, name: str, with_state: bool
                           with_state=bool(with_state)))
 
 
+# an upload's tokenizer is parsed by native code, its weights loaded: in a worker process (playground.serving.work)
+checked_in_worker = quick_call(work.check_upload, "Upload a smaller package.")
+
+
 @friendly
 def import_model(library: Library, session: Session, file):
     """Add a package from a zip file (checked before anything is written to the models folder)."""
@@ -159,7 +164,7 @@ def import_model(library: Library, session: Session, file):
     visitor = visitor_of(library, session)
     reserved = library.add(safe_stem(path.stem), visitor, zip_bytes(path))  # quotas checked, name reserved
     try:
-        folder = import_zip(path, library.models_dir, name=reserved.name)
+        folder = import_zip(path, library.models_dir, name=reserved.name, check=checked_in_worker)
     finally:
         library.forget(reserved.name)  # dropped only when nothing was imported
     gr.Info(f"Imported {folder.name}.")

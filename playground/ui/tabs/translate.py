@@ -13,8 +13,9 @@ import pandas as pd
 from playground.errors import PlaygroundError
 from playground.insight import decoding_plots
 from playground.packages.info import summary_of
+from playground.serving import work
 from playground.serving.library import Library
-from playground.ui.caches import MODELS, package_info
+from playground.ui.caches import package_info
 from playground.ui.handlers import answers, bind, friendly, quick_call, request_lines
 from playground.ui.numbers import Range, checked, watch
 from playground.ui.pickers import DEMO_MODEL, model_picker, package_folder, picked_shape
@@ -90,36 +91,10 @@ def decode_options(method: str, temperature: float, top_k: int, top_p: float, se
     return DecodeOptions(**options)
 
 
-def run_translation(folder: str, sentences: list[str], opts, samples: int = 1):
-    """translate() with the package in `folder`; for sampling with samples > 1, one draw per seed (seed, seed+1, …),
-    ranked by score."""
-    from dataclasses import replace
-
-    from playground.core.decode import source_ids, translate
-    from playground.runtime.request_bounds import check_decode_work, server_bounds
-
-    package, bounds = MODELS.get(folder), server_bounds()
-    draws = samples if opts.method == "sample" else 1
-    ids = source_ids(package.tokenizer, sentences, package.model.cfg, bounds)
-    check_decode_work(package.model.cfg, ids, opts, draws)
-    results = translate(package.model, package.tokenizer, sentences, opts, bounds)
-    if opts.method == "sample" and samples > 1:
-        for i in range(1, samples):
-            more = translate(package.model, package.tokenizer, sentences, replace(opts, seed=(opts.seed or 0) + i),
-                             bounds)
-            for t, extra in zip(results, more, strict=True):
-                t.hypotheses.extend(extra.hypotheses)
-        for t in results:
-            t.hypotheses.sort(key=lambda h: h.score, reverse=True)
-    return results
-
-
-def next_token_rows(folder: str, src_ids: list[int], out_ids: list[int], k: int) -> list[dict]:
-    """playground.insight.inspection.next_token_table for the package in `folder` (plain lists in and out)."""
-    from playground.insight.inspection import next_token_table
-
-    package = MODELS.get(folder)
-    return next_token_table(package.model, package.tokenizer, src_ids, out_ids, k)
+# in a worker process (playground.serving.work); a training step waits for them (playground.runtime.foreground)
+quick_translation = quick_call(work.translations, TOO_SLOW)
+quick_next_rows = quick_call(work.next_token_rows, TOO_SLOW)
+quick_steps = quick_call(work.decoding_steps, "Lower the max output length or the beam size.")
 
 
 def check_candidates(k) -> int:
@@ -127,20 +102,15 @@ def check_candidates(k) -> int:
     return CANDIDATES.check(k)
 
 
-def decode_steps(folder: str, first: str, opts, k: int) -> tuple:
-    """The step-by-step view of the first sentence: figure, table and note."""
-    from playground.core.decode import source_ids
-    from playground.runtime.request_bounds import check_decode_work, server_bounds
-
-    package = MODELS.get(folder)
-    check_decode_work(package.model.cfg, source_ids(package.tokenizer, [first], package.model.cfg, server_bounds()),
-                      opts)
+def steps_figure(steps_of: tuple, first: str, opts, k: int) -> tuple:
+    """The step-by-step view's figure, table and note from a worker's steps (playground.serving.work.decoding_steps)."""
+    name, steps = steps_of
     if opts.method == "beam":
-        return steps_view.beam_view(package, first, opts)
-    return steps_view.sampling_view(package, first, opts, k)
+        return steps_view.beam_view(name, steps, first, opts)
+    return steps_view.sampling_view(name, steps, opts, k)
 
 
-def next_token_view(library: Library, session: Session, row: int, k: int = TOP_K, rows_of=next_token_rows):
+def next_token_view(library: Library, session: Session, row: int, k: int = TOP_K, rows_of=quick_next_rows):
     """Figure and table of the model's top-k next tokens at each step of one output row (1 = the first row). The
     row's model is looked up again by name: it may have been deleted, or its name taken by somebody else's since."""
     if not session.translations:
@@ -153,11 +123,6 @@ def next_token_view(library: Library, session: Session, row: int, k: int = TOP_K
                            ", ".join(f"{tok} ({p:.2f})" for tok, p in r["top"])] for r in rows], columns=NEXT_COLUMNS)
     return decoding_plots.next_token_figure(rows, title), table
 
-
-# on the CPU on ZeroGPU too (playground.ui.zerogpu); a training step waits for them (playground.runtime.foreground)
-quick_translation = quick_call(run_translation, TOO_SLOW)
-quick_next_rows = quick_call(next_token_rows, TOO_SLOW)
-quick_steps = quick_call(decode_steps, "Lower the max output length or the beam size.")
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -194,7 +159,7 @@ def translate_text(library: Library, session: Session, model: str, text: str, me
     if cut:
         note += "\n\n" + cut
     return (pd.DataFrame(rows, columns=RESULT_COLUMNS), note, 1,
-            *next_token_view(library, session, 1, TOP_K, quick_next_rows))
+            *next_token_view(library, session, 1, TOP_K))
 
 
 def result_rows(session: Session, model: str, results: list) -> tuple[list[list], int]:
@@ -220,14 +185,14 @@ def result_rows(session: Session, model: str, results: list) -> tuple[list[list]
 def next_tokens(library: Library, session: Session, row: int = 1, k: int = TOP_K):
     """The top-k next tokens (teacher-forced on the output) at each step of a row of the last results.
     Rows count from 1, as in the table."""
-    return next_token_view(library, session, row, k, quick_next_rows)
+    return next_token_view(library, session, row, k)
 
 
 @friendly
 def pick_row(library: Library, session: Session, k: int, evt: gr.SelectData):
     """The row clicked in the results table, and its next-token view."""
     row = (evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index) + 1
-    return (row, *next_token_view(library, session, row, k, quick_next_rows))
+    return (row, *next_token_view(library, session, row, k))
 
 
 @friendly
@@ -239,7 +204,8 @@ def step_through(library: Library, session: Session, model: str, text: str, meth
     folder = package_folder(library, session, model)
     lines, cut = request_lines(text)
     opts = decode_options(method, temperature, top_k, top_p, seed, beam_size, length_penalty, 1, max_len)
-    figure, table, note = quick_steps(str(folder), lines[0] if lines else "", opts, check_candidates(k))
+    first, k = lines[0] if lines else "", check_candidates(k)
+    figure, table, note = steps_figure(quick_steps(str(folder), first, opts, k), first, opts, k)
     return figure, table, note + (cut and "\n\n" + cut)
 
 
