@@ -38,6 +38,7 @@ from playground.training.checkpoint import (
     save_run,
 )
 from playground.training.config import TrainConfig
+from playground.training.cost import check_run_cost
 from playground.training.distributed import SINGLE, Ranks, agree, check_same_on_all_ranks, rank_device, seed_rank
 from playground.training.evaluation import is_better, perplexity, probe_attention, translation_scores, validation_loss
 from playground.training.events import StopReason
@@ -115,6 +116,7 @@ class Trainer:
         if resume_from is not None:
             self.resume(Path(resume_from))  # every rank loads the weights and the optimizer state
         else:
+            check_run_cost(cfg, self.device, self.precision)  # before the tokenizer's trainer reserves its tables
             self.tokenizer = prepared.tokenizer if prepared else self.shared_tokenizer()
             tokenizer = self.tokenizer
             model_cfg = cfg.model_config(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, tokenizer.joint)
