@@ -59,12 +59,12 @@ STALE_ZEROGPU = ("  \n⏱ Press **Estimate duration** to time this configuration
 
 
 def previews(session: Session, values: dict, note: str) -> tuple[str, object]:
-    """The parameter line (then `note`) and the LR preview for the settings on the form; a setting that does not
-    work shows its error in both."""
+    """The parameter line (then `note`) and the LR preview for the settings on the form; settings that do not work
+    are said in the line, and the preview keeps the last that did."""
     try:
         cfg = checked_config(values)  # its cost too: a vocabulary of 10^9 is refused here, not by the tokenizer
     except TrainingError as err:
-        return f"⚠️ {err}{note}", plots.empty_figure(str(err), "Learning rate")
+        return f"⚠️ {err}{note}", gr.skip()
     return parameter_line(cfg) + note, lr_preview_figure(session, cfg)
 
 

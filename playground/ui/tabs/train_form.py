@@ -35,7 +35,7 @@ def control(s: Setting, value) -> gr.components.Component:
         return gr.Checkbox(value, label=s.label, info=info)
     if s.choices:
         choices = [c for c in s.choices if c == value or available(s.name, c)]
-        kind = gr.Radio if len(choices) <= 3 else gr.Dropdown
+        kind = gr.Radio if len(s.choices) <= 3 else gr.Dropdown
         return kind(choices, value=value if value in choices else choices[0], label=s.label, info=info)
     if s.kind is str:
         return gr.Textbox(value, label=s.label, info=info)
