@@ -26,7 +26,7 @@ POSITIONAL_ENCODINGS = ("sinusoidal", "learned")
 NORM_PLACEMENTS = ("post", "pre")
 OPTIMIZERS = ("adam", "adamw")
 SCHEDULES = ("noam", "inverse_sqrt", "cosine", "constant")
-EARLY_STOP_METRICS = ("bleu", "chrf", "val_loss", "exact_match")
+EARLY_STOP_METRICS = ("auto", "bleu", "chrf", "val_loss", "exact_match")  # auto: training.evaluation.judging_metric
 DEVICES = ("auto", "cpu", "cuda", "mps")
 MAX_VOCAB = 1_000_000  # the largest vocabulary a package may hold (packages.schema); its tokenizer trains in ~70 MB
 MAX_AVERAGE_LAST = 20  # the paper averages at most the last 20 checkpoints; each snapshot is a copy on disk
@@ -222,9 +222,10 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("eval_sentences", int, 200, "budget", "Sentences decoded per validation",
             "validation sentences translated greedily for BLEU, chrF and exact match", low=1, high=100_000, step=50,
             resume=FORM),
-    Setting("early_stop_metric", str, "bleu", "budget", "Early-stopping metric",
+    Setting("early_stop_metric", str, "auto", "budget", "Early-stopping metric",
             "the score that picks the best validation and stops a run early. BLEU: matching word n-grams; chrF: "
-            "matching character n-grams (kinder to small models and single words); both 0–100",
+            "matching character n-grams (kinder to small models and single words); both 0–100. auto: BLEU, or "
+            "chrF where the references are too short for BLEU (under four words, where it reads 0)",
             choices=EARLY_STOP_METRICS, resume=FORM),
     Setting("patience", int, None, "budget", "Patience (validations, 0 = never stop early)", low=1, optional=True,
             resume=FORM),

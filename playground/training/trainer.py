@@ -10,7 +10,7 @@ import contextlib
 import math
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Generator, Iterator
 
@@ -40,7 +40,14 @@ from playground.training.checkpoint import (
 from playground.training.config import TrainConfig
 from playground.training.cost import check_run_cost
 from playground.training.distributed import SINGLE, Ranks, agree, check_same_on_all_ranks, rank_device, seed_rank
-from playground.training.evaluation import is_better, perplexity, probe_attention, translation_scores, validation_loss
+from playground.training.evaluation import (
+    is_better,
+    judging_metric,
+    perplexity,
+    probe_attention,
+    translation_scores,
+    validation_loss,
+)
 from playground.training.events import StopReason
 from playground.training.inputs import TrainData, encode_epoch, epoch_batch_list, global_batch, run_fingerprint
 from playground.training.schedule import eval_interval, planned_steps
@@ -94,6 +101,8 @@ class Trainer:
         import torch._dynamo  # noqa: F401 - the first optimizer imports it (~3 s once per process): the process's
         # start-up, not this run's work, so before the clock starts
         self.setup_started = time.perf_counter()  # the time cap counts the tokenizer, the encoding and the loading
+        if cfg.early_stop_metric == "auto":  # settled on the data: BLEU cannot judge references under four words
+            cfg = replace(cfg, early_stop_metric=judging_metric(cfg.early_stop_metric, data.val))
         self.cfg, self.data, self.out_dir, self.ranks = cfg, data, Path(out_dir), ranks
         self.cut = ""  # what the time cap cut from a validation, for the summary
         self.stop_requested = threading.Event()
