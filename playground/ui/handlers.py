@@ -96,7 +96,7 @@ def bind(fn: Callable, *first) -> Callable:
 
 # What a message says for the operator and the command line, left out of the page: a visitor can neither set the
 # server's variables nor run its commands (the CLI and the server log keep the whole message)
-OPERATOR_ONLY = [re.compile(r";? ?the operator sets PLAYGROUND_[A-Z0-9_]+"),
+OPERATOR_ONLY = [re.compile(r";? ?the operator (?:sets|can raise the limit with) PLAYGROUND_[A-Z0-9_]+"),
                  re.compile(r"[,;]? (?:or )?(?:use|files go through) `python -m playground[^`]*`(?: for files)?")]
 
 

@@ -48,3 +48,21 @@ def test_a_costly_or_senseless_setting_is_refused_before_any_work(client, models
     assert words in refusal_of(client.predict(api_name="/estimate", **form))
     line, chart = client.predict(api_name="/lr_preview", **form)  # the parameter line as it is typed
     assert line.startswith("⚠️") and words in line
+
+
+def test_the_page_says_no_operator_variable_and_no_command():
+    from playground.errors import PlaygroundError
+    from playground.ui.handlers import refusal
+
+    message = ("The text has 9 characters; one request may send at most 3 here (the operator sets "
+               "PLAYGROUND_MAX_REQUEST_CHARS). Send less, or use `python -m playground translate --input FILE` for "
+               "files.")
+    assert refusal(PlaygroundError(message)) == "⚠️ The text has 9 characters; one request may send at most 3 here. " \
+                                                "Send less."
+
+
+def test_the_glossary_explains_the_words_of_the_train_and_inside_tabs():
+    from playground.ui.texts import GLOSSARY
+
+    for term in ("**d_model**", "**d_ff**", "**Adam β₁, β₂, ε**", "**BPE-dropout**", "**Principal components**"):
+        assert term in GLOSSARY

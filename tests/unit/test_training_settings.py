@@ -114,3 +114,13 @@ def test_a_record_in_the_old_flat_layout_loads_and_resumes(tmp_path):
     resumed = resume_config(demo, {"max_steps": 10})
     assert resumed.max_steps == json.loads((demo / "training.json").read_text())["steps"] + 10
     assert resumed.model == cfg.model
+
+
+def test_early_stopping_auto_picks_a_metric_that_can_judge_the_data():
+    from playground.training.evaluation import judging_metric
+
+    numbers = [("twenty-one", "einundzwanzig"), ("seven", "sieben"), ("forty", "vierzig")]
+    sentences = [("a b c d e", "e d c b a")] * 3
+    assert SETTINGS["early_stop_metric"].default == "auto"
+    assert judging_metric("auto", numbers) == "chrf" and judging_metric("auto", sentences) == "bleu"
+    assert judging_metric("bleu", numbers) == "bleu"  # a metric chosen is kept
