@@ -183,18 +183,21 @@ def split_files(data_dir: str | Path, split: str) -> tuple[Path, Path]:
     return folder / f"{split}.{SRC_LANG}.gz", folder / f"{split}.{TGT_LANG}.gz"
 
 
-def load_split(data_dir: str | Path, split: str, max_len: int = 256) -> list[Pair]:
-    """Training pairs are read as `python -m playground train` reads them (deduplicated, longer than max_len
+def load_split(data_dir: str | Path, split: str, max_words: int = 256) -> list[Pair]:
+    """Training pairs are read as `python -m playground train` reads them (deduplicated, longer than max_words
     words dropped); evaluation splits keep every line so that scores are on the standard test set."""
     src, tgt = split_files(data_dir, split)
     if split == "train":
-        return load_parallel(src, tgt, src_lang=SRC_LANG, tgt_lang=TGT_LANG, max_len=max_len).pairs
-    return load_parallel(src, tgt, src_lang=SRC_LANG, tgt_lang=TGT_LANG, max_len=100_000, dedupe=False).pairs
+        return load_parallel(src, tgt, src_lang=SRC_LANG, tgt_lang=TGT_LANG, max_words=max_words).pairs
+    return load_parallel(src, tgt, src_lang=SRC_LANG, tgt_lang=TGT_LANG, max_words=100_000, dedupe=False).pairs
 
 
-def builtin_pairs() -> list[Pair]:
-    """The project's built-in English→German toy data: a stand-in when no Multi30k folder is given."""
-    return load_parallel(DATASETS_DIR / "mini-translation" / "train.tsv").pairs
+def load_pairs(data_dir: str | Path | None, split: str, max_len: int = 256) -> list[Pair]:
+    """A Multi30k split (load_split), or without a folder the project's built-in English→German toy data as a
+    stand-in: its train.tsv for "train", its test.tsv for any other split."""
+    if data_dir:
+        return load_split(data_dir, split, max_len)
+    return load_parallel(DATASETS_DIR / "mini-translation" / ("train.tsv" if split == "train" else "test.tsv")).pairs
 
 
 def pair_lengths(encoded: Encoded) -> list[tuple[int, int]]:
@@ -206,15 +209,17 @@ def pair_lengths(encoded: Encoded) -> list[tuple[int, int]]:
 # The project's trainer
 
 
-def project_trainer(data_dir: str, max_pairs: int | None, precision: str, device: str, seed: int, out_dir: Path,
-                    batch_tokens: int | None = None) -> Trainer:
-    """A Trainer with the `small` preset on Multi30k (it trains its joint 8k BPE, once), validation off. Its
-    batches hold about the real tokens of the tutorial's 128-sentence batches unless `batch_tokens` is given."""
+def project_trainer(data_dir: str | None, max_pairs: int | None, precision: str, device: str, seed: int,
+                    out_dir: Path, batch_tokens: int | None = None) -> Trainer:
+    """A Trainer with the `small` preset on Multi30k (without a folder the built-in toy data; it trains its joint
+    8k BPE, once), validation off. Its batches hold about the real tokens of the tutorial's 128-sentence batches
+    unless `batch_tokens` is given."""
     cfg = preset_config("small", precision=precision, device=device, seed=seed)
     cfg = dataclasses.replace(cfg, max_minutes=None, max_steps=10**9, eval_every=10**9)
-    train = load_split(data_dir, "train", cfg.max_len)[:max_pairs]
-    val = load_split(data_dir, "val")[:200]
-    trainer = Trainer(cfg, TrainData(train, val, SRC_LANG, TGT_LANG, "multi30k"), out_dir)
+    train = load_pairs(data_dir, "train", cfg.max_len)[:max_pairs]
+    val = load_pairs(data_dir, "val")[:200]
+    data = TrainData(train, val, SRC_LANG, TGT_LANG, "multi30k" if data_dir else "mini-translation")
+    trainer = Trainer(cfg, data, out_dir)
     tokens = batch_tokens or matched_batch_tokens(trainer.train_set, TUTORIAL_BATCH_SIZE, seed,
                                                   pad_multiple(trainer.device))
     # the Trainer cut epoch 0 into batches in __init__: cut it again (as it does every epoch) for this budget

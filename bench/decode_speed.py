@@ -49,10 +49,11 @@ def project_search(opts: DecodeOptions) -> Search:
 
 def searches(steps: int, beam_size: int) -> dict[str, Search]:
     return {
-        "greedy, cached": project_search(DecodeOptions("greedy", max_len=steps)),
+        "greedy, cached": project_search(DecodeOptions("greedy", max_output_tokens=steps)),
         "greedy, uncached": lambda model, src: uncached_greedy(model, src, steps),
-        "sample, cached": project_search(DecodeOptions("sample", max_len=steps)),
-        f"beam {beam_size}, cached": project_search(DecodeOptions("beam", max_len=steps, beam_size=beam_size)),
+        "sample, cached": project_search(DecodeOptions("sample", max_output_tokens=steps)),
+        f"beam {beam_size}, cached": project_search(DecodeOptions("beam", max_output_tokens=steps,
+                                                                  beam_size=beam_size)),
     }
 
 
@@ -163,7 +164,7 @@ def sentences_and_tokenizer(data: str | None, vocab_size: int) -> tuple[list[str
         train, label = common.load_split(data, "train"), "Multi30k val"
         sources = [s for s, _ in common.load_split(data, "val")]
     else:
-        train = common.builtin_pairs()
+        train = common.load_pairs(None, "train")
         sources, label = [s for s, _ in train], "built-in mini-translation"
     return sources, train_tokenizer(train, vocab_size=vocab_size), label
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from pathlib import Path
 
 import common  # first: the allocator is chosen before PyTorch loads
 
@@ -17,6 +18,7 @@ from playground.packages.format import Package
 from playground.packages.store import load_package
 from playground.runtime.device import resolve_device
 from playground.training import events
+from playground.training.config import TrainConfig
 from playground.training.inputs import TrainData
 from playground.training.presets import preset_config
 from playground.training.trainer import run_training
@@ -24,20 +26,15 @@ from playground.training.trainer import run_training
 PROGRESS_EVERY_S = 60.0
 
 
-def train(args) -> dict:
-    """Run the Trainer to the time budget (it saves the package to args.out) and return its summary."""
-    cfg = preset_config(args.preset, device=args.device, precision=args.precision, seed=args.seed,
-                        eval_sentences=args.eval_sentences, bpe_dropout=args.bpe_dropout, **dict(args.set))
-    cfg = dataclasses.replace(cfg, max_minutes=args.minutes, max_steps=None, max_epochs=None)
-    data = TrainData(common.load_split(args.data, "train", cfg.max_len), common.load_split(args.data, "val"),
-                     common.SRC_LANG, common.TGT_LANG, "Multi30k")
+def train(cfg: TrainConfig, data: TrainData, out: str | Path, preset: str) -> dict:
+    """Run the Trainer to its time budget (it saves the package to `out`) and return its summary."""
     last_progress = 0.0
-    for event in run_training(cfg, data, args.out):
+    for event in run_training(cfg, data, out):
         match event:
             case events.Start():
-                print(f"training {args.preset}: {event.params:,} parameters on {event.device} "
+                print(f"training {preset}: {event.params:,} parameters on {event.device} "
                       f"({event.precision}), {event.train_pairs:,} pairs, "
-                      f"{event.steps_per_epoch} steps per epoch, {args.minutes} min", flush=True)
+                      f"{event.steps_per_epoch} steps per epoch, {cfg.max_minutes} min", flush=True)
             case events.Step() if event.elapsed - last_progress >= PROGRESS_EVERY_S:
                 last_progress = event.elapsed
                 print(f"  {event.elapsed:.0f} s: step {event.step}, epoch {event.epoch:.2f}, "
@@ -84,7 +81,12 @@ def main() -> None:
     args = parser.parse_args()
 
     machine = common.start(args)
-    summary = train(args)
+    cfg = preset_config(args.preset, device=args.device, precision=args.precision, seed=args.seed,
+                        eval_sentences=args.eval_sentences, bpe_dropout=args.bpe_dropout, **dict(args.set))
+    cfg = dataclasses.replace(cfg, max_minutes=args.minutes, max_steps=None, max_epochs=None)
+    data = TrainData(common.load_split(args.data, "train", cfg.max_len), common.load_split(args.data, "val"),
+                     common.SRC_LANG, common.TGT_LANG, "Multi30k")
+    summary = train(cfg, data, args.out, args.preset)
     val = common.load_split(args.data, "val")
     test = common.load_split(args.data, common.TEST_SPLIT)[: args.test_sentences]
     folders = {"last": args.out, **({"averaged": summary["averaged"]} if summary.get("averaged") else {})}

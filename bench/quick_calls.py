@@ -8,13 +8,11 @@ with torch.set_num_threads(1), which the app cannot do per run: see foreground.p
 
 from __future__ import annotations
 
-import contextlib
 import random
 import statistics
 import tempfile
 import threading
 import time
-from unittest import mock
 
 import common  # first: the allocator is chosen before PyTorch loads
 import torch
@@ -25,10 +23,10 @@ from playground.data.stats import split_pairs
 from playground.datasets.catalog import DATASETS_DIR
 from playground.packages.names import SHIPPED_MODELS_DIR
 from playground.packages.store import load_package
-from playground.runtime.foreground import quick
+from playground.runtime.foreground import quick, yield_to_quick_calls
 from playground.training.inputs import TrainData
 from playground.training.presets import preset_config
-from playground.training.trainer import Trainer
+from playground.training.trainer import Trainer, no_wait
 
 MODES = ("idle", "training", "yielding", "1 training thread")
 
@@ -36,9 +34,10 @@ MODES = ("idle", "training", "yielding", "1 training thread")
 class Run:
     """A training run on its own thread until stopped; counts its steps."""
 
-    def __init__(self, data: TrainData, out: str, threads: int | None):
+    def __init__(self, data: TrainData, out: str, threads: int | None, yielding: bool):
         cfg = preset_config("tiny", device="cpu", seed=0, max_minutes=600)
-        self.trainer, self.threads, self.steps = Trainer(cfg, data, out), threads, 0
+        between_steps = yield_to_quick_calls if yielding else no_wait  # as the web app's runs, or as before
+        self.trainer, self.threads, self.steps = Trainer(cfg, data, out, between_steps=between_steps), threads, 0
         self.thread = threading.Thread(target=self.loop, daemon=True)
 
     def loop(self) -> None:
@@ -97,9 +96,7 @@ def main() -> None:
                     times[mode] += latencies(call, args.calls, rng)
                     continue
                 marked = quick(call) if mode == "yielding" else call
-                waits = contextlib.nullcontext() if mode == "yielding" else \
-                    mock.patch("playground.training.trainer.yield_to_quick_calls", lambda device: 0.0)  # as before
-                with waits, Run(data, out, 1 if mode == "1 training thread" else None) as run:
+                with Run(data, out, 1 if mode == "1 training thread" else None, mode == "yielding") as run:
                     began, steps = time.perf_counter(), run.steps
                     times[mode] += latencies(marked, args.calls, rng)
                     rates[mode].append((run.steps - steps) / (time.perf_counter() - began))

@@ -22,10 +22,11 @@ import torch
 
 from playground import limits
 from playground.core.attention_maps import attention_maps
-from playground.core.decode import DecodeOptions, decode_tokens, source_ids, translate
+from playground.core.decode import DecodeOptions, source_ids, translate
 from playground.core.model import Transformer, TransformerConfig
 from playground.insight import model_plots
 from playground.packages.store import load_package
+from playground.runtime.request_bounds import decode_tokens, server_bounds
 
 DEMO = Path(__file__).resolve().parents[1] / "models" / "demo-en-de"
 # a model of the paper's base shape with an 8k vocabulary: the largest a free CPU Space serves in practice
@@ -44,9 +45,9 @@ def peak_rise(fn):
 
 
 def decode_cost(name: str, model: Transformer, tokenizer, sentences: list[str], max_len: int) -> dict:
-    opts = DecodeOptions("greedy", max_len=max_len)
-    tokens = decode_tokens(model.cfg, source_ids(tokenizer, sentences, model.cfg), opts)
-    results, seconds, rise = peak_rise(lambda: translate(model, tokenizer, sentences, opts))
+    opts = DecodeOptions("greedy", max_output_tokens=max_len)
+    tokens = decode_tokens(model.cfg, source_ids(tokenizer, sentences, model.cfg, server_bounds()), opts)
+    results, seconds, rise = peak_rise(lambda: translate(model, tokenizer, sentences, opts, server_bounds()))
     decoded = sum(len(t.best.ids) for t in results)
     return {"model": name, "sentences": len(sentences), "budgeted_tokens": tokens, "decoded_tokens": decoded,
             "cpu_s": round(seconds, 2), "tokens_per_cpu_s": round(decoded / seconds), "peak_rise_mb": round(rise)}
@@ -72,7 +73,8 @@ def main() -> None:
                             max_len=4096)
     wide = Transformer(cfg).eval()
     ids = list(range(4, 2000))
-    maps, seconds, rise = peak_rise(lambda: attention_maps(wide, demo.tokenizer, ids + [3], [2] + ids))
+    maps, seconds, rise = peak_rise(lambda: attention_maps(wide, demo.tokenizer, ids + [3], [2] + ids,
+                                                                  limits.max_attention_cells()))
     cells = sum(maps[k].size for k in ("encoder", "decoder", "cross"))
     grid = np.asarray(maps["cross"])[:, :, :, :]
     figure, draw_s, draw_rise = peak_rise(

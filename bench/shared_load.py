@@ -12,8 +12,13 @@ visitor, each from its own client address:
    the decode-token limit lets through at the demo model's longest output (at most MAX_SENTENCES; beam 5 by default);
    once the run is training, the translator sends the same requests again.
 
+3. under attack (--rows, issue 32): for each row of bench/attacks.py, an attacker from its own address replays it
+   again and again (each row is run once before, to make its files and import its packages) while the translator
+   sends the same requests; the server's resident memory is read before and after.
+
 Prints p50 / p95 / max per phase and their ratio; --json puts them on the last line. The issue's target: p95 under
-1 s while loaded, on 2 cores. The app's torch threads are what it sets itself (the container's CPU quota).
+1 s while loaded or attacked (never over 3 s), on 2 cores. The app's torch threads are what it sets itself (the
+container's CPU quota). --rows-only skips the training phase.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import sys
 import threading
 import time
 
+from attacks import ROWS
 from common import REPO_ROOT, RESULTS_DIR, base_parser, call_times, emit_json, print_table, start
 
 SENTENCE = "A man in a blue shirt is riding a bicycle down the street."
@@ -75,6 +81,37 @@ def translate_times(translator, requests: int, pause_s: float) -> list[float]:
                       requests, after=check_and_pause)
 
 
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        return int(status.read().split("VmRSS:")[1].split()[0]) / 1024
+
+
+def under_attack(url: str, pid: int, translator, row: str, requests: int, pause_s: float) -> dict:
+    """The translator's latencies while an attacker replays `row` (bench/attacks.py) over and over; the replays, how
+    long one took, how many raised, and the server's RSS before and after."""
+    attacker, folder = client(url, f"203.0.113.{ord(row)}"), RESULTS_DIR / "attacks"
+    folder.mkdir(exist_ok=True)
+    ROWS[row](url, attacker, folder)  # its files made, its packages imported: the replays are the attack
+    before, done, replays, failures = rss_mb(pid), threading.Event(), [], []
+
+    def replay() -> None:
+        while not done.is_set():
+            start = time.perf_counter()
+            try:
+                ROWS[row](url, attacker, folder)
+            except Exception as err:  # noqa: BLE001 - a refusal the client raises is an answer too
+                failures.append(repr(err)[:300])
+            replays.append(time.perf_counter() - start)
+
+    attack = threading.Thread(target=replay, daemon=True)
+    attack.start()
+    latencies = translate_times(translator, requests, pause_s)
+    done.set()
+    attack.join(timeout=600)
+    return {**summary(latencies), "replays": len(replays), "replay_s": statistics.median(replays) if replays else None,
+            "raised": failures[:1], "rss_before_mb": before, "rss_after_mb": rss_mb(pid)}
+
+
 def heaviest_lines(method: str) -> int:
     """The most lines one translate request to the demo model may send: each line may decode up to the package's
     longest output (x 5 beams), and the request's total is bounded by limits.max_decode_tokens()."""
@@ -96,6 +133,8 @@ def main() -> None:
     parser.add_argument("--pause", type=float, default=0.25, help="seconds between them")
     parser.add_argument("--heavy-words", type=int, default=40, help="words per line of the heavy requests")
     parser.add_argument("--heavy-method", default="beam", choices=["greedy", "beam"])
+    parser.add_argument("--rows", default=",".join(ROWS), help="issue 32's rows to replay (bench/attacks.py)")
+    parser.add_argument("--rows-only", action="store_true", help="skip the phase with a training run")
     args = parser.parse_args()
     info = start(args)
 
@@ -108,6 +147,10 @@ def main() -> None:
         translator = client(url, "198.51.100.1")
         translate_times(translator, 3, 0)  # the demo model loaded and cached
         alone = translate_times(translator, args.requests, args.pause)
+        attacked = {row: under_attack(url, server.pid, translator, row, args.requests, args.pause)
+                    for row in filter(None, args.rows.split(","))}
+        if args.rows_only:
+            return report_rows(args, info, alone, attacked)
 
         trainer, heavy = client(url, "198.51.100.2"), client(url, "198.51.100.3")
         trainer.predict("mini-translation", 0.05, api_name="/load_builtin")
@@ -142,7 +185,8 @@ def main() -> None:
         server.terminate()
         server.wait(timeout=60)
 
-    result = {"alone": summary(alone), "loaded": summary(loaded),
+    report_rows(args, info, alone, attacked, emit=False)
+    result = {"alone": summary(alone), "loaded": summary(loaded), "attacked": attacked,
               "heavy_request_s": summary(heavy_times) if heavy_times else None,
               "heavy_request": f"{lines} lines x {args.heavy_words} words, {args.heavy_method}",
               "p95_ratio": summary(loaded)["p95_s"] / summary(alone)["p95_s"], "machine": info}
@@ -154,6 +198,19 @@ def main() -> None:
         print(f"heavy requests answered: {len(heavy_times)}, median {statistics.median(heavy_times):.1f} s")
     print(f"p95 loaded / alone: {result['p95_ratio']:.2f}x (target: loaded p95 < 1 s)")
     emit_json(args, result)
+
+
+def report_rows(args, info: dict, alone: list[float], attacked: dict, emit: bool = True) -> None:
+    """The table of the translator's latencies under each row's attack (and, emit, the JSON line)."""
+    rows = [[name, result["n"], f"{result['p50_s']:.3f}", f"{result['p95_s']:.3f}", f"{result['max_s']:.3f}",
+             result["replays"], f"{result['replay_s'] or 0:.2f}",
+             f"{result['rss_before_mb']:.0f} -> {result['rss_after_mb']:.0f}"]
+            for name, result in [("alone", {**summary(alone), "replays": 0, "replay_s": 0, "rss_before_mb": 0,
+                                            "rss_after_mb": 0}), *attacked.items()]]
+    print_table("One-sentence translate (demo-en-de, greedy) while an attacker replays each row of issue 32",
+                ["row", "n", "p50 s", "p95 s", "max s", "replays", "replay s", "server RSS MB"], rows)
+    if emit:
+        emit_json(args, {"alone": summary(alone), "attacked": attacked, "machine": info})
 
 
 if __name__ == "__main__":

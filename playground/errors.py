@@ -28,6 +28,10 @@ class GpuUnavailable(PlaygroundError):
     reached, the task was aborted, no GPU came in time). Not the visitor's mistake: a run pauses on it."""
 
 
+class GpuDurationTooLong(GpuUnavailable):
+    """ZeroGPU refused a call's declared duration as longer than it allows this visitor: asked again, shorter."""
+
+
 def is_rust_panic(err: BaseException) -> bool:
     """A panic inside a Rust extension (tokenizers, safetensors): pyo3 raises it as PanicException, a BaseException
     (not an Exception), so `except Exception` lets it through and the request would never answer."""

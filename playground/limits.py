@@ -6,7 +6,10 @@ form is refused with a number instead of taking the server down.
 
     PLAYGROUND_MAX_PARAMETERS     largest model loaded, trained or timed (default 300M: the paper's big model is 213M)
     PLAYGROUND_MAX_<KIND>_BYTES   largest file of each kind in a package (CARD, CONFIG, TRAINING, RESUME_STATE,
-                                  TOKENIZER); weights follow from the parameter limit
+                                  TOKENIZER: 16 MB holds a BPE vocabulary of ~240k); weights follow from the
+                                  parameter limit
+    PLAYGROUND_MAX_HISTORY_POINTS  points of each training curve read from a package (default 20,000); a longer
+                                  history is thinned as it is read (the charts draw 2,000)
     PLAYGROUND_MAX_DATA_MB / _ROWS  largest data file read (default 200 MB, 2M rows; MB: 1024**2 bytes, settings.py)
     PLAYGROUND_MAX_SESSION_DATA_MB  sentence pairs one web session may hold in memory (default 512)
 
@@ -51,7 +54,7 @@ def max_parameters() -> int:
 FILE_KINDS = {"README.md": "CARD", "config.json": "CONFIG", "training.json": "TRAINING", "resume.json": "RESUME_STATE",
               "tokenizer.json": "TOKENIZER", "tokenizer.tgt.json": "TOKENIZER"}
 FILE_DEFAULTS = {"CARD": 256 * KB, "CONFIG": 64 * KB, "TRAINING": 16 * MB, "RESUME_STATE": 1 * MB,
-                 "TOKENIZER": 64 * MB}
+                 "TOKENIZER": 16 * MB}
 HEADER_BYTES = 16 * MB  # a safetensors header (names, shapes, offsets) is kilobytes; its 8-byte length is checked
 
 
@@ -134,6 +137,14 @@ def max_parquet_row_groups() -> int:
 # A training record's history has a few per validation (its attention probe: layers x target positions lists), and
 # its byte limit stops it near 200 validations of a 6-layer model; 5.5 M empty {} (16 MB) would take 390 MB parsed.
 MAX_JSON_CONTAINERS = 200_000
+# numbers and strings in one package JSON file, counted from its commas before it is parsed: ~35 bytes each parsed,
+# so 100 MB at most. A real training record of 16 MB has ~2.3 M (7 bytes a number), a history of 1 M steps 4 M.
+MAX_JSON_VALUES = 3_000_000
+ADDED_TOKENS = 100  # added tokens a package's tokenizer may have: the playground's have its 4 special tokens
+
+
+def max_history_points() -> int:
+    return env_int("PLAYGROUND_MAX_HISTORY_POINTS", 20_000)
 
 
 class TimeLimit(PlaygroundError):

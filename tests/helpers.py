@@ -5,6 +5,7 @@ packages and files. Gradio is imported only inside the functions that serve the 
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import json
 import os
@@ -179,12 +180,14 @@ def launched(demo, **options) -> Iterator[str]:
 
 @contextlib.contextmanager
 def app_in_subprocess(models, memory_limit: int, **env: str):
-    """The whole app in a subprocess on a free port under an address-space limit, as a stranger's requests meet it:
-    yields (the server process, a gradio_client Client of it, its URL); the server ends with the block."""
+    """The whole app in a subprocess on a free port under an address-space limit, as a stranger's requests meet it
+    (launched with the app's own options: its request bounds included): yields (the server process, a gradio_client
+    Client of it, its URL); the server ends with the block."""
     port = free_port()
     code = ("import torch; torch.set_num_threads(1)\n"
-            "from playground.ui.app import build_app\n"
-            f"build_app({str(models)!r}).launch(server_name='127.0.0.1', server_port={port}, quiet=True)\n")
+            "from playground.ui.app import build_app, launch_options\n"
+            f"build_app({str(models)!r}).launch(server_name='127.0.0.1', server_port={port}, quiet=True, "
+            "**launch_options())\n")
     server = subprocess.Popen([sys.executable, "-c", code], cwd=REPO,
                               env={**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", **env},
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -262,7 +265,7 @@ def claiming_weights(path: Path, cfg: TransformerConfig) -> None:
 def make_huge(folder: Path) -> Path:
     """Turn a real package into the issue's 6 MB zip bomb in kind: config.json and a weights header for 0.94B."""
     edit_json(folder / CONFIG, lambda c: c["model"].update(HUGE))
-    claiming_weights(folder / WEIGHTS, TransformerConfig.from_dict(json.loads((folder / CONFIG).read_text())["model"]))
+    claiming_weights(folder / WEIGHTS, TransformerConfig(**json.loads((folder / CONFIG).read_text())["model"]))
     return folder
 
 
@@ -311,7 +314,8 @@ def shared_library(models: Path) -> Library:
 class Bucket:
     """A Storage Bucket mounted into a Space, imitated in this process (see tests/unit/test_library_on_a_bucket.py):
     mkdir of an existing folder succeeds, chmod changes nothing, rename copies then deletes (`cut_next_rename` makes
-    the next one die half-way), and files younger than `lag` seconds do not show yet."""
+    the next one die half-way), a hard link fails with ENOTSUP (hf-mount's answer for a file not yet committed:
+    src/virtual_fs/mod.rs, `link`), and files younger than `lag` seconds do not show yet."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch):
         self.lag, self.cut, self.modes = 0.0, False, {}
@@ -344,6 +348,9 @@ class Bucket:
             real_copy2(src, dst)
             real_unlink(src)
 
+        def link(src, dst, *args, **kwargs):
+            raise OSError(errno.ENOTSUP, "Operation not supported", os.fspath(dst))
+
         def young(path: Path) -> bool:
             try:
                 return self.lag > 0 and time.time() - real_stat(path).st_ctime < self.lag
@@ -354,6 +361,7 @@ class Bucket:
         monkeypatch.setattr(os, "chmod", chmod)
         monkeypatch.setattr(os, "replace", replace)
         monkeypatch.setattr(os, "rename", replace)
+        monkeypatch.setattr(os, "link", link)
         monkeypatch.setattr(Path, "exists", lambda p, **kw: real_exists(p, **kw) and not young(p))
         monkeypatch.setattr(Path, "is_dir", lambda p, **kw: real_is_dir(p, **kw) and not young(p))
         monkeypatch.setattr(Path, "is_file", lambda p, **kw: real_is_file(p, **kw) and not young(p))

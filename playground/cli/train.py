@@ -53,7 +53,7 @@ def add_train_command(sub: argparse._SubParsersAction) -> None:
     t.set_defaults(func=cmd_train)
 
 
-def load_data(path: str, tgt_path: str | None, src_lang: str | None, tgt_lang: str | None, max_len: int):
+def load_data(path: str, tgt_path: str | None, src_lang: str | None, tgt_lang: str | None, max_words: int):
     from playground.data.load import load_parallel
 
     if path.startswith(BUILTIN_PREFIX):
@@ -62,7 +62,7 @@ def load_data(path: str, tgt_path: str | None, src_lang: str | None, tgt_lang: s
         name = path[len(BUILTIN_PREFIX):]
         builtin_dataset(name)  # an unknown name is refused with the ones there are
         path = str(DATASETS_DIR / name / "train.tsv")  # the shipped file: --src-lang/--tgt-lang may pick a direction
-    return load_parallel(path, tgt_path, src_lang=src_lang, tgt_lang=tgt_lang, max_len=max_len)
+    return load_parallel(path, tgt_path, src_lang=src_lang, tgt_lang=tgt_lang, max_words=max_words)
 
 
 def add_config_flags(p: argparse.ArgumentParser) -> None:

@@ -48,7 +48,8 @@ def add_decoding_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--top-p", type=float, default=1.0,
                    help="nucleus sampling: smallest set with probability ≥ p (default 1.0)")
     g.add_argument("--seed", type=int, default=0, help="random seed for sampling (default 0)")
-    g.add_argument("--max-len", type=int, default=None, help="maximum output tokens (default 2 x source + 10)")
+    g.add_argument("--max-output-tokens", "--max-len", dest="max_output_tokens", type=int, default=None,
+                   help="maximum output tokens (default 2 x source + 10)")
     g.add_argument("--batch-size", type=int, default=64, help="sentences decoded together (default 64)")
     g.add_argument("--device", default="auto", help="auto, cpu, cuda or mps (default auto)")
 
@@ -56,8 +57,8 @@ def add_decoding_flags(p: argparse.ArgumentParser) -> None:
 def decode_options(args: argparse.Namespace):
     from playground.core.decode import DecodeOptions
 
-    return DecodeOptions(method=args.method, max_len=args.max_len, temperature=args.temperature, top_k=args.top_k,
-                         top_p=args.top_p, seed=args.seed, beam_size=args.beam_size,
+    return DecodeOptions(method=args.method, max_output_tokens=args.max_output_tokens, temperature=args.temperature,
+                         top_k=args.top_k, top_p=args.top_p, seed=args.seed, beam_size=args.beam_size,
                          length_penalty=args.length_penalty, nbest=args.nbest if args.method == "beam" else 1,
                          batch_size=args.batch_size)
 
@@ -82,6 +83,7 @@ def read_lines(path: str) -> list[str]:
 def cmd_translate(args: argparse.Namespace) -> int:
     from playground.core.decode import translate
     from playground.limits import max_line_chars
+    from playground.runtime.request_bounds import server_bounds
 
     sentences = list(args.text) + (read_lines(args.input) if args.input else [])
     if not sentences:
@@ -93,7 +95,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
         print(f"note: {cut:,} line{'s' if cut > 1 else ''} longer than {per_line:,} characters "
               f"{'were' if cut > 1 else 'was'}"
               " cut there before translating (PLAYGROUND_MAX_LINE_CHARS sets the limit)", file=sys.stderr)
-    results = translate(package.model, package.tokenizer, sentences, decode_options(args))
+    results = translate(package.model, package.tokenizer, sentences, decode_options(args), server_bounds())
     if args.json:
         print(json.dumps([{"source": t.source, "hypotheses": [{"text": h.text, "score": h.score,
                            "token_logprobs": h.token_logprobs} for h in t.hypotheses]} for t in results],
@@ -111,6 +113,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from playground.core.decode import translate
     from playground.core.metrics import score
+    from playground.runtime.request_bounds import server_bounds
 
     sources, references = read_lines(args.src), read_lines(args.ref)
     if len(sources) != len(references):
@@ -118,7 +121,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                               "they must be aligned line by line.")
     package = load_model(args)
     start = time.perf_counter()
-    hyps = [t.text for t in translate(package.model, package.tokenizer, sources, decode_options(args))]
+    hyps = [t.text for t in translate(package.model, package.tokenizer, sources, decode_options(args),
+                                      server_bounds())]
     scores = score(hyps, references)
     result = {**scores.as_dict(), "method": args.method, "model": str(args.model),
               "seconds": round(time.perf_counter() - start, 2)}

@@ -2,7 +2,7 @@
 encoder self-attention, the decoder's masked self-attention and the encoder-decoder attention (§3.2.3).
 
 A map holds heads x queries x keys weights per layer, quadratic in the length: a pair is cut to the longest
-prefixes whose maps stay within max_attention_cells() (playground.limits) before anything is computed.
+prefixes whose maps stay within the caller's bound on weights before anything is computed.
 """
 
 from __future__ import annotations
@@ -10,8 +10,6 @@ from __future__ import annotations
 import torch
 
 from playground.core.model import Transformer, TransformerConfig, model_device
-from playground.errors import PlaygroundError
-from playground.limits import max_attention_cells
 
 
 def attention_cells(cfg: TransformerConfig, source: int, target: int) -> int:
@@ -20,31 +18,27 @@ def attention_cells(cfg: TransformerConfig, source: int, target: int) -> int:
     return cfg.n_heads * (cfg.n_encoder_layers * source**2 + cfg.n_decoder_layers * (target**2 + target * source))
 
 
-def fit_attention(cfg: TransformerConfig, src_ids: list[int], tgt_in_ids: list[int]) -> tuple[list[int], list[int]]:
-    """The pair cut to the longest prefixes whose attention maps stay within max_attention_cells(), so the
-    maps are bounded before they are computed (the caller says what was cut); PlaygroundError when the model has so
-    many layers x heads that not even a few tokens fit."""
-    allowed = max_attention_cells()
-    if attention_cells(cfg, len(src_ids), len(tgt_in_ids)) <= allowed:
+def fit_attention(cfg: TransformerConfig, src_ids: list[int], tgt_in_ids: list[int],
+                  max_cells: int | None) -> tuple[list[int], list[int]]:
+    """The pair cut to the longest prefixes whose attention maps stay within max_cells (None: no bound), so the
+    maps are bounded before they are computed (the caller says what was cut; refusing a model so big that only a
+    few tokens fit is the caller's too)."""
+    if max_cells is None or attention_cells(cfg, len(src_ids), len(tgt_in_ids)) <= max_cells:
         return src_ids, tgt_in_ids
     keep = 1
-    while attention_cells(cfg, min(len(src_ids), keep + 1), min(len(tgt_in_ids), keep + 1)) <= allowed:
+    while attention_cells(cfg, min(len(src_ids), keep + 1), min(len(tgt_in_ids), keep + 1)) <= max_cells:
         keep += 1
-    if keep < 4:
-        raise PlaygroundError(
-            f"This model's {cfg.n_encoder_layers}+{cfg.n_decoder_layers} layers x {cfg.n_heads} heads leave room for "
-            f"fewer than 4 tokens in the {allowed:,} attention weights one request may draw here (the operator sets "
-            "PLAYGROUND_MAX_ATTENTION_CELLS).")
     return src_ids[:keep], tgt_in_ids[:keep]
 
 
 @torch.inference_mode()
-def attention_maps(model: Transformer, tokenizer, src_ids: list[int], tgt_in_ids: list[int]) -> dict:
+def attention_maps(model: Transformer, tokenizer, src_ids: list[int], tgt_in_ids: list[int],
+                   max_cells: int | None = None) -> dict:
     """Teacher-forced attention of one pair: {"encoder"|"decoder"|"cross": float32 array [L,H,queries,keys],
     "src_tokens": labels for source positions, "tgt_tokens": labels for target-input positions}. A pair whose maps
-    would pass max_attention_cells() is cut first (fit_attention): "cut" then holds the lengths it had."""
+    would pass max_cells is cut first (fit_attention): "cut" then holds the lengths it had."""
     lengths = len(src_ids), len(tgt_in_ids)
-    src_ids, tgt_in_ids = fit_attention(model.cfg, src_ids, tgt_in_ids)
+    src_ids, tgt_in_ids = fit_attention(model.cfg, src_ids, tgt_in_ids, max_cells)
     model.eval()
     device = model_device(model)
     src = torch.tensor([src_ids], device=device)

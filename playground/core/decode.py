@@ -1,14 +1,18 @@
 """Search: greedy, sampling (temperature, top-k, top-p) and beam search, batched and with a key/value cache.
 
-The paper translates with beam search (§6.1: beam size 4, length penalty α = 0.6, output up to the input length
-+ 50, stopping early when possible); here a finished hypothesis scores sum(log p) / length^α, each sentence may
-output up to 2 x its source length + 10 tokens, and it stops once it has `beam_size` finished hypotheses. Each step
+The paper translates with beam search (§6.1: beam size 4, output up to the input length + 50, stopping early when
+possible) and GNMT's length penalty with α = 0.6 (Wu et al. 2016, "Google's Neural Machine Translation System",
+§7: ((5 + length) / 6)^α); here a finished hypothesis scores sum(log p) / length^α, the simpler form, each sentence
+may output up to 2 x its source length + 10 tokens, and it stops once it has `beam_size` finished hypotheses.
+Sampling's top-p is nucleus sampling (Holtzman et al. 2020, "The Curious Case of Neural Text Degeneration"). Each step
 feeds one token per row through Transformer.decode_step, whose key/value cache (core/kv_cache.py) holds the rest.
-Also the bounds on one request (tokens decoded, decoder memory) and `translate`, sentences in and text out.
+Also what decoding's caches cost and `translate`, sentences in and text out. What one call may
+use is the caller's to say (DecodeBounds): this module knows no server, no quota and no environment variable.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -18,8 +22,6 @@ from playground.core.attention_maps import attention_maps
 from playground.core.model import Transformer, TransformerConfig, model_device
 from playground.core.sequences import pad_batch, sentence_tokens
 from playground.errors import PlaygroundError
-from playground.limits import check_time, max_decode_bytes, max_decode_tokens, max_line_chars
-from playground.settings import MB
 
 METHODS = ("greedy", "sample", "beam")
 
@@ -27,7 +29,7 @@ METHODS = ("greedy", "sample", "beam")
 @dataclass
 class DecodeOptions:
     method: str = "greedy"
-    max_len: int | None = None  # target tokens; default 2 * source length + 10, capped by the model
+    max_output_tokens: int | None = None  # default 2 * source length + 10, capped by the model's positions
     temperature: float = 1.0
     top_k: int = 0  # 0 = no limit
     top_p: float = 1.0  # 1.0 = no nucleus cut
@@ -37,6 +39,11 @@ class DecodeOptions:
     nbest: int = 1
     batch_size: int = 64
     return_attention: bool = False
+
+    @property
+    def beams(self) -> int:
+        """Hypotheses kept per sentence at each step."""
+        return self.beam_size if self.method == "beam" else 1
 
     def check(self) -> None:
         problems = []
@@ -56,6 +63,31 @@ class DecodeOptions:
             problems.append(f"n-best ({self.nbest}) cannot exceed the beam size ({self.beam_size})")
         if problems:
             raise PlaygroundError("Invalid decoding options: " + "; ".join(problems) + ".")
+
+
+def never_stop() -> None:
+    """The stop check of an unbounded call: nothing but its length limits ends a search."""
+
+
+@dataclass(frozen=True)
+class DecodeBounds:
+    """What one decoding call may use, set by its caller: the characters of a line kept before it is encoded, the
+    bytes of one batch's decoder caches (batches shrink to fit, down to one sentence), the attention weights drawn
+    with a translation (attention_maps), and a check called between steps that raises to stop the search (a
+    deadline). None: no bound."""
+
+    line_chars: int | None = None
+    batch_bytes: int | None = None
+    attention_cells: int | None = None
+    stop_check: Callable[[], None] = never_stop
+
+    def cut_line(self, text: str) -> str:
+        """A line cut to line_chars before it is encoded: encoding a megabyte only to keep its first few hundred
+        tokens costs time and memory for nothing."""
+        return text if self.line_chars is None else text[: self.line_chars]
+
+
+UNBOUNDED = DecodeBounds()
 
 
 @dataclass
@@ -93,42 +125,17 @@ class SearchResult:
 # Token-level helpers
 
 
-def cut_line(text: str) -> str:
-    """A line cut to the characters one line may have (playground.limits), before it is encoded: encoding a
-    megabyte only to keep its first max_len tokens costs time and memory for nothing."""
-    return text[: max_line_chars()]
-
-
-def source_ids(tokenizer, texts: list[str], cfg: TransformerConfig) -> list[list[int]]:
+def source_ids(tokenizer, texts: list[str], cfg: TransformerConfig,
+               bounds: DecodeBounds = UNBOUNDED) -> list[list[int]]:
     """Source tokens + <eos>, cut as the trainer cuts them (batching.encode_pairs), so inference never reaches a
-    position that training left unfilled; each text is cut by characters first (cut_line)."""
-    texts = [cut_line(text) for text in texts]
+    position that training left unfilled; each text is cut by characters first (DecodeBounds.cut_line)."""
+    texts = [bounds.cut_line(text) for text in texts]
     return [ids[: sentence_tokens(cfg.max_len)] + [cfg.eos_id] for ids in tokenizer.encode_src_batch(texts)]
 
 
-def output_limit(cfg: TransformerConfig, source_length: int, max_len: int | None) -> int:
+def output_limit(cfg: TransformerConfig, source_length: int, max_output_tokens: int | None) -> int:
     """The most target tokens a sentence of `source_length` tokens (with <eos>) may decode (see length_limits)."""
-    return max(1, min(max_len if max_len else 2 * source_length + 10, cfg.max_len - 1))
-
-
-def decode_tokens(cfg: TransformerConfig, ids: list[list[int]], opts: DecodeOptions, draws: int = 1) -> int:
-    """The most tokens decoding these sources can take: each sentence's output limit x beams (x draws)."""
-    beams = opts.beam_size if opts.method == "beam" else 1
-    return sum(output_limit(cfg, len(i), opts.max_len) for i in ids) * beams * draws
-
-
-def check_decode_work(cfg: TransformerConfig, ids: list[list[int]], opts: DecodeOptions, draws: int = 1) -> None:
-    """Refuse a quick call whose decoding could take more than max_decode_tokens(), before it starts: the
-    sentences, the output length (the request's, else the package's positions) and the beams together."""
-    tokens, allowed = decode_tokens(cfg, ids, opts, draws), max_decode_tokens()
-    if tokens > allowed:
-        longest = max(output_limit(cfg, len(i), opts.max_len) for i in ids)
-        beams = f" x {opts.beam_size} beams" if opts.method == "beam" else ""
-        raise PlaygroundError(
-            f"This could decode up to {tokens:,} tokens ({len(ids)} sentence{'s' if len(ids) > 1 else ''} of up to "
-            f"{longest:,} output tokens{beams}{f' x {draws} draws' if draws > 1 else ''}); one request may decode "
-            f"at most {allowed:,} here (the operator sets PLAYGROUND_MAX_DECODE_TOKENS). Translate fewer sentences, "
-            "set a lower max output length or beam size, or use `python -m playground translate` for files.")
+    return max(1, min(max_output_tokens or 2 * source_length + 10, cfg.max_len - 1))
 
 
 def cache_bytes(cfg: TransformerConfig, source_length: int, output_length: int, beams: int) -> int:
@@ -139,23 +146,23 @@ def cache_bytes(cfg: TransformerConfig, source_length: int, output_length: int, 
     return 4 * beams * per_beam
 
 
-def fitting_batch(cfg: TransformerConfig, ids: list[list[int]], opts: DecodeOptions) -> int:
-    """The batch size that keeps one batch's caches within max_decode_bytes() (at most opts.batch_size);
-    PlaygroundError when even one sentence does not fit."""
-    beams = opts.beam_size if opts.method == "beam" else 1
+def fitting_batch(cfg: TransformerConfig, ids: list[list[int]], opts: DecodeOptions, batch_bytes: int | None) -> int:
+    """The batch size that keeps one batch's caches within batch_bytes (at most opts.batch_size, at least one
+    sentence: refusing a sentence too big is the caller's, before it calls)."""
+    if batch_bytes is None:
+        return opts.batch_size
+    return max(1, min(opts.batch_size, batch_bytes // one_sentence_cache_bytes(cfg, ids, opts)))
+
+
+def one_sentence_cache_bytes(cfg: TransformerConfig, ids: list[list[int]], opts: DecodeOptions) -> int:
+    """The decoder memory of the longest of these sentences, with its beams."""
     longest = max(len(i) for i in ids)
-    one = cache_bytes(cfg, longest, output_limit(cfg, longest, opts.max_len), beams)
-    allowed = max_decode_bytes()
-    if one > allowed:
-        raise PlaygroundError(
-            f"Decoding one sentence of {longest:,} tokens with {beams} beam{'s' if beams > 1 else ''} needs "
-            f"{one / MB:,.0f} MB of decoder memory; this server allows {allowed / MB:,.0f} MB (the "
-            "operator sets PLAYGROUND_MAX_DECODE_MB). Lower the beam size or the max output length.")
-    return max(1, min(opts.batch_size, allowed // one))
+    return cache_bytes(cfg, longest, output_limit(cfg, longest, opts.max_output_tokens), opts.beams)
 
 
 def filter_logits(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
-    """Temperature, then keep the top-k tokens, then the smallest set whose probability reaches top-p."""
+    """Temperature, then keep the top-k tokens, then the smallest set whose probability reaches top-p (nucleus
+    sampling, Holtzman et al. 2020)."""
     logits = logits / temperature
     if top_k and top_k < logits.size(-1):
         kth = logits.topk(top_k, dim=-1).values[..., -1:]
@@ -177,11 +184,11 @@ def sample_tokens(probs: torch.Tensor, generator: torch.Generator) -> torch.Tens
     return torch.searchsorted(cdf, u, right=True).squeeze(1).clamp_(max=probs.size(-1) - 1)
 
 
-def length_limits(model: Transformer, src: torch.Tensor, max_len: int | None) -> torch.Tensor:
-    """Per sentence: at most max_len target tokens, by default 2 x its own source length + 10 (so a sentence
+def length_limits(model: Transformer, src: torch.Tensor, max_output_tokens: int | None) -> torch.Tensor:
+    """Per sentence: at most max_output_tokens target tokens, by default 2 x its own source length + 10 (so a sentence
     decodes the same alone or in a batch), and never past the model's positions (0 holds <bos>)."""
     src_lengths = (src != model.cfg.pad_id).sum(1)
-    limits = torch.full_like(src_lengths, max_len) if max_len else 2 * src_lengths + 10
+    limits = torch.full_like(src_lengths, max_output_tokens) if max_output_tokens else 2 * src_lengths + 10
     return limits.clamp(1, model.cfg.max_len - 1)
 
 
@@ -190,10 +197,12 @@ def length_limits(model: Transformer, src: torch.Tensor, max_len: int | None) ->
 
 
 @torch.inference_mode()
-def greedy_or_sample(model: Transformer, src: torch.Tensor, opts: DecodeOptions) -> SearchResult:
-    """One token per step for every sentence; finished rows leave the batch so the rest runs on fewer."""
+def greedy_or_sample(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
+                     stop_check: Callable[[], None] = never_stop) -> SearchResult:
+    """One token per step for every sentence; finished rows leave the batch so the rest runs on fewer. stop_check
+    is called before each step (DecodeBounds)."""
     cfg, B = model.cfg, src.size(0)
-    limits = length_limits(model, src, opts.max_len)
+    limits = length_limits(model, src, opts.max_output_tokens)
     max_len = int(limits.max())
     generator = None
     if opts.method == "sample":
@@ -209,7 +218,7 @@ def greedy_or_sample(model: Transformer, src: torch.Tensor, opts: DecodeOptions)
     out_lp = torch.zeros(B, max_len, device=src.device)
     lengths = torch.zeros(B, dtype=torch.long, device=src.device)
     for step in range(max_len):
-        check_time()
+        stop_check()
         logp = F.log_softmax(model.decode_step(tokens, state).float(), dim=-1)  # [live, V]
         if generator is None:
             tokens = logp.argmax(-1)
@@ -252,14 +261,15 @@ def extend_history(history: torch.Tensor, beam: torch.Tensor, new: torch.Tensor)
 
 
 def scored_hypothesis(ids: list[int], token_logprobs: list[float], length_penalty: float) -> Hypothesis:
-    """A finished beam, scored sum(log p) / length ** length_penalty (§6.1's length penalty α): with α = 0 the
-    plain sum, which favours short outputs; larger α favours longer ones."""
+    """A finished beam, scored sum(log p) / length ** length_penalty (a length penalty α, in a simpler form than
+    GNMT's, which the paper uses: Wu et al. 2016): with α = 0 the plain sum, which favours short outputs; larger α
+    favours longer ones."""
     return Hypothesis(ids, token_logprobs, sum(token_logprobs) / (len(ids) ** length_penalty))
 
 
 @torch.inference_mode()
 def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
-                trace: list[dict] | None = None) -> SearchResult:
+                trace: list[dict] | None = None, stop_check: Callable[[], None] = never_stop) -> SearchResult:
     """Beam search: K beams per sentence; a hypothesis ends at <eos>; a sentence ends with K finished ones.
 
     With a `trace` list, one dict per step is appended (for the step-by-step view): "sentences" [n] (the sentence
@@ -267,7 +277,7 @@ def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
     "scores" [n][K] (summed log-probabilities) of the open beams, and "finished": the hypotheses that ended at this
     step, as {"sentence", "parent", "hypothesis"}."""
     cfg, B, K = model.cfg, src.size(0), opts.beam_size
-    limits = length_limits(model, src, opts.max_len)
+    limits = length_limits(model, src, opts.max_output_tokens)
     max_len = int(limits.max())
     device = src.device
     state = model.start_decoding(src, max_len)  # encode each source once, then give each of its K beams a copy
@@ -280,7 +290,7 @@ def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
     sentence = torch.arange(B, device=device)  # which sentence each live group of K rows belongs to
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
     for step in range(max_len):
-        check_time()
+        stop_check()
         n = sentence.numel()
         logp = F.log_softmax(model.decode_step(tokens, state).float(), dim=-1)  # [n*K, V]
         # 2K candidates: at most K of them end in <eos>, so K open ones remain
@@ -351,28 +361,31 @@ def distinct_hypotheses(hypotheses: list[Hypothesis]) -> list[tuple[Hypothesis, 
     return [(h, count) for h, count in merged.values()]
 
 
-def translate(model: Transformer, tokenizer, sentences: list[str],
-              opts: DecodeOptions | None = None) -> list[Translation]:
-    """Translate many sentences: sorted by length into batches (less padding), results in input order."""
+def translate(model: Transformer, tokenizer, sentences: list[str], opts: DecodeOptions | None = None,
+              bounds: DecodeBounds = UNBOUNDED) -> list[Translation]:
+    """Translate many sentences: sorted by length into batches (less padding), results in input order, within the
+    caller's bounds."""
     opts = opts or DecodeOptions()
     opts.check()
     model.eval()
     device = model_device(model)
-    ids = source_ids(tokenizer, sentences, model.cfg)
+    ids = source_ids(tokenizer, sentences, model.cfg, bounds)
     if not ids:
         return []
     order = sorted(range(len(sentences)), key=lambda i: len(ids[i]))
     search = beam_search if opts.method == "beam" else greedy_or_sample
     results: list[Translation | None] = [None] * len(sentences)
-    batch_size = fitting_batch(model.cfg, ids, opts)
+    batch_size = fitting_batch(model.cfg, ids, opts, bounds.batch_bytes)
     for start in range(0, len(order), batch_size):
         chunk = order[start : start + batch_size]
-        found = search(model, pad_batch([ids[i] for i in chunk], pad_id=model.cfg.pad_id).to(device), opts)
+        src = pad_batch([ids[i] for i in chunk], pad_id=model.cfg.pad_id).to(device)
+        found = search(model, src, opts, stop_check=bounds.stop_check)
         for i, hyps in zip(chunk, found.hypotheses):
             for h in hyps:
                 h.text = tokenizer.decode_tgt(h.ids)
-            results[i] = Translation(cut_line(sentences[i]), ids[i], hyps)
+            results[i] = Translation(bounds.cut_line(sentences[i]), ids[i], hyps)
     if opts.return_attention:
         for t in results:
-            t.attention = attention_maps(model, tokenizer, t.source_ids, [model.cfg.bos_id] + t.best.ids)
+            t.attention = attention_maps(model, tokenizer, t.source_ids, [model.cfg.bos_id] + t.best.ids,
+                                         bounds.attention_cells)
     return results

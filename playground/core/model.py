@@ -3,7 +3,8 @@
 §3.1: the encoder is a stack of N layers, each multi-head self-attention then a position-wise feed-forward network;
 the decoder's layers add a third sublayer, attention over the encoder output, and mask their self-attention so that
 a position sees only earlier ones. Every sublayer sits in a residual connection followed by layer normalisation,
-LayerNorm(x + Sublayer(x)) (or pre-LN, an option). This file assembles the network; its parts live beside it:
+LayerNorm(x + Sublayer(x)) (or pre-LN, an option: Xiong et al. 2020, "On Layer Normalization in the Transformer
+Architecture", which trains without a long warmup). This file assembles the network; its parts live beside it:
 
   * attention.py   §3.2 scaled dot-product and multi-head attention, the masks (SelfAttention, CrossAttention)
   * positional.py  §3.4 embeddings x sqrt(d_model) and §3.5 positional encoding (Embedding)
@@ -17,7 +18,7 @@ Shapes use B = batch, S = source length, T = target length, D = d_model, H = hea
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn as nn
@@ -26,7 +27,6 @@ from playground.core.attention import CrossAttention, SelfAttention
 from playground.core.dropout import Dropout
 from playground.core.kv_cache import DecoderState, LayerCache
 from playground.core.positional import Embedding
-from playground.errors import PackageError
 
 
 @dataclass
@@ -94,16 +94,6 @@ class TransformerConfig:
         output = 0 if self.tie_embeddings else d * self.tgt_vocab_size
         return src_embed + tgt_embed + encoder + decoder + final_norms + output
 
-    @classmethod
-    def from_dict(cls, values: dict) -> "TransformerConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise PackageError(f"config.json has unknown model settings {unknown}; was it written by a newer version?")
-        try:
-            return cls(**values)
-        except (TypeError, ValueError) as err:
-            raise PackageError(f"config.json has an invalid model config: {err}") from err
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -126,7 +116,8 @@ class FeedForward(nn.Module):
 
 class Residual(nn.Module):
     """Wraps a sublayer with dropout, the residual connection and LayerNorm (§3.1 and §5.4: post-LN,
-    LayerNorm(x + Dropout(Sublayer(x))), as in the paper; or pre-LN, x + Dropout(Sublayer(LayerNorm(x))))."""
+    LayerNorm(x + Dropout(Sublayer(x))), as in the paper; or pre-LN, x + Dropout(Sublayer(LayerNorm(x))), as in
+    Xiong et al. 2020)."""
 
     def __init__(self, cfg: TransformerConfig):
         super().__init__()

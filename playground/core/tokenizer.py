@@ -143,6 +143,8 @@ class PairTokenizer:
 
     @classmethod
     def from_json_strings(cls, src_json: str, tgt_json: str | None = None) -> PairTokenizer:
+        """The tokenizers as written (to_json_strings, or a package's files); what a package's may do is checked by
+        the packages layer (packages/tokenizer_checks.py)."""
         src_tokenizer = _tokenizer_from_json(src_json, "source" if tgt_json else "joint")
         return cls(src_tokenizer, _tokenizer_from_json(tgt_json, "target") if tgt_json else None)
 
@@ -261,9 +263,9 @@ def _train_side(texts: Iterable[str], kind: str, vocab_size: int, min_frequency:
         vocab_size = needed
 
     tokenizer = Tokenizer(_model(kind))
-    tokenizer.normalizer = normalizers.NFC()
-    tokenizer.pre_tokenizer = _pre_tokenizer(kind)
-    tokenizer.decoder = decoders.Metaspace(replacement=SPACE_MARKER)
+    tokenizer.normalizer = text_normalizer()
+    tokenizer.pre_tokenizer = pre_tokenizer(kind)
+    tokenizer.decoder = text_decoder()
     common = {"vocab_size": vocab_size, "special_tokens": SPECIAL_TOKENS, "show_progress": False}
     if kind == "bpe":
         trainer = trainers.BpeTrainer(min_frequency=min_frequency, initial_alphabet=alphabet, **common)
@@ -304,7 +306,17 @@ def _model(kind: str) -> models.Model:
     return models.WordLevel(unk_token=unk)  # word and char
 
 
-def _pre_tokenizer(kind: str) -> pre_tokenizers.PreTokenizer:
+def text_normalizer() -> normalizers.Normalizer:
+    """NFC for every kind (see the module's docstring for why not NFKC)."""
+    return normalizers.NFC()
+
+
+def text_decoder() -> decoders.Decoder:
+    """Joins the tokens and turns "▁" back into spaces, for every kind."""
+    return decoders.Metaspace(replacement=SPACE_MARKER)
+
+
+def pre_tokenizer(kind: str) -> pre_tokenizers.PreTokenizer:
     """Metaspace first for every kind, so spaces live on in the tokens; then the kind's own splits."""
     metaspace = pre_tokenizers.Metaspace(replacement=SPACE_MARKER, prepend_scheme="always", split=True)
     if kind in ("bpe", "unigram"):
@@ -336,7 +348,7 @@ def _kind_of(tokenizer: Tokenizer) -> str:
 @functools.cache
 def _pre_tokenizer_config(kind: str) -> dict:
     probe = Tokenizer(models.WordLevel(unk_token=SPECIAL_TOKENS[UNK_ID]))
-    probe.pre_tokenizer = _pre_tokenizer(kind)
+    probe.pre_tokenizer = pre_tokenizer(kind)
     return json.loads(probe.to_str())["pre_tokenizer"]
 
 
@@ -346,37 +358,7 @@ def _tokenizer_from_json(text: str, side: str) -> Tokenizer:
     except Exception as error:  # tokenizers raises a bare Exception for any malformed JSON
         raise PackageError(
             f"The {side} tokenizer file is corrupt ({error}). Export the model package again.") from error
-    _check_pipeline(tokenizer, side)
     return tokenizer
-
-
-@functools.cache
-def _written_pipeline() -> dict[str, list]:
-    """The normalizers, pre-tokenizers and decoders the playground writes (train_tokenizer), as the library
-    serialises them, each with what it may take per character: nothing else is read from a package."""
-    def state(part) -> dict:
-        return json.loads(part.__getstate__())
-
-    return {"normalizer": [None, state(normalizers.NFC())],
-            "pre_tokenizer": [state(_pre_tokenizer(kind)) for kind in TOKENIZER_KINDS],
-            "decoder": [state(decoders.Metaspace(replacement=SPACE_MARKER))],
-            "post_processor": [None], "truncation": [None], "padding": [None]}
-
-
-def _check_pipeline(tokenizer: Tokenizer, side: str) -> None:
-    """Refuse a tokenizer whose text pipeline the playground does not write: any other normalizer (a Replace of "x"
-    by a million "y"), pre-tokenizer (a Split on a catastrophic regex, which makes the Rust code panic), decoder,
-    post-processor, padding or truncation could cost without bound per character. Those it writes are linear."""
-    found = {"truncation": tokenizer.truncation, "padding": tokenizer.padding}
-    for part in ("normalizer", "pre_tokenizer", "decoder", "post_processor"):
-        component = getattr(tokenizer, part)
-        found[part] = None if component is None else json.loads(component.__getstate__())
-    for part, allowed in _written_pipeline().items():
-        if found[part] not in allowed:
-            kind = (found[part] or {}).get("type", "set") if isinstance(found[part], dict) else "set"
-            raise PackageError(f"The {side} tokenizer's {part.replace('_', '-')} ({kind}) is not one the playground "
-                               "writes, so what it costs per character is unknown; it was not loaded. Train a new "
-                               "tokenizer with the playground.")
 
 
 def _int_list(ids: Iterable[int]) -> list[int]:

@@ -21,12 +21,12 @@ def builtin_dataset(name: str) -> BuiltinDataset:
     return BUILTIN_DATASETS[name]
 
 
-def read_builtin(name: str, max_len: int = 256) -> ParallelData:
+def read_builtin(name: str, max_words: int = 256) -> ParallelData:
     """A built-in dataset's training pairs: its shipped TSV when present (fast), else generated on the spot."""
     dataset = builtin_dataset(name)
     path = DATASETS_DIR / name / "train.tsv"
     if path.is_file():
-        return load_parallel(path, src_lang=dataset.src_lang, tgt_lang=dataset.tgt_lang, max_len=max_len)
+        return load_parallel(path, src_lang=dataset.src_lang, tgt_lang=dataset.tgt_lang, max_words=max_words)
     train, _ = dataset.generate(0)
     return ParallelData(list(train), dict.fromkeys(DROP_REASONS, 0), "generated", dataset.src_lang, dataset.tgt_lang,
                         len(train))

@@ -42,7 +42,7 @@ def load_parallel(
     *,
     src_lang: str | None = None,
     tgt_lang: str | None = None,
-    max_len: int = 256,
+    max_words: int = 256,
     dedupe: bool = True,
     max_bytes: int | None = None,
     max_rows: int | None = None,
@@ -50,17 +50,17 @@ def load_parallel(
 ) -> ParallelData:
     """Read sentence pairs from one TSV/CSV/JSONL/TMX/Parquet file, or from two aligned files (``path`` + ``tgt_path``).
 
-    ``max_len`` is the longest side kept, in whitespace tokens (and ``CHARS_PER_TOKEN_LIMIT * max_len``
+    ``max_words`` is the longest side kept, in whitespace words (and ``CHARS_PER_TOKEN_LIMIT * max_words``
     characters). ``max_bytes`` (uncompressed, per file) and ``max_rows`` guard memory. ``language_hint`` (source,
     target) picks the pair of a multilingual file when no language is asked for and the file has more than two.
     Any problem with the input raises ``DataError`` saying what is wrong, where, and how to fix it.
     """
     max_bytes = max_bytes or limits.max_data_bytes()
     max_rows = max_rows or limits.max_data_rows()
-    if max_len < 1:
-        raise DataError(f"max_len must be at least 1 token, not {max_len}.")
+    if max_words < 1:
+        raise DataError(f"max_words must be at least 1 word, not {max_words}.")
     path = Path(path)
-    rows = PairFilter(path.name, max_len, dedupe, max_rows)
+    rows = PairFilter(path.name, max_words, dedupe, max_rows)
     if tgt_path is not None:
         return _load_aligned(path, Path(tgt_path), src_lang, tgt_lang, rows, max_bytes)
     kind = _sniff(path)

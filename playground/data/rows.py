@@ -49,9 +49,9 @@ class ParallelData:
 class PairFilter:
     """Cleans rows one at a time, keeps the usable pairs and counts the others by reason."""
 
-    def __init__(self, name: str, max_len: int, dedupe: bool, max_rows: int) -> None:
+    def __init__(self, name: str, max_words: int, dedupe: bool, max_rows: int) -> None:
         self.name = name
-        self.max_len = max_len
+        self.max_words = max_words
         self.max_rows = max_rows
         self.seen: set[Pair] | None = set() if dedupe else None
         self.pairs: list[Pair] = []
@@ -93,7 +93,7 @@ class PairFilter:
         if not self.pairs:
             raise DataError(
                 f"No usable sentence pairs in {self.name}: {data.summary()} Every pair needs a non-empty source and "
-                f"target of at most {self.max_len} words (max_len) and {CHARS_PER_TOKEN_LIMIT * self.max_len} "
+                f"target of at most {self.max_words} words and {CHARS_PER_TOKEN_LIMIT * self.max_words} "
                 "characters."
             )
         return data
@@ -117,7 +117,7 @@ class PairFilter:
             examples.append(line)
 
     def _too_long(self, text: str) -> bool:
-        return len(text) > CHARS_PER_TOKEN_LIMIT * self.max_len or len(text.split()) > self.max_len
+        return len(text) > CHARS_PER_TOKEN_LIMIT * self.max_words or len(text.split()) > self.max_words
 
 
 def clean(text: str) -> str:

@@ -116,16 +116,18 @@ def write_ctranslate2(model: Transformer, tokenizer, out: Path, quantization: st
 
 
 def translate_with_ctranslate2(translator, tokenizer, sentences: list[str], positions: int, beam_size: int = 1,
-                               length_penalty: float = 1.0, max_len: int | None = None,
+                               length_penalty: float = 1.0, max_output_tokens: int | None = None,
                                batch_size: int = 64) -> list[str]:
     """Translate with a loaded ctranslate2.Translator and the package's PairTokenizer (saved beside the export):
     text -> source token strings -> CTranslate2 -> target token strings -> text. `positions` is the model's max_len
-    (playground.json in the export); without max_len a batch may produce up to 2 x its longest source + 10 tokens,
-    our own default, and never more than the model has positions for."""
+    (playground.json in the export); without max_output_tokens a batch may produce up to 2 x its longest source + 10
+    tokens, our own default, and never more than the model has positions for."""
     src = [[tokenizer.src_tokenizer.id_to_token(i) for i in ids[: positions - 2]]  # cut as decode.source_ids does
            for ids in tokenizer.encode_src_batch(sentences)]
-    limit = min(max_len or 2 * (max(map(len, src), default=0) + 1) + 10, positions - 1)  # +1: the appended <eos>
+    longest = max(map(len, src), default=0) + 1  # +1: the appended <eos>
+    limit = min(max_output_tokens or 2 * longest + 10, positions - 1)
+    # min_decoding_length 0: <eos> may come first, as in ours (CTranslate2's default of 1 forces a token)
     results = translator.translate_batch(src, beam_size=beam_size, length_penalty=length_penalty,
-                                         max_decoding_length=limit, max_batch_size=batch_size)
+                                         max_decoding_length=limit, min_decoding_length=0, max_batch_size=batch_size)
     vocab = tokenizer.tgt_tokenizer
     return [tokenizer.decode_tgt([vocab.token_to_id(t) for t in r.hypotheses[0]]) for r in results]

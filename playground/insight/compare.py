@@ -6,6 +6,7 @@ Reads only the packages' JSON (config.json and training.json), never the weights
 
 from __future__ import annotations
 
+import bisect
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,8 +82,8 @@ class Run:
         """Seconds into the run when `step` ended (the nearest recorded step at or before it)."""
         if not self.steps:
             return 0.0
-        index = min(max(0, step - self.steps[0]), len(self.steps) - 1)  # steps are consecutive from the first
-        return self.elapsed[index]
+        index = max(0, bisect.bisect_right(self.steps, step) - 1)  # a long history is thinned as it is read
+        return self.elapsed[min(index, len(self.elapsed) - 1)]
 
 
 def check_choice(names: list[str]) -> None:

@@ -1,5 +1,5 @@
 """Plotly figures of decoding step by step: the model's top next tokens at each output step, greedy versus sampling,
-and the tree of beam search's beams (§6.1's beam search with its length penalty α).
+and the tree of beam search's beams (§6.1's beam search, with GNMT's length penalty α, Wu et al. 2016).
 
 Pure functions of what insight/inspection.py computes (next_token_table, sampling_steps, beam_steps); the shared look
 is plots.py's.

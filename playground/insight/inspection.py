@@ -31,6 +31,7 @@ from playground.core.sequences import pad_batch, sentence_tokens
 from playground.core.tokenizer import SPECIAL_TOKENS
 from playground.data.batching import collate, encode_pairs, make_batches
 from playground.errors import DataError, PlaygroundError
+from playground.runtime.request_bounds import server_bounds
 
 Pair = tuple[str, str]
 SIDES = ("source", "target")
@@ -156,7 +157,7 @@ def sampling_steps(model: Transformer, tokenizer, source: str, opts: DecodeOptio
     opts = replace(opts, nbest=1)
     if opts.method not in ("greedy", "sample"):
         raise PlaygroundError("The step table follows a greedy or a sampled translation; beam search has beam_steps.")
-    translation = translate(model, tokenizer, [check_source(source)], opts)[0]
+    translation = translate(model, tokenizer, [check_source(source)], opts, server_bounds())[0]
     hypothesis, out_ids = translation.best, translation.best.ids
     logp = next_token_logprobs(model, translation.source_ids, out_ids)  # [T, V]
     sampling = filter_logits(logp, opts.temperature, opts.top_k, opts.top_p).softmax(-1)
@@ -197,9 +198,11 @@ def beam_steps(model: Transformer, tokenizer, source: str, opts: DecodeOptions) 
     opts = replace(opts, method="beam")
     opts.check()
     model.eval()
-    ids = source_ids(tokenizer, [check_source(source)], model.cfg)
+    bounds = server_bounds()
+    ids = source_ids(tokenizer, [check_source(source)], model.cfg, bounds)
     trace: list[dict] = []
-    result = beam_search(model, pad_batch(ids, pad_id=model.cfg.pad_id).to(model_device(model)), opts, trace)
+    result = beam_search(model, pad_batch(ids, pad_id=model.cfg.pad_id).to(model_device(model)), opts, trace,
+                         bounds.stop_check)
     token = tokenizer.tgt_tokens
     nodes = [BeamNode(0, 0, 0, "<bos>", "", 0.0)]
     previous: list[list[int]] = [[]]  # token ids of each open beam at the previous step, by rank

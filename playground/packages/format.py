@@ -64,13 +64,17 @@ def read_limited(path: Path) -> bytes:
 
 
 def check_containers(data: bytes, what: str) -> None:
-    """Refuse JSON with more objects and lists than a package file has, before it is parsed: parsed, each costs
-    ~70 bytes of memory whatever its 2 bytes in the file (counted from the brackets: an upper bound, since brackets
-    inside strings count too)."""
+    """Refuse JSON with more objects and lists, or more values, than a package file has, before it is parsed:
+    parsed, a container costs ~70 bytes of memory whatever its 2 bytes in the file, a number ~35 (counted from the
+    brackets and the commas: upper bounds, since those inside strings count too)."""
     containers = data.count(b"{") + data.count(b"[")
     if containers > limits.MAX_JSON_CONTAINERS:
         raise PackageError(f"{what} holds {containers:,} objects and lists; a package file has at most "
                            f"{limits.MAX_JSON_CONTAINERS:,}. It is not a file this playground wrote.")
+    values = data.count(b",") + 1
+    if values > limits.MAX_JSON_VALUES:
+        raise PackageError(f"{what} holds about {values:,} values; a package file has at most "
+                           f"{limits.MAX_JSON_VALUES:,}. It is not a file this playground wrote.")
 
 
 def read_json(path: Path, check: bool = True) -> dict:
@@ -113,7 +117,46 @@ def read_config(folder: str | os.PathLike) -> dict:
 
 
 def read_training(folder: Path) -> dict | None:
-    return read_json(folder / TRAINING) if (folder / TRAINING).is_file() else None
+    """training.json, or None; a history longer than limits.max_history_points() is thinned as it is read
+    (thinned_history), so a run of a million steps, or a file made to look like one, costs every reader (charts,
+    Compare, a resumed run) what that many points cost."""
+    if not (folder / TRAINING).is_file():
+        return None
+    training = read_json(folder / TRAINING)
+    if training.get("history"):
+        training["history"] = thinned_history(training["history"], limits.max_history_points())
+    return training
+
+
+def thinned_history(history: dict, max_points: int) -> dict:
+    """Each of a history's lists (steps, loss, lr, elapsed, validations, probes) cut to about max_points (every_kth).
+    Lists of one length keep the same points, so steps and their losses stay paired."""
+    return {key: every_kth(values, max_points) if isinstance(values, list) else values
+            for key, values in history.items()}
+
+
+def every_kth(values: list, max_points: int) -> list:
+    """Every k-th value and the last, at most about max_points of them (all when there are no more)."""
+    if len(values) <= max(max_points, 1):
+        return values
+    stride = -(-len(values) // max(max_points, 1))
+    return values[::stride] + ([] if (len(values) - 1) % stride == 0 else values[-1:])
+
+
+PROBE_CELLS_SAVED = 250_000  # the probes of a saved record together: ~5 MB as written, within training.json's 16 MB
+
+
+def saved_history(history: dict) -> dict:
+    """A history as a package keeps it: thinned as it is read (thinned_history), and its probes to evenly spaced
+    validations (the last kept) holding at most PROBE_CELLS_SAVED attention weights together, so that the record
+    of a long run (a probe every validation) stays within its file's limits and loads again."""
+    history = thinned_history(history, limits.max_history_points())
+    probes = history.get("probe") or []
+    cells = sum(len(p["cross"]) * len(p["cross"][0]) * len(p["cross"][0][0]) for p in probes
+                if p.get("cross") and p["cross"][0])
+    if cells > PROBE_CELLS_SAVED:
+        history["probe"] = every_kth(probes, len(probes) * PROBE_CELLS_SAVED // cells)
+    return history
 
 
 def safetensors_shapes(path: Path) -> dict[str, tuple[int, ...]]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from playground.errors import PackageError
-from playground.limits import MAX_POSITIONS
+from playground.limits import MAX_POSITIONS, max_attention_cells
 from playground.packages.settings import MAX_VOCAB, SETTINGS
 
 MAX_DEPTH = 16  # the deepest real file (training.json's attention probes) nests 5 levels
@@ -38,6 +38,11 @@ class Int:
         if not self.lo <= value <= self.hi:
             raise Invalid(where, f"must be between {self.lo:,} and {self.hi:,}, not {value:,}")
 
+    def all_fit(self, values: list) -> bool:
+        """Whether every value fits, at C speed (a curve of a million steps); False sends List to the slow check,
+        which names the first value that does not."""
+        return set(map(type, values)) <= {int} and (not values or self.lo <= min(values) and max(values) <= self.hi)
+
 
 @dataclass(frozen=True)
 class Num:
@@ -49,6 +54,11 @@ class Num:
             raise Invalid(where, f"must be a number, not {type(value).__name__}")
         if value == value and not self.lo <= value <= self.hi:  # NaN is a legal JSON record of a diverged loss
             raise Invalid(where, f"must be between {self.lo} and {self.hi}, not {value}")
+
+    def all_fit(self, values: list) -> bool:
+        """As Int.all_fit; a range is checked value by value (NaN passes it)."""
+        unbounded = self.lo == float("-inf") and self.hi == float("inf")
+        return set(map(type, values)) <= {int, float} and unbounded
 
 
 @dataclass(frozen=True)
@@ -88,6 +98,8 @@ class List:
             raise Invalid(where, f"must be a list, not {type(value).__name__}")
         if len(value) > self.max_items:
             raise Invalid(where, f"has {len(value):,} items; at most {self.max_items:,}")
+        if isinstance(self.item, (Int, Num)) and self.item.all_fit(value):
+            return
         for i, item in enumerate(value):
             self.item.check(item, _join(where, i))
 
@@ -144,16 +156,48 @@ class Obj:
                                          f"({key!r} among them)")
 
 
+@dataclass(frozen=True)
+class Probe:
+    """One validation's attention probe: `cross`, [layers, target positions, source positions] of numbers (the
+    mean over heads), rectangular, with a label per position, and at most max_attention_cells() weights: what the
+    trainer records (playground.core.attention_maps cuts a pair to that), so the Attention tab draws it in bounded
+    time. Checked from the lists' lengths before a number is looked at."""
+
+    def check(self, value, where: str) -> None:
+        if not isinstance(value, dict) or "cross" not in value:
+            raise Invalid(where, "must be an object with the maps in `cross`")
+        PROBE_FIELDS.check({k: v for k, v in value.items() if k != "cross"}, where)
+        cross, where = value["cross"], _join(where, "cross")
+        if not isinstance(cross, list) or not cross or not all(isinstance(m, list) and m for m in cross):
+            raise Invalid(where, "must be a list of maps, one per layer")
+        rows = [row for layer in cross for row in layer]
+        if not all(isinstance(row, list) for row in rows) or len({len(layer) for layer in cross}) > 1 or len(
+                {len(row) for row in rows}) > 1:
+            raise Invalid(where, "must hold maps of one shape, a list of numbers per target position")
+        layers, targets, sources = len(cross), len(cross[0]), len(rows[0])
+        allowed = max_attention_cells()
+        if layers * targets * sources > allowed:
+            raise Invalid(where, f"holds {layers:,} x {targets:,} x {sources:,} attention weights; at most "
+                                 f"{allowed:,} are drawn here (the operator sets PLAYGROUND_MAX_ATTENTION_CELLS)")
+        if not all(set(map(type, row)) <= {int, float} for row in rows):
+            raise Invalid(where, "must hold numbers")
+        if (len(value["src_tokens"]), len(value["tgt_tokens"])) != (sources, targets):
+            raise Invalid(where, f"has {targets} x {sources} positions but {len(value['tgt_tokens'])} target and "
+                                 f"{len(value['src_tokens'])} source labels")
+
+
 def depth(value) -> int:
-    """Nesting depth of a JSON value, without recursion (a hostile file may nest thousands of levels)."""
+    """Nesting depth of a JSON value, without recursion (a hostile file may nest thousands of levels); a list of
+    a million numbers is looked through at C speed."""
     deepest, stack = 0, [(value, 1)]
     while stack:
         item, level = stack.pop()
         deepest = max(deepest, level)
-        if isinstance(item, dict):
-            stack.extend((v, level + 1) for v in item.values())
-        elif isinstance(item, list):
-            stack.extend((v, level + 1) for v in item)
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        if children:
+            deepest = max(deepest, level + 1)
+            if not set(map(type, children)).isdisjoint((dict, list)):
+                stack.extend((v, level + 1) for v in children if isinstance(v, (dict, list)))
     return deepest
 
 
@@ -203,11 +247,11 @@ TRAINING = Obj({
     "last": Opt(EVAL), "best": Opt(EVAL), "averaged_from": List(Str(200), 1000),
     "history": Obj({"steps": List(Int()), "loss": List(Num()), "lr": List(Num()), "elapsed": List(Num()),
                     "evals": List(EVAL, 100_000),
-                    # the cross-attention of the probe pair: [layers, target positions, source positions]
-                    "probe": List(Obj({"step": Int(), "cross": Anything(MAX_POSITIONS**2),
-                                       "src_tokens": List(Str(), 100_000),
-                                       "tgt_tokens": List(Str(), 100_000)}), 100_000)}),
+                    "probe": List(Probe(), 100_000)}),
 })
+# a probe's fields (Probe checks its maps' shape against its labels)
+PROBE_FIELDS = Obj({"step": Int(), "src_tokens": List(Str(), MAX_POSITIONS), "tgt_tokens": List(Str(), MAX_POSITIONS)},
+                   required=frozenset({"step", "src_tokens", "tgt_tokens"}))
 RESUME = Obj({"step": Int(), "epoch": Int(), "batch_in_epoch": Int(), "tokens_seen": Int(), "elapsed_s": Num(0),
               "best": Opt(EVAL), "bad_evals": Int(),
               "optimizer": Obj({"param_groups": Anything(100_000), "scalars": Anything(100_000)}),

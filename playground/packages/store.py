@@ -11,7 +11,7 @@ import os
 import shutil
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import torch
@@ -30,6 +30,8 @@ from playground.packages.format import (
     FORMAT_VERSION,
     RESUME_STATE,
     RESUME_TENSORS,
+    TGT_TOKENIZER,
+    TOKENIZER,
     TRAINING,
     WEIGHTS,
     Package,
@@ -39,9 +41,11 @@ from playground.packages.format import (
     read_json,
     read_training,
     safetensors_shapes,
+    saved_history,
     write_json,
 )
-from playground.packages.names import check_name, is_shipped, package_path, snapshots_folder
+from playground.packages.names import check_name, snapshots_folder
+from playground.packages.tokenizer_checks import check_pipeline, check_tokenizer_cost
 from playground.runtime.memory import check_model_loads
 
 
@@ -119,7 +123,8 @@ def save_package(
         os.chmod(tmp / WEIGHTS, 0o644)  # safetensors writes 0600; the package's other files are world-readable
         tokenizer.save(tmp)
         if training is not None:
-            write_json(tmp / TRAINING, training)
+            history = training.get("history")
+            write_json(tmp / TRAINING, {**training, "history": saved_history(history)} if history else training)
         if resume is not None:
             tensors, state = resume
             save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(tmp / RESUME_TENSORS))
@@ -143,6 +148,18 @@ def swap_in(tmp: Path, folder: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+def model_config(values: dict) -> TransformerConfig:
+    """config.json's "model" as a TransformerConfig; PackageError when it has settings this version does not know
+    or values the model refuses."""
+    unknown = sorted(set(values) - {f.name for f in fields(TransformerConfig)})
+    if unknown:
+        raise PackageError(f"config.json has unknown model settings {unknown}; was it written by a newer version?")
+    try:
+        return TransformerConfig(**values)
+    except (TypeError, ValueError) as err:
+        raise PackageError(f"config.json has an invalid model config: {err}") from err
+
+
 @dataclass
 class CheckedPackage:
     """Everything load_package checks, found without building the model: what `info` reports."""
@@ -158,14 +175,20 @@ def check_package(folder: str | os.PathLike) -> CheckedPackage:
     the free memory, the tokenizer, the weights' header against the config) without allocating the model."""
     folder = Path(folder)
     config = read_config(folder)
-    cfg = TransformerConfig.from_dict(config["model"])
+    cfg = model_config(config["model"])
     check_model_loads(cfg)
     for name in ALLOWED:  # weights are checked from their header below
         path = folder / name
         if name != WEIGHTS and path.is_file() and path.stat().st_size > limits.max_file_bytes(name):
             raise PackageError(f"{name} in {folder.name} is larger than the {limits.max_file_bytes(name):,} bytes "
                                f"allowed for it (the operator sets {limits.env_name(name)}).")
+    separate = (folder / TGT_TOKENIZER).is_file()
+    check_tokenizer_cost(folder / TOKENIZER, cfg.src_vocab_size if separate else max(cfg.src_vocab_size,
+                                                                                     cfg.tgt_vocab_size))
+    if separate:
+        check_tokenizer_cost(folder / TGT_TOKENIZER, cfg.tgt_vocab_size)
     tokenizer = PairTokenizer.load(folder)
+    check_pipeline(tokenizer)
     specials = {"pad_id": (cfg.pad_id, PAD_ID), "unk_id": (cfg.unk_id, UNK_ID), "bos_id": (cfg.bos_id, BOS_ID),
                 "eos_id": (cfg.eos_id, EOS_ID)}
     wrong = [f"{name} {said} (the tokenizer's is {theirs})" for name, (said, theirs) in specials.items()
@@ -225,16 +248,6 @@ def package_info(folder: str | os.PathLike) -> dict:
     snapshot_bytes = folder_bytes(snapshots) if snapshots.is_dir() else 0
     return {"name": folder.name, "path": str(folder), "config": config, "training": training, "files": sizes,
             "snapshot_bytes": snapshot_bytes, "size_bytes": sum(sizes.values()) + snapshot_bytes}
-
-
-def delete_package(models_dir: str | os.PathLike, name: str) -> None:
-    """Delete a package and the snapshots its run kept."""
-    folder = package_path(models_dir, name)
-    if not is_package(folder):
-        raise PackageError(f"There is no model package named {name!r} to delete.")
-    if is_shipped(folder):
-        raise PackageError(f"{name} ships with the app and is read-only.")
-    remove_package(folder)
 
 
 def remove_package(folder: Path) -> None:

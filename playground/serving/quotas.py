@@ -109,12 +109,13 @@ class QuotaKeeper:
         one, a run in progress or the asker's own): first those unused for longer than the quota's age, least
         recently used first; then, while the folder is still full, those of the heaviest anonymous holder (a client
         address, else a visitor) that holds more than the asker would with the new package, least recently used
-        first. Returns the names deleted; PackageError (and nothing deleted) when even that is not enough."""
+        first, and only for an asker that holds something already or is signed in. Returns the names deleted;
+        PackageError (and nothing deleted) when even that is not enough."""
         if not self.shared:
             return []
         total, chosen = self.total_bytes(), []
         left = total
-        for name in self.eviction_order(registry, visitor):
+        for name in self.eviction_order(registry, visitor, new_bytes):
             if left + new_bytes <= self.quotas.bytes_total:
                 break
             left -= disk_bytes(self.models_dir / name)
@@ -123,16 +124,18 @@ class QuotaKeeper:
             raise PackageError(f"The models folder of this Space is full ({total / GB:.2f} of "
                                f"{self.quotas.bytes_total / GB:.1f} GB) and nothing in it may be freed for you "
                                "(signed-in visitors' models, runs in progress and visitors who hold less than you "
-                               "stay): try again later, or download your models and run the app on your own machine.")
+                               "stay): sign in with Hugging Face (room is made for signed-in visitors), try again "
+                               "later, or download your models and run the app on your own machine.")
         for name in chosen:
             remove_package(self.models_dir / name)
             registry.pop(name, None)
         return chosen
 
-    def eviction_order(self, registry: dict[str, dict], visitor: Visitor | None) -> Iterator[str]:
+    def eviction_order(self, registry: dict[str, dict], visitor: Visitor | None, new_bytes: int = 0) -> Iterator[str]:
         """The packages make_room may delete for this visitor, in the order it deletes them. The heaviest anonymous
-        holders give way first, each only down to what the asker would hold, so a newcomer can always make a first
-        model while one network's many tokens cannot push out anybody lighter than itself."""
+        holders give way first, each only while it holds more than the asker would with the new package, so one
+        network's many tokens cannot push out anybody lighter than itself; an anonymous asker that holds nothing (a
+        fresh address is cheap: an IPv6 network has billions) takes the place of nobody, old models aside."""
         now = time.time()
         asker = visitor.key if visitor else None
 
@@ -152,8 +155,13 @@ class QuotaKeeper:
             if not entry.get("signed_in") and (self.models_dir / name).is_dir():
                 sizes[holder(entry)] = sizes.get(holder(entry), 0) + disk_bytes(self.models_dir / name)
         # a signed-in visitor's room is never taken by anonymous models: they give way to them whatever they hold
-        mine = 0 if visitor is None or visitor.signed_in or visitor.admin else \
-            sizes.get(visitor.address or visitor.key, 0)
+        if visitor is None or visitor.signed_in or visitor.admin:
+            mine = 0
+        else:
+            held = sizes.get(visitor.address or visitor.key, 0)
+            if held == 0:  # an address that holds nothing (a fresh one is cheap to come by) frees old models only
+                return
+            mine = held + new_bytes
         while evictable:
             heaviest = max((h for h in sizes if sizes[h] > mine), key=sizes.get, default=None)
             candidates = sorted((e.get("used", 0), n) for n, e in evictable.items() if holder(e) == heaviest)

@@ -13,8 +13,15 @@ stands for. The GPU call itself (spaces.GPU, gr.Error) is playground.ui.zerogpu'
 - A GPU call lets only a gr.Error through as itself, so a refusal raised inside a call (PlaygroundError) crosses as
   a gr.Error whose title names it (carried_title) and comes out on this side as the PlaygroundError it was
   (refusal), to be shown beside its control.
-- ZeroGPU's own refusals (a spent daily quota, the runs limit, an aborted task, no GPU in time) come out as
-  playground.errors.GpuUnavailable: a training run pauses on it (playground.training.chunked) instead of failing.
+- Every other way a GPU call can end comes out as playground.errors.GpuUnavailable, and a training run pauses on
+  it with its last package (playground.training.chunked) instead of failing: ZeroGPU's own refusals (spaces 0.51.3,
+  zero/client.py: a spent daily quota, the runs limit, pending credits, an illegal duration (GpuDurationTooLong:
+  asked again, shorter), no GPU in time, a client error), a worker that died or was aborted ("ZeroGPU worker
+  error", whatever the exception's class name: CUDA failures, a killed process), and the RuntimeErrors
+  zero/client.py raises in this process (the device API's stream ending or failing, the visitor gone while queued).
+- spaces multiplies a declared duration by the hardware's duration factor (zero/configs.json: 1.5 on the RTX PRO
+  6000 Blackwell) before it is checked against, and charged to, the visitor's quota; a call declares
+  chunk seconds / factor, so that what it is charged stays PLAYGROUND_GPU_CHUNK_S (gpu_time_note says it).
 
     PLAYGROUND_GPU_CHUNK_S       seconds of one training call (default 60 on ZeroGPU; elsewhere unset: one piece)
     PLAYGROUND_TRAINING_SLOTS    runs that train at once on ZeroGPU (default 4)
@@ -25,7 +32,7 @@ from __future__ import annotations
 import sys
 
 from playground import errors
-from playground.errors import GpuUnavailable, PlaygroundError
+from playground.errors import GpuDurationTooLong, GpuUnavailable, PlaygroundError
 from playground.settings import env_int, env_number, env_str
 
 QUICK_CALL_DEVICE = "cpu"
@@ -38,9 +45,13 @@ GPU_TIME = ("ZeroGPU gives each visitor a daily allowance of GPU time: a couple 
             "signing in to Hugging Face gives more, a PRO account the most")
 
 REFUSED = "Playground refusal: "  # title prefix of a gr.Error that carries a PlaygroundError out of a GPU call
-UNAVAILABLE = {"ZeroGPU quota exceeded", "ZeroGPU illegal duration", "ZeroGPU pending credits exceeded",
-               "ZeroGPU queue timeout", "ZeroGPU client error"}  # spaces.zero.client's titles: no GPU this time
-ABORTED = ("ZeroGPU worker error", "GPU task aborted")  # the worker was killed (past its duration, or evicted)
+UNAVAILABLE = {"ZeroGPU quota exceeded", "ZeroGPU pending credits exceeded", "ZeroGPU queue timeout",
+               "ZeroGPU client error"}  # spaces.zero.client's titles: no GPU this time
+TOO_LONG = "ZeroGPU illegal duration"  # the declared duration is more than this visitor may ask for
+WORKER_ENDED = "ZeroGPU worker error"  # the worker died ("RuntimeError", ...) or was killed ("GPU task aborted")
+CLIENT_RUNTIME_ERRORS = ("Unexpected end of stream", "Error while re-trying after queue disconnect",
+                         "Connection closed by visitor", "ZeroGPU API /", "Error while initializing ZeroGPU")
+#                        what spaces.zero.client raises as RuntimeError (0.51.3: schedule, release, startup_report)
 
 
 def _boolean(value: str | None) -> bool:
@@ -98,6 +109,30 @@ def refusal(title: str, message: str) -> Exception | None:
         kind = getattr(errors, title[len(REFUSED):], PlaygroundError)
         kind = kind if isinstance(kind, type) and issubclass(kind, PlaygroundError) else PlaygroundError
         return kind(message)
-    if title in UNAVAILABLE or (title, message) == ABORTED:
+    if title == TOO_LONG:
+        return GpuDurationTooLong(f"{title}: {message.strip()}")
+    if title in UNAVAILABLE or title == WORKER_ENDED:
         return GpuUnavailable(f"{title}: {message.strip()}")
     return None
+
+
+def client_failure(err: BaseException) -> GpuUnavailable | None:
+    """GpuUnavailable for a RuntimeError that `spaces`' client raised around a GPU call (CLIENT_RUNTIME_ERRORS),
+    else None."""
+    if isinstance(err, RuntimeError) and str(err).startswith(CLIENT_RUNTIME_ERRORS):
+        return GpuUnavailable(f"ZeroGPU client error: {err}")
+    return None
+
+
+def gpu_time_note(chunk_s: float | None, factor: float, run_minutes: float | None) -> str:
+    """What a run will spend of the visitor's daily GPU time, said before it starts (on ZeroGPU, else "")."""
+    if chunk_s is None or not on_zerogpu():
+        return ""
+    counted = f" (on this Space's GPU ZeroGPU counts each second {factor:g}×)" if factor != 1 else ""
+    times = f" × {factor:g}" if factor != 1 else ""
+    note = (f"  \n⏱ On ZeroGPU a run is a series of GPU calls, each charged at most {chunk_s:g} s of your daily GPU "
+            f"time{counted}: a run spends about its training minutes{times}, plus a few seconds a call to load and "
+            "save")
+    if run_minutes:
+        note += f"; here a run ends after {run_minutes:g} minutes, about {run_minutes * factor:g} minutes of GPU time"
+    return note + "."

@@ -3,15 +3,25 @@ minutes budget are fitted from a timed step and re-planned from the measured spe
 
 from __future__ import annotations
 
+import time
+
 from playground.packages.format import saved_config
 from playground.training.checkpoint import RunState
 from playground.training.config import TrainConfig
 from playground.training.events import StopReason
-from playground.training.schedule import VALIDATION_SHARE, VALIDATIONS_PER_RUN, advance, eval_interval, fit_warmup
+from playground.training.schedule import (
+    VALIDATION_SHARE,
+    VALIDATIONS_PER_RUN,
+    advance,
+    eval_interval,
+    fit_warmup,
+    steps_that_fit,
+)
 
 FIRST_TIMING_STEPS = 2  # a fitted plan is first re-planned once this many steps have been timed ...
 REPLAN_SHARE = 0.05  # ... and again each time this share of the budget has passed (the machine's speed changes)
 MAX_PACE_CHANGE = 1.5  # a re-plan changes the steps left by at most this factor: the rate's slope changes gently
+FINAL_GRACE, FINAL_GRACE_S = 0.05, 10.0  # a time-capped run's last validation may run this share of the cap past it
 
 
 def budget_reached(cfg: TrainConfig, step: int, budget_steps: int | None, elapsed: float,
@@ -23,6 +33,14 @@ def budget_reached(cfg: TrainConfig, step: int, budget_steps: int | None, elapse
     if cfg.max_minutes and elapsed >= cfg.max_minutes * 60 and steps_here:
         return StopReason.TIME
     return None
+
+
+def last_eval_deadline(cfg: TrainConfig, cap_end: float | None) -> float | None:
+    """Under a time cap (`cap_end`, a time.perf_counter() deadline) the package's scores still need a last
+    validation: a short grace past the cap for it."""
+    if cap_end is None:
+        return None
+    return max(cap_end, time.perf_counter()) + max(FINAL_GRACE_S, FINAL_GRACE * cfg.max_minutes * 60)
 
 
 class MinutesPlan:
@@ -77,7 +95,7 @@ class MinutesPlan:
         (keeping VALIDATION_SHARE of it for validations until one is timed) and fit the schedule to them, warmup
         included. A steps or epochs budget that ends the run first keeps the plain schedule."""
         remaining = self.cfg.max_minutes * 60 - elapsed
-        fitted = step + max(1, int(remaining * (1 - VALIDATION_SHARE) / max(seconds, 1e-9)))
+        fitted = step + steps_that_fit(remaining, seconds, VALIDATION_SHARE * remaining)
         if budget_steps is not None and budget_steps <= fitted:
             return
         self.planned = self.first_plan = fitted

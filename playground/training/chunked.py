@@ -10,8 +10,10 @@ validations, one Done), `stop()` ends it between or within chunks, `history` hol
 The tokenizer is trained and the pairs encoded once, before the first call (playground.training.prepared): a call
 is handed the folder they were written to, never the corpus. Each call's seconds follow the measured step time: a run
 with little left asks for a short call (which ZeroGPU admits on a nearly spent quota, and queues first). When the
-platform gives no GPU for a call (playground.errors.GpuUnavailable: a spent quota, an aborted task), the run ends
-with an Interrupted event, its package as saved by its last completed call.
+platform gives no GPU for a call (playground.errors.GpuUnavailable: a spent quota, an aborted or crashed worker),
+the run ends with an Interrupted event, its package as saved by its last completed call; a call whose duration it
+refuses as too long (GpuDurationTooLong) is asked again at half the seconds, down to MIN_CALL_S, and later runs in
+this process start from the seconds it admitted.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from playground import errors
-from playground.errors import GpuUnavailable, PlaygroundError, TrainingError
+from playground.errors import GpuDurationTooLong, GpuUnavailable, PlaygroundError, TrainingError
 from playground.packages.format import RESUME_STATE, TRAINING, read_json
 from playground.packages.scores import EVAL_KEYS
 from playground.training import events
@@ -113,9 +115,12 @@ class ChunkedRun:
     each given at most `chunk_s` seconds. Behaves like a Trainer for its consumer: run(), stop(), history,
     out_dir."""
 
+    admitted_s = math.inf  # the longest call seconds the platform has not refused as too long, in this process
+
     def __init__(self, cfg: TrainConfig, data: TrainData, out_dir: str | Path, resume_from: str | Path | None = None,
                  *, chunk_s: float = 60, run_chunk: Callable[..., Iterator[events.Event]] = train_chunk):
-        self.cfg, self.data, self.out_dir, self.chunk_s, self.run_chunk = cfg, data, Path(out_dir), chunk_s, run_chunk
+        self.cfg, self.data, self.out_dir, self.run_chunk = cfg, data, Path(out_dir), run_chunk
+        self.chunk_s = min(chunk_s, ChunkedRun.admitted_s)
         self.prepared = self.out_dir.parent / f".{self.out_dir.name}.prepared-{uuid.uuid4().hex[:8]}"
         self.resume_from = str(resume_from) if resume_from is not None else None
         self.stop_file = self.out_dir.parent / f".{self.out_dir.name}.stop-{uuid.uuid4().hex[:8]}"
@@ -173,7 +178,15 @@ class ChunkedRun:
                                 continue  # one run for the person: one "start", no seams
                             self.record(event)
                             yield event
-                except GpuUnavailable as err:  # refused or aborted: the package stays as its last call saved it
+                except GpuDurationTooLong as err:
+                    if seconds <= MIN_CALL_S or last is not None:  # nothing shorter to ask, or the call had begun
+                        yield events.Interrupted(str(err), saved_step(self.out_dir))
+                        return
+                    seconds = max(MIN_CALL_S, seconds / 2)  # the same call again, shorter
+                    ChunkedRun.admitted_s = self.chunk_s = min(ChunkedRun.admitted_s, seconds)
+                    self.chunks -= 1
+                    continue
+                except GpuUnavailable as err:  # refused, aborted or crashed: the package stays as its last call saved
                     yield events.Interrupted(str(err), saved_step(self.out_dir))
                     return
                 if not isinstance(last, events.Paused):

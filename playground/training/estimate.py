@@ -25,7 +25,7 @@ from playground.runtime.device import (
 )
 from playground.runtime.memory import check_training_fits
 from playground.training.config import TrainConfig
-from playground.training.schedule import MIN_USEFUL_STEPS, VALIDATIONS_PER_RUN, planned_steps
+from playground.training.schedule import MIN_USEFUL_STEPS, VALIDATIONS_PER_RUN, planned_steps, steps_that_fit
 from playground.training.step import Optimization, time_one_step
 
 SUBWORDS_PER_WORD = {"bpe": 1.4, "wordpiece": 1.4, "unigram": 1.4, "word": 1.0}  # "char" counts characters
@@ -48,38 +48,12 @@ class Estimate:
     steps: int | None  # the steps expected to run (planned_steps, or what fits in the minutes budget)
     scaled: bool  # True when the timed batch was smaller than batch_tokens and the time was scaled up
 
-    def too_short(self, max_minutes: float | None) -> str:
-        """A warning, with what to change, when the minutes budget holds too few steps to learn anything visible
-        (schedule.MIN_USEFUL_STEPS); "" otherwise."""
+    def minutes_for_useful_steps(self, max_minutes: float | None) -> float | None:
+        """When the minutes budget holds too few steps to learn anything visible (schedule.MIN_USEFUL_STEPS): the
+        minutes that would hold them, in half minutes; None otherwise."""
         if self.limited_by != "minutes" or not max_minutes or (self.steps or 0) >= MIN_USEFUL_STEPS:
-            return ""
-        needed = math.ceil(2 * max_minutes * MIN_USEFUL_STEPS / max(self.steps or 1, 1)) / 2  # in half minutes
-        return (f"⚠️ Only about {self.steps or 0:,} steps fit in {max_minutes:g} minutes on this machine now: "
-                f"too few to learn much (the samples would stay like \"un un un\"). Raise **Max minutes** to about "
-                f"{needed:g}, or train a smaller model (fewer layers, a smaller d_model) or lower **Batch tokens**.")
-
-    def describe(self) -> str:
-        steps = f"{self.steps:,} steps" if self.steps else "an unknown number of steps"
-        return (f"≈ {format_duration(self.seconds)} on {self.device} ({self.precision}): {steps} at "
-                f"≈ {self.seconds_per_step * 1000:,.0f} ms/step ({self.tokens_per_s:,.0f} tokens/s), "
-                f"limited by the {self.limited_by} budget")
-
-
-def format_duration(seconds: float | None, clock: bool = False) -> str:
-    """A duration for people: "1 min 05 s", or as a running clock shows it ("1:05", "2:01:05") with `clock`."""
-    if seconds is None or not math.isfinite(seconds):
-        return "?"
-    seconds = max(0, round(seconds))
-    if clock:
-        hours, minutes = divmod(seconds // 60, 60)
-        return f"{hours}:{minutes:02d}:{seconds % 60:02d}" if hours else f"{minutes}:{seconds % 60:02d}"
-    if seconds < 60:
-        return f"{seconds} s"
-    if seconds < 3600:
-        return f"{seconds // 60} min {seconds % 60:02d} s"
-    if seconds < 3 * 86400:
-        return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
-    return f"{seconds / 86400:,.0f} days"
+            return None
+        return math.ceil(2 * max_minutes * MIN_USEFUL_STEPS / max(self.steps or 1, 1)) / 2
 
 
 def build_model(cfg: TrainConfig, vocab_size: int, device: torch.device) -> Transformer:
@@ -146,7 +120,8 @@ def estimate_training(
     steps = planned
     if cfg.max_minutes and cfg.max_minutes * 60 < total:
         total, limited_by = cfg.max_minutes * 60 + eval_seconds, "minutes"
-        steps = int(max(cfg.max_minutes * 60 - fixed + eval_seconds, per_step) / per_step_with_eval)
+        # the last validation runs in a grace past the cap (budget.last_eval_deadline): the others count in it
+        steps = steps_that_fit(cfg.max_minutes * 60, per_step_with_eval, fixed - eval_seconds)
     if planned is None and not math.isfinite(total):
         limited_by = "epochs"  # max_epochs without knowing the data size
     return Estimate(params, describe(device), precision, per_step, tokens_per_step / per_step, planned, eval_seconds,

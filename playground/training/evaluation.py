@@ -18,6 +18,7 @@ from playground.core.tokenizer import BOS_ID, PAD_ID, PairTokenizer
 from playground.data.batching import EncodedPair, collate, make_batches, pad_multiple
 from playground.limits import TimeLimit, time_limit
 from playground.runtime.device import autocast
+from playground.runtime.request_bounds import server_bounds
 from playground.training.loss import smoothed_loss_sum
 
 SHOWN_SAMPLES = 5  # sample translations an "eval" event carries
@@ -61,7 +62,8 @@ def translation_scores(model: Transformer, tokenizer: PairTokenizer, pairs: list
             sources = [s for s, _ in pairs[start : start + chunk]]
             try:
                 with time_limit(left, "") if left is not None else contextlib.nullcontext():
-                    hyps += [t.text for t in translate(model, tokenizer, sources, DecodeOptions("greedy"))]
+                    hyps += [t.text for t in translate(model, tokenizer, sources, DecodeOptions("greedy"),
+                                                       server_bounds())]
             except TimeLimit:
                 break
     done = pairs[: len(hyps)]
@@ -75,7 +77,7 @@ def probe_attention(model: Transformer, tokenizer: PairTokenizer, pair: EncodedP
     """Cross-attention of one encoded pair, teacher-forced, to watch alignment form: "cross" is
     [layers, target-input positions, source positions], the mean over heads of every layer."""
     src_ids, tgt_ids = pair
-    maps = attention_maps(model, tokenizer, src_ids, [BOS_ID] + tgt_ids)
+    maps = attention_maps(model, tokenizer, src_ids, [BOS_ID] + tgt_ids, server_bounds().attention_cells)
     return {"cross": maps["cross"].mean(axis=1).round(4).tolist(), "src_tokens": maps["src_tokens"],
             "tgt_tokens": maps["tgt_tokens"]}
 

@@ -1,7 +1,8 @@
 """The loss the trainer minimises, label-smoothed, and the plain NLL validation reports.
 
-Label smoothing as in the paper (§5.4, "Regularization": ε_ls = 0.1): each target token's loss mixes the NLL of
-the reference token with the mean NLL over the vocabulary, which hurts perplexity but improves accuracy and BLEU."""
+Label smoothing as in the paper (§5.4, "Regularization": ε_ls = 0.1), the technique of Szegedy et al. 2016
+("Rethinking the Inception Architecture for Computer Vision", §7): each target token's loss mixes the NLL of the
+reference token with the mean NLL over the vocabulary, which hurts perplexity but improves accuracy and BLEU."""
 
 from __future__ import annotations
 
@@ -51,9 +52,3 @@ class SmoothedCrossEntropySum(torch.autograd.Function):
             g.mul_((rows != ctx.pad_id)[:, None] * grad_total)
             grad[start : start + ctx.chunk_rows] = g
         return grad, None, None, None, None
-
-
-def label_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, smoothing: float,
-                        pad_id: int) -> tuple[torch.Tensor, int]:
-    """smoothed_loss_sum and the token count it sums over (counting waits for the device: not for the hot loop)."""
-    return smoothed_loss_sum(logits, target, smoothing, pad_id), int((target != pad_id).sum())

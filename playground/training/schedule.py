@@ -53,6 +53,12 @@ def learning_rate(cfg: ScheduleSettings, step: int, total_steps: int | None = No
     return cfg.lr  # constant
 
 
+def steps_that_fit(seconds: float, step_seconds: float, validation_seconds: float) -> int:
+    """The steps of `step_seconds` each that fit in `seconds` when validations take `validation_seconds` of them (at
+    least one: a run always takes a step). The Trainer's plan (budget.MinutesPlan) and the estimate both count so."""
+    return max(1, int((seconds - validation_seconds) / max(step_seconds, 1e-9)))
+
+
 def planned_steps(cfg: ScheduleSettings, epoch_steps: int | None) -> tuple[int | None, str]:
     """(steps, "steps" or "epochs"): the budget that ends the run first, the one the trainer and the estimate both
     count by (the steps budget on a tie); (None, "minutes") when only the minutes budget, or epochs of unknown size,

@@ -43,12 +43,12 @@ class Optimization:
             return contextlib.nullcontext()
         return self.train_model.no_sync()
 
-    def step(self, batch: GlobalBatch, step: float, planned: int | None,
+    def step(self, batch: GlobalBatch, position: float, planned: int | None,
              warmup: int | None = None) -> tuple[float, float, float]:
-        """Optimizer step at schedule position `step` (the step, 1-based, unless a minutes budget fitted the
-        schedule: schedule.advance): (the global batch's loss per target token, the learning rate, the gradient
-        norm). `planned` and `warmup`: the run's schedule (budget.MinutesPlan)."""
-        lr = learning_rate(self.cfg, step, planned, warmup)
+        """One optimizer step at the learning-rate schedule's `position` (the step, 1-based, unless a minutes budget
+        fitted the schedule: schedule.advance): (the global batch's loss per target token, the learning rate, the
+        gradient norm). `planned` and `warmup`: the run's schedule (budget.MinutesPlan)."""
+        lr = learning_rate(self.cfg, position, planned, warmup)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.optimizer.zero_grad(set_to_none=True)

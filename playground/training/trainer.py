@@ -12,7 +12,7 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Generator, Iterator
+from typing import TYPE_CHECKING, Callable, Generator, Iterator
 
 import torch
 
@@ -24,11 +24,10 @@ from playground.packages.format import saved_config
 from playground.packages.names import average_name, check_name, snapshots_folder
 from playground.packages.scores import SCORE_KEYS
 from playground.runtime.device import describe, one_thread_on_cpu, resolve_device, resolve_precision
-from playground.runtime.foreground import yield_to_quick_calls
 from playground.runtime.memory import check_training_fits, keep_allocator_compact
 from playground.training import events
 from playground.training.averaging import SnapshotStore, average_packages
-from playground.training.budget import MinutesPlan, budget_reached
+from playground.training.budget import MinutesPlan, budget_reached, last_eval_deadline
 from playground.training.checkpoint import (
     History,
     RunState,
@@ -57,7 +56,6 @@ if TYPE_CHECKING:
     from playground.training.prepared import Prepared
 
 STOP_EVAL_SENTENCES = 50  # sentences decoded by the last validation of a stopped run
-FINAL_GRACE, FINAL_GRACE_S = 0.05, 10.0  # a time-capped run's last validation may run this share of the cap past it
 
 
 @dataclass
@@ -88,30 +86,33 @@ class Loop:
         return rate
 
 
+def no_wait(device_type: str) -> None:
+    """The default between-steps hook: nothing to wait for."""
+
+
 class Trainer:
     """Owns one training run. Iterate `run()` for events (playground.training.events); call `stop()` from any thread
-    to end it cleanly.
+    to end it cleanly. `between_steps(device_type)` is called before each step (the web app passes
+    runtime.foreground.yield_to_quick_calls, so that a visitor's translate goes first on a shared CPU).
 
     Under torchrun (`ranks` from playground.training.distributed) every rank runs its own Trainer inside the process
     group: each trains on its share of every global batch, and rank 0 alone validates and writes packages (the other
     ranks yield no Eval, Saved or Averaged events)."""
 
     def __init__(self, cfg: TrainConfig, data: TrainData, out_dir: str | Path, resume_from: str | Path | None = None,
-                 ranks: Ranks = SINGLE, prepared: Prepared | None = None):
+                 ranks: Ranks = SINGLE, prepared: Prepared | None = None,
+                 between_steps: Callable[[str], object] = no_wait):
         import torch._dynamo  # noqa: F401 - the first optimizer imports it (~3 s once per process): the process's
         # start-up, not this run's work, so before the clock starts
         self.setup_started = time.perf_counter()  # the time cap counts the tokenizer, the encoding and the loading
         if cfg.early_stop_metric == "auto":  # settled on the data: BLEU cannot judge references under four words
             cfg = replace(cfg, early_stop_metric=judging_metric(cfg.early_stop_metric, data.val))
         self.cfg, self.data, self.out_dir, self.ranks = cfg, data, Path(out_dir), ranks
+        self.between_steps = between_steps
         self.cut = ""  # what the time cap cut from a validation, for the summary
         self.stop_requested = threading.Event()
         self.pause_after_s: float | None = None  # end this call after so long, saved to resume (ZeroGPU chunks)
-        keep_allocator_compact()  # before the first matmul (playground.runtime.memory)
-        if len(data.train) == 0 or len(data.val) == 0:
-            raise TrainingError("Training needs at least one training pair and one validation pair.")
-        if ranks.distributed:  # hashing millions of pairs is only worth it when there are ranks to compare
-            check_same_on_all_ranks(run_fingerprint(cfg, data), "data or settings", ranks)
+        self.check_data()
         self.device = rank_device(resolve_device(cfg.device), ranks)
         self.precision = resolve_precision(cfg.precision, self.device)
         # The run's own random stream for dropout (and, seeded alike, for the initial weights): nothing the rest of
@@ -126,27 +127,21 @@ class Trainer:
             self.resume(Path(resume_from))  # every rank loads the weights and the optimizer state
         else:
             check_run_cost(cfg, self.device, self.precision)  # before the tokenizer's trainer reserves its tables
-            self.tokenizer = prepared.tokenizer if prepared else self.shared_tokenizer()
-            tokenizer = self.tokenizer
-            model_cfg = cfg.model_config(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, tokenizer.joint)
-            check_training_fits(model_cfg, cfg.batch_tokens, self.device, self.precision)
-            self.model = Transformer(model_cfg, torch.Generator().manual_seed(cfg.seed))  # the same on every rank
-            self.model.to(self.device)
-            self.optimization = Optimization(cfg, self.model, self.device, self.precision, ranks)
+            self.start_model(prepared.tokenizer if prepared else self.shared_tokenizer())
         self.model.draw_dropout_from(self.dropout_rng)
         seed_rank(self.dropout_rng, cfg.seed, ranks, self.step)
-        self.segmenter = PairBpeDropout(self.tokenizer, cfg.bpe_dropout) if cfg.bpe_dropout else None
-        # `prepared` (a chunked run's calls, playground.training.prepared): the tokenizer trained and the pairs
-        # encoded once
-        self.train_set = prepared.train_set if prepared and not self.segmenter else self.encode_train(self.epoch)
-        self.val_set = prepared.val_set if prepared else encode_pairs(self.tokenizer, data.val, cfg.max_len)  # plain
-        self.batches = self.epoch_batches(self.epoch)
+        self.encode_data(prepared)
         self.average_dir = self.out_dir.with_name(average_name(self.out_dir.name))
-        self.snapshots = None
-        if cfg.average_last and ranks.is_main:
-            check_name(self.average_dir.name)  # now, not after hours of training
-            self.snapshots = SnapshotStore(snapshots_folder(self.out_dir), cfg.average_last)
-            self.snapshots.discard_after(self.step)
+        self.snapshots = self.snapshot_store()
+
+    # -- setting up ---------------------------------------------------------------------------------------
+
+    def check_data(self) -> None:
+        keep_allocator_compact()  # before the first matmul (playground.runtime.memory)
+        if len(self.data.train) == 0 or len(self.data.val) == 0:
+            raise TrainingError("Training needs at least one training pair and one validation pair.")
+        if self.ranks.distributed:  # hashing millions of pairs is only worth it when there are ranks to compare
+            check_same_on_all_ranks(run_fingerprint(self.cfg, self.data), "data or settings", self.ranks)
 
     def shared_tokenizer(self) -> PairTokenizer:
         """Rank 0 trains the tokenizer and sends it to the others as JSON: every rank must map text to the very
@@ -159,6 +154,14 @@ class Trainer:
         if not self.ranks.distributed:
             return trained
         return PairTokenizer.from_json_strings(*agree(trained.to_json_strings() if trained else None, self.ranks))
+
+    def start_model(self, tokenizer: PairTokenizer) -> None:
+        """A new model for this tokenizer, checked to fit before it is built, the same on every rank."""
+        self.tokenizer = tokenizer
+        model_cfg = self.cfg.model_config(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, tokenizer.joint)
+        check_training_fits(model_cfg, self.cfg.batch_tokens, self.device, self.precision)
+        self.model = Transformer(model_cfg, torch.Generator().manual_seed(self.cfg.seed)).to(self.device)
+        self.optimization = Optimization(self.cfg, self.model, self.device, self.precision, self.ranks)
 
     def resume(self, folder: Path) -> None:
         package, state, optimizer_tensors = load_run(folder, self.device)
@@ -176,10 +179,216 @@ class Trainer:
         except RuntimeError:  # saved on another kind of device, whose stream has another state: start a seeded one
             self.dropout_rng.manual_seed(hash((self.cfg.seed, self.step)) % 2**63)
 
+    def encode_data(self, prepared: Prepared | None) -> None:
+        """The pairs as ids and this epoch's batches; `prepared` (a chunked run's calls, training/prepared.py) holds
+        them encoded once, except training pairs that BPE-dropout segments anew each epoch."""
+        self.segmenter = PairBpeDropout(self.tokenizer, self.cfg.bpe_dropout) if self.cfg.bpe_dropout else None
+        self.train_set = prepared.train_set if prepared and not self.segmenter else self.encode_train(self.epoch)
+        self.val_set = (prepared.val_set if prepared
+                        else encode_pairs(self.tokenizer, self.data.val, self.cfg.max_len))  # never segmented
+        self.batches = self.epoch_batches(self.epoch)
+
+    def snapshot_store(self) -> SnapshotStore | None:
+        """With average_last, rank 0 keeps a snapshot at each validation, to average at the end."""
+        if not (self.cfg.average_last and self.ranks.is_main):
+            return None
+        check_name(self.average_dir.name)  # now, not after hours of training
+        snapshots = SnapshotStore(snapshots_folder(self.out_dir), self.cfg.average_last)
+        snapshots.discard_after(self.step)
+        return snapshots
+
     def stop(self) -> None:
         self.stop_requested.set()
 
-    # -- batches and budgets ------------------------------------------------------------------------------
+    # -- the loop -----------------------------------------------------------------------------------------
+
+    def run(self) -> Iterator[events.Event]:
+        """The loop: a global batch, one step, its events, a validation when one is due; until a stop rule (a
+        budget, Stop, the end of a GPU call, early stopping) ends it. Then a last validation, the save and Done."""
+        loop = self.begin()
+        yield self.start_event(loop)
+        try:
+            while not self.stops(loop):
+                self.roll_epoch()
+                self.between_steps(self.device.type)
+                step = yield from self.train_step(loop)
+                if step is None:
+                    return  # said in an Error event; the last good package is kept
+                yield step
+                yield from self.validate_if_due(loop)
+            if loop.reason != StopReason.PAUSED:  # a paused call only saves, below, to resume from
+                yield from self.finish(loop)
+        finally:
+            self.keep_work(loop)
+
+    def begin(self) -> Loop:
+        """This call's counters, and its plan: under a minutes budget, fitted from a step timed now."""
+        steps_per_epoch = len(self.batches) // self.batches_per_step
+        budget_steps, _ = planned_steps(self.cfg, steps_per_epoch)
+        start = time.perf_counter()
+        self.elapsed_before += start - self.setup_started
+        if self.budget.needs_timing(budget_steps):
+            elapsed = self.elapsed_before + time.perf_counter() - start
+            seconds = agree(self.time_step(), self.ranks)  # every rank times (and picks its threads), rank 0 plans
+            self.budget.fit(self.step, budget_steps, elapsed, seconds)
+        # the time cap as a clock time: validations stop there too (their decoding can outlast many steps)
+        cap_end = start + self.cfg.max_minutes * 60 - self.elapsed_before if self.cfg.max_minutes else None
+        last_eval = self.history.evals[-1]["step"] if self.history.evals else 0  # every rank has the history
+        return Loop(start, budget_steps, steps_per_epoch, cap_end, elapsed=self.elapsed_before, window_start=start,
+                    last_eval=last_eval)
+
+    def start_event(self, loop: Loop) -> events.Start:
+        return events.Start(self.model.num_parameters(), self.device_text(), self.precision, self.budget.planned,
+                            loop.steps_per_epoch, len(self.train_set), len(self.val_set), self.step,
+                            self.tokenizer.tgt_vocab_size, self.ranks.world_size, self.cfg.accumulate)
+
+    def train_step(self, loop: Loop) -> Generator[events.Event, None, events.Step | None]:
+        """One optimizer step and its bookkeeping; returns its Step event, or None after yielding the Error that
+        ends the run (out of memory, or a loss that is not finite)."""
+        batch = self.global_batch(self.batch_in_epoch)
+        position, began = self.budget.next_position(self.step), time.perf_counter()
+        try:
+            with self.step_threads():
+                loss, lr, grad_norm = self.optimization.step(batch, position, self.budget.length, self.budget.warmup)
+        except torch.OutOfMemoryError:
+            loop.reason = StopReason.OUT_OF_MEMORY
+            yield events.Error(f"The {self.device.type} ran out of memory at step {self.step + 1}; the last "
+                               "saved package was kept. Lower batch tokens, the maximum length or the model "
+                               "size.", self.step + 1)
+            return None
+        if not math.isfinite(loss):
+            loop.reason = StopReason.LOSS_NOT_FINITE
+            saved = loop.saved_step if loop.saved_step is not None else "none yet"
+            yield events.Error(f"The loss became {loss} at step {self.step + 1}; training stopped and the last "
+                               f"good package (step {saved}) was kept. Lower the learning rate, raise the warmup, "
+                               "or use fp32 precision.", self.step + 1)
+            return None
+        now = self.count_step(loop, batch, position, loss, lr, began)
+        self.replan_if_due(loop, now)
+        return events.Step(self.step, self.epochs_done, loss, lr, grad_norm, loop.tokens_per_s(batch.n_all_tokens, now),
+                           loop.elapsed, self.budget.eta(self.step, loop.elapsed, loop.steps_here, now - loop.start),
+                           self.budget.planned)
+
+    def count_step(self, loop: Loop, batch: GlobalBatch, position: float, loss: float, lr: float,
+                   began: float) -> float:
+        """The step taken: where the run and its schedule stand, its time and its curves; returns the time now."""
+        self.step, self.batch_in_epoch = self.step + 1, self.batch_in_epoch + self.batches_per_step
+        self.budget.position = position
+        self.tokens_seen += batch.n_all_tokens
+        now = time.perf_counter()
+        loop.steps_here, loop.last_loss, loop.train_time = loop.steps_here + 1, loss, loop.train_time + now - began
+        loop.elapsed = self.elapsed_before + now - loop.start
+        self.history.record_step(self.step, loss, lr, loop.elapsed)
+        return now
+
+    def validate_if_due(self, loop: Loop) -> Iterator[events.Event]:
+        """The validation due after this step, if one is (counted from the last one, not as multiples: a re-planned
+        interval would skip the next one); early stopping ends the run after it (loop.reason)."""
+        every = eval_interval(self.cfg, self.budget.planned)
+        if not every or self.step - loop.last_eval < every:
+            return
+        if self.ranks.is_main:  # the other ranks wait for it in the next collective
+            yield from self.validate_and_save(loop.elapsed, final=False, until=loop.cap_end)
+        loop.saved_step = loop.last_eval = self.step
+        if agree(self.cfg.patience is not None and self.bad_evals >= self.cfg.patience, self.ranks):
+            loop.reason = StopReason.EARLY
+
+    def finish(self, loop: Loop) -> Iterator[events.Event]:
+        """The end of the run: a last validation and save (or, when this step was just validated, the save again:
+        the package keeps the time that validation took, so a run that stopped on its minutes is saved as used up),
+        the average of the snapshots, and Done."""
+        if self.step > 0 and self.ranks.is_main:
+            if self.step != loop.saved_step:
+                yield from self.validate_and_save(loop.elapsed, final=True, sentences=self.last_eval_sentences(loop),
+                                                  until=last_eval_deadline(self.cfg, loop.cap_end))
+            else:
+                yield events.Phase("saving", self.step)
+                self.save(loop.elapsed)
+        loop.saved_step = self.step
+        averaged = self.average_snapshots()
+        if averaged:
+            yield averaged
+        yield events.Done(loop.reason.said(self.cfg.early_stop_metric, self.cfg.patience),
+                          self.result(loop.elapsed, loop.last_loss, averaged.path if averaged else None))
+
+    # -- the stop rules -----------------------------------------------------------------------------------
+
+    def stops(self, loop: Loop) -> bool:
+        """Whether the run ends before its next step; loop.reason says why (early stopping may have said already).
+        The steps, epochs or minutes budget, Stop and the call's length, by rank 0's clock, decide for every rank."""
+        loop.elapsed = self.elapsed_before + time.perf_counter() - loop.start
+        if loop.reason is None:
+            spent = budget_reached(self.cfg, self.step, loop.budget_steps, loop.elapsed, loop.steps_here)
+            loop.reason = agree(spent or self.stop_pressed() or self.call_over(loop), self.ranks)
+        return loop.reason is not None
+
+    def stop_pressed(self) -> StopReason | None:
+        return StopReason.STOPPED if self.stop_requested.is_set() else None
+
+    def call_over(self, loop: Loop) -> StopReason | None:
+        """The end of this call's time (a ZeroGPU call), once it has taken a step: saved, to go on in the next."""
+        over = (self.pause_after_s is not None and loop.steps_here
+                and time.perf_counter() - loop.start >= self.pause_after_s)
+        return StopReason.PAUSED if over else None
+
+    def last_eval_sentences(self, loop: Loop) -> int | None:
+        """A person pressed Stop: a quick last validation (an untrained model decodes every sentence to its maximum
+        length, and 200 of them take seconds on a CPU)."""
+        return STOP_EVAL_SENTENCES if loop.reason == StopReason.STOPPED else None
+
+    # -- the hooks: re-planning, saving, snapshots --------------------------------------------------------
+
+    def replan_if_due(self, loop: Loop, now: float) -> None:
+        """Under a minutes budget, the plan fitted again to the speed measured so far; rank 0's clock decides, so
+        that every rank follows the same schedule."""
+        if not (self.cfg.max_minutes
+                and agree(self.budget.replan_due(loop.steps_here, loop.planned_at, now - loop.start), self.ranks)):
+            return
+        if self.ranks.is_main:
+            self.budget.replan(self.step, loop.budget_steps, loop.elapsed, loop.steps_here, loop.train_time)
+        self.budget.planned = agree(self.budget.planned, self.ranks)
+        loop.planned_at = now - loop.start
+
+    def keep_work(self, loop: Loop) -> None:
+        """However the loop ended (paused, or the consumer went away: a closed tab, Ctrl-C, a cancelled job), the
+        steps since the last save are saved, unless the run failed; a paused call saves even a step just validated,
+        so that the next call counts the time that validation took."""
+        unsaved = self.step != loop.saved_step or loop.reason == StopReason.PAUSED
+        if self.ranks.is_main and not (loop.reason and loop.reason.failed) and self.step > 0 and unsaved:
+            self.save(self.elapsed_before + time.perf_counter() - loop.start)
+
+    def validate_and_save(self, elapsed: float, final: bool, sentences: int | None = None,
+                          until: float | None = None) -> Iterator[events.Event]:
+        """Rank 0's part of a validation: the Eval event, then the package (and a snapshot to average later)."""
+        yield events.Phase("validating", self.step)
+        evaluation = self.validate(sentences, until)
+        better = self.improved(self.history.evals[-1])
+        evaluation.best, evaluation.improved = self.best, better and not final
+        yield evaluation
+        yield events.Phase("saving", self.step)
+        training = self.summary(elapsed)
+        path = self.save(elapsed, training)
+        if self.snapshots:
+            self.snapshots.save(self.step, self.model, self.tokenizer, src_lang=self.data.src_lang,
+                                tgt_lang=self.data.tgt_lang, training=training)
+        yield events.Saved(str(path), self.step)
+
+    def save(self, elapsed: float, training: dict | None = None) -> Path:
+        state = RunState(self.dropout_rng.get_state().tolist(), self.step, self.epoch, self.batch_in_epoch,
+                         self.tokens_seen, elapsed, self.best, self.bad_evals, **self.budget.saved())
+        return save_run(self.out_dir, self.model, self.tokenizer, self.optimization.optimizer, state,
+                        src_lang=self.data.src_lang, tgt_lang=self.data.tgt_lang,
+                        training=training or self.summary(elapsed))
+
+    def average_snapshots(self) -> events.Averaged | None:
+        """With average_last, write <out>-avg, the mean of the kept validation snapshots."""
+        snapshots = self.snapshots.snapshots() if self.snapshots else []
+        if not snapshots:
+            return None
+        path = average_packages(snapshots, self.average_dir)
+        return events.Averaged(str(path), [SnapshotStore.step_of(s) for s in snapshots])
+
+    # -- batches ------------------------------------------------------------------------------------------
 
     @property
     def epochs_done(self) -> float:
@@ -196,13 +405,36 @@ class Trainer:
     def epoch_batches(self, epoch: int) -> list[list[int]]:
         return epoch_batch_list(self.train_set, self.cfg, epoch, self.device, self.ranks)
 
-    def next_global_batch(self) -> GlobalBatch:
-        return self.global_batch(self.batch_in_epoch)
-
     def global_batch(self, start: int) -> GlobalBatch:
         return global_batch(self.batches, self.train_set, start, self.cfg.accumulate, self.ranks, self.device)
 
-    # -- validation and saving ----------------------------------------------------------------------------
+    def roll_epoch(self) -> None:
+        """The next epoch, when the last batches of this one cannot fill a global batch (they are left out: a
+        different few each epoch)."""
+        if self.batch_in_epoch + self.batches_per_step > len(self.batches):
+            self.epoch, self.batch_in_epoch = self.epoch + 1, 0
+            if self.segmenter:
+                self.train_set = self.encode_train(self.epoch)
+            self.batches = self.epoch_batches(self.epoch)
+
+    # -- the machine --------------------------------------------------------------------------------------
+
+    def time_step(self) -> float:
+        """Seconds of one step here, on the threads the run then trains on (step.time_one_step); the run's dropout
+        stream is put back: timing changes nothing the run draws."""
+        start = min(self.batch_in_epoch, len(self.batches) - self.batches_per_step)
+        rng = self.dropout_rng.get_state()
+        seconds, self.one_thread = time_one_step(self.optimization, self.global_batch(start), self.device)
+        self.dropout_rng.set_state(rng)
+        return seconds
+
+    def device_text(self) -> str:
+        return "cpu (1 thread: the machine is busy)" if self.one_thread else describe(self.device)
+
+    def step_threads(self):
+        return one_thread_on_cpu(self.device) if self.one_thread else contextlib.nullcontext()
+
+    # -- validation and what a run reports ----------------------------------------------------------------
 
     def validate(self, sentences: int | None = None, until: float | None = None) -> events.Eval:
         """Validation loss, and BLEU/chrF of the first eval_sentences (or `sentences`) validation pairs decoded; with
@@ -256,188 +488,6 @@ class Trainer:
             **self.run_facts(elapsed), "tokens_seen": self.tokens_seen,
             "last": self.history.evals[-1] if self.history.evals else None, "history": self.history.as_dict(),
         }
-
-    def save(self, elapsed: float, training: dict | None = None) -> Path:
-        state = RunState(self.dropout_rng.get_state().tolist(), self.step, self.epoch, self.batch_in_epoch,
-                         self.tokens_seen, elapsed, self.best, self.bad_evals, **self.budget.saved())
-        return save_run(self.out_dir, self.model, self.tokenizer, self.optimization.optimizer, state,
-                        src_lang=self.data.src_lang, tgt_lang=self.data.tgt_lang,
-                        training=training or self.summary(elapsed))
-
-    def validate_and_save(self, elapsed: float, final: bool, sentences: int | None = None,
-                          until: float | None = None) -> Iterator[events.Event]:
-        """Rank 0's part of a validation: the Eval event, then the package (and a snapshot to average later)."""
-        yield events.Phase("validating", self.step)
-        evaluation = self.validate(sentences, until)
-        better = self.improved(self.history.evals[-1])
-        evaluation.best, evaluation.improved = self.best, better and not final
-        yield evaluation
-        yield events.Phase("saving", self.step)
-        training = self.summary(elapsed)
-        path = self.save(elapsed, training)
-        if self.snapshots:
-            self.snapshots.save(self.step, self.model, self.tokenizer, src_lang=self.data.src_lang,
-                                tgt_lang=self.data.tgt_lang, training=training)
-        yield events.Saved(str(path), self.step)
-
-    def average_snapshots(self) -> events.Averaged | None:
-        """With average_last, write <out>-avg, the mean of the kept validation snapshots."""
-        snapshots = self.snapshots.snapshots() if self.snapshots else []
-        if not snapshots:
-            return None
-        path = average_packages(snapshots, self.average_dir)
-        return events.Averaged(str(path), [SnapshotStore.step_of(s) for s in snapshots])
-
-    # -- the loop -----------------------------------------------------------------------------------------
-
-    def time_step(self) -> float:
-        """Seconds of one step here, on the threads the run then trains on (step.time_one_step); the run's dropout
-        stream is put back: timing changes nothing the run draws."""
-        start = min(self.batch_in_epoch, len(self.batches) - self.batches_per_step)
-        rng = self.dropout_rng.get_state()
-        seconds, self.one_thread = time_one_step(self.optimization, self.global_batch(start), self.device)
-        self.dropout_rng.set_state(rng)
-        return seconds
-
-    def device_text(self) -> str:
-        return "cpu (1 thread: the machine is busy)" if self.one_thread else describe(self.device)
-
-    def step_threads(self):
-        return one_thread_on_cpu(self.device) if self.one_thread else contextlib.nullcontext()
-
-    def run(self) -> Iterator[events.Event]:
-        loop = self.begin()
-        yield events.Start(self.model.num_parameters(), self.device_text(), self.precision, self.budget.planned,
-                           loop.steps_per_epoch, len(self.train_set), len(self.val_set), self.step,
-                           self.tokenizer.tgt_vocab_size, self.ranks.world_size, self.cfg.accumulate)
-        try:
-            while True:
-                loop.elapsed = self.elapsed_before + time.perf_counter() - loop.start
-                loop.reason = self.stop_reason(loop)
-                if loop.reason == StopReason.PAUSED:
-                    return  # the finally saves the state to resume from: no final validation, no Done
-                if loop.reason:
-                    break
-                self.roll_epoch()
-                yield_to_quick_calls(self.device.type)  # a visitor's translate first (playground/runtime/foreground.py)
-                step = yield from self.train_step(loop)
-                if step is None:
-                    return  # said in an Error event; the last good package is kept
-                yield step
-                if (yield from self.validate_if_due(loop)):
-                    loop.reason = StopReason.EARLY
-                    break
-            yield from self.finish(loop)
-        finally:
-            # the consumer went away (closed tab, Ctrl-C, cancelled job): keep the work done so far
-            if (self.ranks.is_main and not (loop.reason and loop.reason.failed) and self.step > 0
-                    and self.step != loop.saved_step):
-                self.save(self.elapsed_before + time.perf_counter() - loop.start)
-
-    def begin(self) -> Loop:
-        """This call's counters, and its plan: under a minutes budget, fitted from a step timed now."""
-        steps_per_epoch = len(self.batches) // self.batches_per_step
-        budget_steps, _ = planned_steps(self.cfg, steps_per_epoch)
-        start = time.perf_counter()
-        self.elapsed_before += start - self.setup_started
-        if self.budget.needs_timing(budget_steps):
-            elapsed = self.elapsed_before + time.perf_counter() - start
-            seconds = agree(self.time_step(), self.ranks)  # every rank times (and picks its threads), rank 0 plans
-            self.budget.fit(self.step, budget_steps, elapsed, seconds)
-        # the time cap as a clock time: validations stop there too (their decoding can outlast many steps)
-        cap_end = start + self.cfg.max_minutes * 60 - self.elapsed_before if self.cfg.max_minutes else None
-        last_eval = self.history.evals[-1]["step"] if self.history.evals else 0  # every rank has the history
-        return Loop(start, budget_steps, steps_per_epoch, cap_end, elapsed=self.elapsed_before, window_start=start,
-                    last_eval=last_eval)
-
-    def stop_reason(self, loop: Loop) -> StopReason | None:
-        """Why the run stops before its next step, if it does: rank 0's clock, Stop button and call length
-        (ZeroGPU) decide for every rank."""
-        call_over = (self.pause_after_s is not None and loop.steps_here
-                     and time.perf_counter() - loop.start >= self.pause_after_s)
-        return agree(budget_reached(self.cfg, self.step, loop.budget_steps, loop.elapsed, loop.steps_here)
-                     or (StopReason.STOPPED if self.stop_requested.is_set() else None)
-                     or (StopReason.PAUSED if call_over else None), self.ranks)
-
-    def roll_epoch(self) -> None:
-        """The next epoch, when the last batches of this one cannot fill a global batch (they are left out: a
-        different few each epoch)."""
-        if self.batch_in_epoch + self.batches_per_step > len(self.batches):
-            self.epoch, self.batch_in_epoch = self.epoch + 1, 0
-            if self.segmenter:
-                self.train_set = self.encode_train(self.epoch)
-            self.batches = self.epoch_batches(self.epoch)
-
-    def train_step(self, loop: Loop) -> Generator[events.Event, None, events.Step | None]:
-        """One optimizer step and its bookkeeping; returns its Step event, or None after yielding the Error that
-        ends the run (out of memory, or a loss that is not finite)."""
-        batch = self.next_global_batch()
-        position, began = self.budget.next_position(self.step), time.perf_counter()
-        try:
-            with self.step_threads():
-                loss, lr, grad_norm = self.optimization.step(batch, position, self.budget.length, self.budget.warmup)
-        except torch.OutOfMemoryError:
-            loop.reason = StopReason.OUT_OF_MEMORY
-            yield events.Error(f"The {self.device.type} ran out of memory at step {self.step + 1}; the last "
-                               "saved package was kept. Lower batch tokens, the maximum length or the model "
-                               "size.", self.step + 1)
-            return None
-        if not math.isfinite(loss):
-            loop.reason = StopReason.LOSS_NOT_FINITE
-            saved = loop.saved_step if loop.saved_step is not None else "none yet"
-            yield events.Error(f"The loss became {loss} at step {self.step + 1}; training stopped and the last "
-                               f"good package (step {saved}) was kept. Lower the learning rate, raise the warmup, "
-                               "or use fp32 precision.", self.step + 1)
-            return None
-        self.step, self.batch_in_epoch = self.step + 1, self.batch_in_epoch + self.batches_per_step
-        self.budget.position = position
-        self.tokens_seen += batch.n_all_tokens
-        now = time.perf_counter()
-        loop.steps_here, loop.last_loss, loop.train_time = loop.steps_here + 1, loss, loop.train_time + now - began
-        loop.elapsed = self.elapsed_before + now - loop.start
-        self.history.record_step(self.step, loss, lr, loop.elapsed)
-        tokens_per_s = loop.tokens_per_s(batch.n_all_tokens, now)
-        # rank 0's clock decides, so that every rank follows the same schedule
-        if self.cfg.max_minutes and agree(self.budget.replan_due(loop.steps_here, loop.planned_at, now - loop.start),
-                                          self.ranks):
-            if self.ranks.is_main:
-                self.budget.replan(self.step, loop.budget_steps, loop.elapsed, loop.steps_here, loop.train_time)
-            self.budget.planned = agree(self.budget.planned, self.ranks)
-            loop.planned_at = now - loop.start
-        return events.Step(self.step, self.epochs_done, loss, lr, grad_norm, tokens_per_s, loop.elapsed,
-                           self.budget.eta(self.step, loop.elapsed, loop.steps_here, now - loop.start),
-                           self.budget.planned)
-
-    def validate_if_due(self, loop: Loop) -> Generator[events.Event, None, bool]:
-        """The validation due after this step, if one is (counted from the last one, not as multiples: a re-planned
-        interval would skip the next one); returns whether early stopping ends the run."""
-        every = eval_interval(self.cfg, self.budget.planned)
-        if not every or self.step - loop.last_eval < every:
-            return False
-        if self.ranks.is_main:  # the other ranks wait for it in the next collective
-            yield from self.validate_and_save(loop.elapsed, final=False, until=loop.cap_end)
-        loop.saved_step = loop.last_eval = self.step
-        return agree(self.cfg.patience is not None and self.bad_evals >= self.cfg.patience, self.ranks)
-
-    def finish(self, loop: Loop) -> Iterator[events.Event]:
-        """The end of the run: a last validation and save (unless this step was just validated), the average of
-        the snapshots, and Done."""
-        if self.step != loop.saved_step and self.step > 0:
-            if self.ranks.is_main:
-                # a person pressed Stop: a quick last validation (an untrained model decodes every sentence to
-                # its maximum length, and 200 of them take seconds on a CPU)
-                quick = STOP_EVAL_SENTENCES if loop.reason == StopReason.STOPPED else None
-                until = None
-                if loop.cap_end is not None:  # the package's scores need a last validation: a short grace for it
-                    grace = max(FINAL_GRACE_S, FINAL_GRACE * self.cfg.max_minutes * 60)
-                    until = max(loop.cap_end, time.perf_counter()) + grace
-                yield from self.validate_and_save(loop.elapsed, final=True, sentences=quick, until=until)
-            loop.saved_step = self.step
-        averaged = self.average_snapshots()
-        if averaged:
-            yield averaged
-        yield events.Done(loop.reason.said(self.cfg.early_stop_metric, self.cfg.patience),
-                          self.result(loop.elapsed, loop.last_loss, averaged.path if averaged else None))
 
     def result(self, elapsed: float, last_loss: float | None, averaged: str | None = None) -> dict:
         """The Done event's summary: the run's facts without the history, for the CLI's --json and the UI."""

@@ -17,10 +17,11 @@ import gradio as gr
 from playground.limits import max_data_bytes
 from playground.serving.library import Library
 from playground.serving.mode import models_location, shared_mode
-from playground.serving.visitors import Visitor, address_key, issue_token, server_secret
+from playground.serving.visitors import NewVisitors, Visitor, address_key, issue_token, server_secret
 from playground.settings import env_int, env_str
 from playground.ui import sessions, texts
 from playground.ui.handlers import bind, friendly
+from playground.ui.http_bounds import RequestBounds
 from playground.ui.pickers import model_dropdown, model_names
 from playground.ui.state import Session, oauth_available, release_session
 from playground.ui.tabs import attention as attention_tab
@@ -33,6 +34,8 @@ from playground.ui.tabs import translate as translate_tab
 
 CONCURRENCY = 2  # events of one kind running at once (2 CPU cores on a free Space); training: 1 at a time
 QUEUE_SIZE = 20  # personal mode: waiting requests beyond this are turned away with Gradio's "queue is full"
+RUN_QUEUES = {"train", "cpu-train"}  # the Train tab's concurrency ids (tabs/train.py, wire_runs)
+SHARED_QUEUE_SIZE = 10_000  # shared mode: a few kB each; per address they are bounded far lower (bound_waiting)
 log = logging.getLogger("playground.ui")
 CACHE_CLEANUP = (600, 3600)  # every 10 min, delete uploads and downloads in Gradio's cache older than an hour
 CSS = """
@@ -78,13 +81,15 @@ def build_app(models_dir: str | os.PathLike | None = None, *, shared: bool | Non
         header(library)
         tabs = build_tabs(session, library)
         refresh = wire_tabs(tabs, session, library)
-        demo.load(friendly(bind(welcome, library, secret)), [session, token], [token], api_visibility="private",
-                  show_progress="hidden", queue=False).then(**refresh)
+        demo.load(friendly(bind(welcome, library, secret, NewVisitors())), [session, token], [token],
+                  api_visibility="private", show_progress="hidden", queue=False).then(**refresh)
         demo.unload(bind(release_session, demo, session))
-    # shared: no overall cap, so a pile of queued runs never turns a quick call away ("queue is full"); runs
-    # queue behind their own concurrency id and each visitor has at most one (serving.library.Library.run_slot)
-    demo.queue(default_concurrency_limit=CONCURRENCY, max_size=None if shared else QUEUE_SIZE, api_open=not shared)
+    # shared: no overall cap that strangers could fill, so a pile of queued runs never turns a quick call away
+    # ("queue is full"), but a bound per address and account (sessions.bound_waiting); runs queue behind their own
+    # concurrency id and each visitor has at most one running (serving.library.Library.run_slot)
+    demo.queue(default_concurrency_limit=CONCURRENCY, max_size=queue_size(shared), api_open=not shared)
     if shared:
+        sessions.bound_waiting(demo._queue, RUN_QUEUES)
         queue_everything(demo)
         sessions.start_session_sweeper(demo)
     return demo
@@ -193,24 +198,35 @@ def first_line(text: str | None, model: str | None):
     return next((ln.strip() for ln in (text or "").splitlines() if ln.strip()), gr.skip()), model
 
 
-def welcome(library: Library, secret: bytes, session: Session, token: str | None, profile: gr.OAuthProfile | None,
-            request: gr.Request):
+def welcome(library: Library, secret: bytes, new_visitors: NewVisitors, session: Session, token: str | None,
+            profile: gr.OAuthProfile | None, request: gr.Request):
     """Name the visitor of this page (shared mode): the Hugging Face account when signed in (the models the
     browser made before signing in come along), else the browser's token, which only this server can have
-    made (serving.visitors.issue_token): a missing or made-up one gets a new one, a new anonymous visitor."""
+    made (serving.visitors.issue_token): a missing or made-up one gets a new one, a new anonymous visitor, as long
+    as its client address has not had its hour's share of new ones (serving.visitors.NewVisitors)."""
     if not library.shared:
         return gr.skip()
     address = address_key(sessions.request_address(request), secret)
     visitor = Visitor.browser(token, secret, address)
-    if visitor is None:
+    if visitor is None and new_visitors.allow(address):
         token = issue_token(secret)
         visitor = Visitor.browser(token, secret, address)
+    elif visitor is None:  # this address had its hour's tokens: a visitor for this page only (state.visitor_of)
+        token, visitor = "", None
     session.visitor = visitor
     if profile is not None:
         signed = Visitor.signed(profile.username)
-        library.adopt(session.visitor, signed)
+        if session.visitor is not None:
+            library.adopt(session.visitor, signed)
         session.visitor = signed
     return token
+
+
+def queue_size(shared: bool) -> int:
+    """Gradio's bound on waiting events. Always a number: on ZeroGPU (SPACES_ZERO_GPU=true) Gradio's queue() turns
+    None into 1, so a second visitor waiting would be told "Queue is full". Shared: PLAYGROUND_QUEUE_SIZE (a
+    bound of memory only: what one address may have waiting is bounded by sessions.bound_waiting)."""
+    return env_int("PLAYGROUND_QUEUE_SIZE", SHARED_QUEUE_SIZE) if shared else QUEUE_SIZE
 
 
 def queue_everything(demo: gr.Blocks) -> None:
@@ -257,8 +273,9 @@ def start_sweeper(library: Library) -> None:
 
 def launch_options(shared: bool | None = None) -> dict:
     """Theme, CSS (Gradio 6 takes them in launch(), not in Blocks()), the upload limit Gradio enforces (the data
-    reader's own, playground.limits.max_data_bytes), how many sessions Gradio keeps (PLAYGROUND_MAX_SESSIONS) and,
-    shared, the bounds on uploads per client address and in all (sessions.UploadBounds)."""
+    reader's own, playground.limits.max_data_bytes), how many sessions Gradio keeps (PLAYGROUND_MAX_SESSIONS), the
+    bounds on what one request may send (http_bounds.RequestBounds) and, shared, on uploads per client address
+    and in all (sessions.UploadBounds)."""
     from starlette.middleware import Middleware
 
     shared = shared_mode() if shared is None else shared
@@ -266,7 +283,8 @@ def launch_options(shared: bool | None = None) -> dict:
     return {"theme": gr.themes.Soft(), "css": CSS, "max_file_size": max_data_bytes(),
             "state_session_capacity": env_int("PLAYGROUND_MAX_SESSIONS", 1000),
             "footer_links": ["api", "gradio", "settings"], "run_history": False,
-            "app_kwargs": {"middleware": [Middleware(sessions.UploadBounds)]} if shared else None}
+            "app_kwargs": {"middleware": [Middleware(RequestBounds),
+                                          *([Middleware(sessions.UploadBounds)] if shared else [])]}}
 
 
 def launch(demo: gr.Blocks, **kwargs):

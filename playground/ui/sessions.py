@@ -10,6 +10,8 @@ system (its visitor is remembered, so a visitor coming back still has their mode
     PLAYGROUND_SESSION_IDLE_MINUTES   a session is let go after this long without a request (default 30)
     PLAYGROUND_MAX_SESSIONS_DATA_MB   all sessions' sentence pairs together (default: a quarter of the memory)
     PLAYGROUND_MAX_UPLOAD_MB_PER_ADDRESS / PLAYGROUND_MAX_UPLOAD_MB   uploads per hour from one client address / all
+    PLAYGROUND_MAX_WAITING_RUNS / PLAYGROUND_MAX_WAITING_EVENTS   runs / events of any kind one client address (or
+                                      one signed-in account) may have waiting in the queue (default 2 / 60)
 
 The client address itself (X-Forwarded-For behind a Space's proxy) is worked out by playground.serving.visitors.
 """
@@ -26,7 +28,7 @@ from typing import Protocol, runtime_checkable
 from playground.errors import DataError
 from playground.limits import memory_limit_bytes
 from playground.serving.visitors import client_address
-from playground.settings import GB, MB, env_megabytes, env_number
+from playground.settings import GB, MB, env_int, env_megabytes, env_number
 
 log = logging.getLogger("playground.ui")
 FREED = threading.Event()  # something big was let go since the last sweep: give the memory back then
@@ -44,6 +46,43 @@ def request_address(request) -> str:
     headers = getattr(request, "headers", None) or {}
     client = getattr(request, "client", None)
     return client_address(headers.get("x-forwarded-for"), getattr(client, "host", None))
+
+
+def requester(request) -> str:
+    """Who a request counts against while it waits: the signed-in account ("hf:<name>", from Gradio's OAuth session),
+    else its client address ("addr:<address>")."""
+    try:
+        oauth = request.session.get("oauth_info") or {}
+    except (AssertionError, AttributeError):  # no session middleware (OAuth off): nobody is signed in
+        oauth = {}
+    name = (oauth.get("userinfo") or {}).get("preferred_username") if isinstance(oauth, dict) else None
+    return f"hf:{name}" if name else f"addr:{request_address(request)}"
+
+
+def bound_waiting(queue, run_ids: set[str], runs: int | None = None, events: int | None = None) -> None:
+    """Refuse, as it joins Gradio's queue, an event that would give one requester (an address, or a signed-in
+    account) more than `events` waiting events, or a run (an event of a concurrency id in `run_ids`) more than
+    `runs` waiting runs: sessions are free to make, so a bound per session would bound nothing. The queue itself
+    is unbounded (ui.app), so visitors are never turned away because others wait."""
+    runs = runs or env_int("PLAYGROUND_MAX_WAITING_RUNS", 2)
+    events = events or env_int("PLAYGROUND_MAX_WAITING_EVENTS", 60)
+    push = queue.push
+
+    async def bounded_push(body, request, username):
+        who = requester(request)
+        waiting = [e for q in list(queue.event_queue_per_concurrency_id.values()) for e in list(q.queue)
+                   if requester(e.request) == who]
+        fn = queue.blocks.fns.get(body.fn_index)
+        if fn is not None and fn.concurrency_id in run_ids and \
+                sum(e.concurrency_id in run_ids for e in waiting) >= runs:
+            return False, (f"Your network (or account) has {runs} training runs waiting for a free slot already, the "
+                           "most this Space queues for one; start this one when one of them has begun."), "error"
+        if len(waiting) >= events:
+            return False, (f"Your network (or account) has {len(waiting)} requests waiting in this Space's queue, "
+                           "the most it keeps for one; try again when they have been answered."), "error"
+        return await push(body, request, username)
+
+    queue.push = bounded_push
 
 
 def current_address() -> str:

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import functools
 import inspect
+from datetime import timedelta
 
 import gradio as gr
 
 from playground.errors import PlaygroundError, reraising
-from playground.serving.zerogpu import carried_title, on_zerogpu, refusal
+from playground.serving.zerogpu import carried_title, client_failure, on_zerogpu, refusal
 
 try:  # on every Gradio Space; inert unless SPACES_ZERO_GPU
     import spaces as _spaces
@@ -43,8 +44,13 @@ def arrived(err: gr.Error) -> Exception:
 
 
 def _outside(call, fn):
-    """The GPU call as this process calls it: what arrives as a gr.Error is turned back (arrived)."""
-    translated = reraising(call, lambda err: isinstance(err, gr.Error), arrived, chain=False,
+    """The GPU call as this process calls it: what arrives as a gr.Error is turned back (arrived), and a RuntimeError
+    of spaces' client (serving.zerogpu.client_failure) is the GpuUnavailable it stands for."""
+    def translated_error(err: BaseException) -> BaseException:
+        return arrived(err) if isinstance(err, gr.Error) else client_failure(err)
+
+    translated = reraising(call, lambda err: isinstance(err, gr.Error) or client_failure(err) is not None,
+                           translated_error, chain=False,
                            generator=inspect.isgeneratorfunction(fn))  # spaces' wrapper may hide that fn yields
     return functools.wraps(fn)(translated)
 
@@ -55,3 +61,15 @@ def gpu(fn, *, duration):
     if not on_zerogpu():
         return fn
     return _outside(_spaces.GPU(duration=duration)(_inside(fn)), fn)
+
+
+def duration_factor() -> float:
+    """How many seconds of a visitor's quota one declared second of a GPU call costs on this Space's hardware:
+    spaces.zero.client.get_duration_seconds multiplies by zero/configs.json's duration_factor (1.5 on the RTX PRO
+    6000 Blackwell, 1 on the H200) unless the Space runs on an "xlarge" GPU; 1 off ZeroGPU."""
+    if not on_zerogpu():
+        return 1.0
+    try:  # spaces imports spaces.zero.client on ZeroGPU
+        return float(_spaces.zero.client.get_duration_seconds(timedelta(seconds=1000), None)) / 1000
+    except Exception:  # noqa: BLE001 - an unreadable configuration: ZeroGPU's base rate
+        return 1.0

@@ -15,7 +15,15 @@ wrappers.py, client.py, torch/patching.py, gradio.py) and spaces/config.py:
 - a task still running past its declared duration is killed ("GPU task aborted"): it never runs another line, so
   its `finally` blocks do not run either (the thread is parked for good);
 - in the main process torch.cuda.is_available() says True and the device is "NVIDIA H200 MIG 3g.71gb", though CUDA
-  works only inside a call (here: never; inside a call torch says what this machine has).
+  works only inside a call (here: never; inside a call torch says what this machine has);
+- the hardware's duration factor (zero/configs.json, `duration_factor`: 1.5 on the RTX PRO 6000 Blackwell) multiplies
+  a declared duration before it is checked against the quota and the longest call allowed (`max_duration_s`: more
+  is "ZeroGPU illegal duration") and charged (zero/client.py, get_duration_seconds);
+- `fail_next(...)`: the next calls end another way ZeroGPU's can: one of its refusals (a gr.Error with its title),
+  a RuntimeError spaces.zero.client raises in this process ("Unexpected end of stream", "Connection closed by
+  visitor while queueing", "ZeroGPU API /schedule error: ..."), or "crash": the worker dies after yielding
+  `crash_after` values (a CUDA error, a killed process), which arrives as gr.Error("RuntimeError",
+  title="ZeroGPU worker error").
 """
 
 from __future__ import annotations
@@ -62,6 +70,11 @@ def make(quota_s: float = 120.0) -> types.ModuleType:
     module.calls = []  # (function name, declared seconds, seconds it ran, visitor) of every call that ran
     module.refused = []  # (function name, declared seconds, visitor, message) of every call refused
     module.busy = False  # no GPU free: every call is refused
+    module.duration_factor = 1.0  # zero/configs.json's for the hardware
+    module.max_duration_s = None  # the longest (factored) duration a call may declare; None: no bound
+    module.failures = []  # how the next calls end: a gr.Error or RuntimeError raised when scheduled, or "crash"
+    module.crash_after = 0  # values a crashing worker yields before it dies
+    module.dead = []  # the generators of crashed workers, never to run again
     module.in_call = threading.local()  # set in a task's thread: there torch says what this machine has
 
     def visitor() -> str:
@@ -73,9 +86,23 @@ def make(quota_s: float = 120.0) -> types.ModuleType:
     def new_day() -> None:
         module.used.clear()
 
+    def get_duration_seconds(duration: timedelta | None, gpu_size=None) -> float:
+        return (duration.seconds if duration is not None else DEFAULT_DURATION) * module.duration_factor
+
+    def fail_next(*ways) -> None:
+        module.failures.extend(ways)
+
     def schedule(name: str, declared: timedelta | None) -> str:
         who = visitor()
-        seconds = declared.seconds if declared is not None else DEFAULT_DURATION  # client.get_duration_seconds
+        seconds = get_duration_seconds(declared)
+        if module.failures and module.failures[0] != "crash":
+            failure = module.failures.pop(0)
+            module.refused.append((name, seconds, who, str(failure)))
+            raise failure
+        if module.max_duration_s is not None and round(seconds) > module.max_duration_s:
+            module.refused.append((name, seconds, who, "illegal duration"))
+            raise error("ZeroGPU illegal duration",
+                        f"The requested GPU duration ({round(seconds)}s) is larger than the maximum allowed")
         if module.busy:
             module.refused.append((name, seconds, who, "busy"))
             raise error("ZeroGPU client error", "No GPU was available")
@@ -89,7 +116,7 @@ def make(quota_s: float = 120.0) -> types.ModuleType:
 
     def charge(name: str, seconds: float, began: float, who: str) -> float:
         ran = time.monotonic() - began
-        module.used[who] = module.used.get(who, 0.0) + ran
+        module.used[who] = module.used.get(who, 0.0) + ran * module.duration_factor
         module.calls.append((name, seconds, ran, who))
         return ran
 
@@ -106,17 +133,20 @@ def make(quota_s: float = 120.0) -> types.ModuleType:
         """A call let in (the visitor, its declared seconds, its arguments as the worker receives them), or refused."""
         declared = duration_of(duration, args, kwargs)
         who = schedule(task.__name__, declared)
-        return who, declared.seconds if declared is not None else DEFAULT_DURATION, crossing((args, kwargs))
+        crash = bool(module.failures) and module.failures[0] == "crash" and bool(module.failures.pop(0))
+        return who, declared.seconds if declared is not None else DEFAULT_DURATION, crossing((args, kwargs)), crash
 
     def regular(task, duration):
         @functools.wraps(task)
         def gradio_handler(*args, **kwargs):
-            who, seconds, sent = admitted(task, duration, args, kwargs)
+            who, seconds, sent, crash = admitted(task, duration, args, kwargs)
             out: queue.Queue = queue.Queue()
 
             def worker():
                 module.in_call.active = True
                 try:
+                    if crash:
+                        raise RuntimeError("CUDA error: an illegal memory access was encountered")
                     out.put(("ok", crossing(task(*sent[0], **sent[1]))))
                 except Exception as exc:  # noqa: BLE001 - the worker reports everything
                     out.put(("error", exception_result(exc)))
@@ -137,16 +167,21 @@ def make(quota_s: float = 120.0) -> types.ModuleType:
     def generator(task, duration):
         @functools.wraps(task)
         def gradio_handler(*args, **kwargs):
-            who, seconds, sent = admitted(task, duration, args, kwargs)
+            who, seconds, sent, crash = admitted(task, duration, args, kwargs)
             out: queue.Queue = queue.Queue()
             stop, killed = threading.Event(), threading.Event()
 
             def worker():
                 module.in_call.active = True
                 gen = task(*sent[0], **sent[1])
+                yielded = 0
                 while True:
                     try:
+                        if crash and yielded >= module.crash_after:  # the process dies: its generator never closes
+                            module.dead.append(gen)  # (nor is it collected: its `finally` never runs)
+                            raise RuntimeError("CUDA error: an illegal memory access was encountered")
                         value = next(gen)
+                        yielded += 1
                     except StopIteration:
                         break
                     except Exception as exc:  # noqa: BLE001
@@ -199,6 +234,8 @@ def make(quota_s: float = 120.0) -> types.ModuleType:
 
     module.GPU = GPU
     module.new_day = new_day
+    module.fail_next = fail_next
+    module.zero = types.SimpleNamespace(client=types.SimpleNamespace(get_duration_seconds=get_duration_seconds))
     return module
 
 

@@ -282,7 +282,7 @@ def test_a_translation_row_is_looked_up_again_by_name_for_its_visitor(tmp_path):
                         rows_of=lambda *args: pytest.fail("a model was loaded"))
 
 
-def test_10_the_upload_bound_counts_an_hour_per_address_and_in_all():
+def test_the_upload_bound_counts_an_hour_per_address_and_in_all():
     from playground.ui.sessions import UploadBounds
 
     bounds = UploadBounds(None, per_address=10 * MB, total=25 * MB, window_s=3600)  # the app comes later
@@ -295,16 +295,55 @@ def test_10_the_upload_bound_counts_an_hour_per_address_and_in_all():
         bounds.admit("e", 11 * MB, now=3700)
 
 
-def test_6_the_client_address_is_the_proxys_word_only_behind_a_proxy(monkeypatch):
+def test_uploads_without_a_session_are_bounded_per_address_whatever_the_client_writes(monkeypatch):
+    import asyncio
+
+    from playground.ui.sessions import UploadBounds
+
+    monkeypatch.setenv("SPACE_ID", "someone/playground")
+    monkeypatch.delenv("PLAYGROUND_PROXY_HOPS", raising=False)
+    passed = []
+
+    async def app(scope, receive, send):
+        passed.append(scope["path"])
+
+    bounds = UploadBounds(app, per_address=10 * MB, total=100 * MB)
+
+    def upload(forwarded_for: str) -> int:
+        sent = []
+
+        async def send(message):
+            sent.append(message)
+
+        scope = {"type": "http", "method": "POST", "path": "/gradio_api/upload", "client": ("10.16.3.80", 4000),
+                 "headers": [(b"x-forwarded-for", forwarded_for.encode()), (b"content-length", str(4 * MB).encode())]}
+        asyncio.run(bounds(scope, None, send))
+        return sent[0]["status"] if sent else 200
+
+    # one client, a new made-up address in front of the one the proxy appends each time: one network's 10 MB
+    statuses = [upload(f"198.18.0.{i}, 203.0.113.5") for i in range(5)]
+    assert statuses == [200, 200, 429, 429, 429] and len(passed) == 2
+    assert upload("198.51.100.9") == 200  # somebody else
+
+
+def test_the_client_address_is_the_proxys_word_only_behind_a_proxy(monkeypatch):
     from playground.serving.visitors import client_address
 
     monkeypatch.delenv("SPACE_ID", raising=False)
     monkeypatch.delenv("PLAYGROUND_TRUST_FORWARDED", raising=False)
+    monkeypatch.delenv("PLAYGROUND_PROXY_HOPS", raising=False)
     assert client_address("1.2.3.4", "10.0.0.9") == "10.0.0.9"  # self-hosted: a header anybody can send
     monkeypatch.setenv("SPACE_ID", "someone/playground")
-    assert client_address("1.2.3.4, 10.1.1.1", "10.0.0.9") == "1.2.3.4"
-    monkeypatch.setenv("PLAYGROUND_PROXY_HOPS", "1")  # a proxy that appends: the address it saw is the last
+    assert client_address("1.2.3.4", "10.0.0.9") == "1.2.3.4"  # a proxy that sets the header
+    # a client writes its own header: a proxy that appends puts what it saw on the right, whatever came before
     assert client_address("6.6.6.6, 1.2.3.4", "10.0.0.9") == "1.2.3.4"
+    assert client_address("1.2.3.4, 6.6.6.6", "10.0.0.9") == "6.6.6.6"
+    assert client_address("6.6.6.6, 1.2.3.4, 10.16.3.80, 172.17.0.2", "10.0.0.9") == "1.2.3.4"  # internal hops
+    assert client_address("nonsense, 2001:db8::7", "10.0.0.9") == "2001:db8::/64"  # one IPv6 customer's network
+    assert client_address("2001:db8::8", "10.0.0.9") == "2001:db8::/64"
+    assert client_address("6.6.6.6, 10.1.1.1", "10.0.0.9") == "6.6.6.6"  # the platform's own, skipped
+    monkeypatch.setenv("PLAYGROUND_PROXY_HOPS", "2")  # an operator who knows two proxies append
+    assert client_address("6.6.6.6, 1.2.3.4, 5.5.5.5", "10.0.0.9") == "1.2.3.4"
     assert client_address(None, "10.0.0.9") == "10.0.0.9"
 
 
@@ -326,7 +365,7 @@ def call_queued(url: str, api_name: str, data: list, session_hash: str, address:
     raise AssertionError("no answer")
 
 
-def test_6_visitors_are_issued_by_the_server_and_bounded_per_address(tmp_path):
+def test_visitors_are_issued_by_the_server_and_bounded_per_address(tmp_path):
     from playground.serving.visitors import address_key, verify_token
 
     upload = export_zip(tiny_package(tmp_path / "mine"), tmp_path)
@@ -344,8 +383,9 @@ def test_6_visitors_are_issued_by_the_server_and_bounded_per_address(tmp_path):
         assert verify_token(again, secret) not in (None, verify_token(issued, secret))
         assert call_queued(url, "welcome", [None, issued], "s3", "203.0.113.5")[0] == issued  # the same visitor
 
-        # the attacker: many sessions (each a visitor) from one address; the address's bound holds
-        attacker = [visitor(url, "203.0.113.5") for _ in range(5)]
+        # the attacker: many sessions (each a visitor) from one address, each writing an X-Forwarded-For
+        # of its own, to which the Space's proxy appends the address it saw: the address's bound holds
+        attacker = [visitor(url, f"198.18.0.{i}, 203.0.113.5") for i in range(5)]
         results = [refusal_of(out) if out[0].startswith("⚠️") else out[0]
                    for out in (a.predict(handle_file(str(upload)), api_name="/import_model") for a in attacker)]
         assert [r.startswith("✅ Imported") for r in results] == [True] * 3 + [False] * 2, results

@@ -12,12 +12,12 @@ from helpers import DEMO, REPO, client_of, edit_json, launched, peak_rss, refusa
 
 from playground.errors import PackageError, PlaygroundError
 from playground.packages.format import CARD, TRAINING
-from playground.packages.store import delete_package, load_package, package_info, save_package
+from playground.packages.store import load_package, package_info, remove_package, save_package
 from playground.packages.zips import import_zip
 from playground.serving.library import Library
 
 
-def test_2_a_mistyped_training_record_is_refused_at_import_and_shown_broken_on_disk(package, tmp_path):
+def test_a_mistyped_training_record_is_refused_at_import_and_shown_broken_on_disk(package, tmp_path):
     from playground.ui.app import build_app
     from playground.ui.tabs.models import models_frame
 
@@ -37,7 +37,7 @@ def test_2_a_mistyped_training_record_is_refused_at_import_and_shown_broken_on_d
     build_app(models).close()
 
 
-def test_3_a_card_bomb_is_refused_and_no_reader_reads_past_its_limit(package, tmp_path, monkeypatch):
+def test_a_card_bomb_is_refused_and_no_reader_reads_past_its_limit(package, tmp_path, monkeypatch):
     from playground.ui import caches
     from playground.ui.tabs.models import card
 
@@ -64,14 +64,14 @@ def test_3_a_card_bomb_is_refused_and_no_reader_reads_past_its_limit(package, tm
     # the UI's JSON cache: a deleted package's training record does not stay in memory
     caches.package_info(models / "tiny")
     assert (str(models / "tiny"), "summary") in caches.INFO.items
-    delete_package(models, "tiny")
+    remove_package(models / "tiny")
     demo = load_package(DEMO)
     save_package(models / "other", demo.model, demo.tokenizer)
     caches.package_info(models / "other")
     assert (str(models / "tiny"), "summary") not in caches.INFO.items
 
 
-def test_4_session_data_is_capped_and_released_when_the_tab_closes(tmp_path, monkeypatch):
+def test_session_data_is_capped_and_released_when_the_tab_closes(tmp_path, monkeypatch):
     import httpx
     from gradio_client import handle_file
 
@@ -99,7 +99,7 @@ def test_4_session_data_is_capped_and_released_when_the_tab_closes(tmp_path, mon
         assert not any(getattr(v, "data", None) is not None for v in stored.values())
 
 
-def test_7_a_huge_decoding_seed_is_refused_with_a_message(package):
+def test_a_huge_decoding_seed_is_refused_with_a_message(package):
     from playground.ui.tabs.translate import decode_options, run_translation
 
     opts = decode_options("sample", 1.0, 0, 1.0, 2**70, 5, 1.0, 1, 20)
@@ -107,7 +107,7 @@ def test_7_a_huge_decoding_seed_is_refused_with_a_message(package):
         run_translation(str(package), ["a b"], opts)
 
 
-def test_7_an_unexpected_error_reaches_the_page_without_its_details():
+def test_an_unexpected_error_reaches_the_page_without_its_details():
     from playground.ui.handlers import friendly
 
     @friendly

@@ -12,18 +12,19 @@ from playground import limits
 from playground.core.attention_maps import attention_cells, attention_maps
 from playground.errors import PlaygroundError
 from playground.packages.store import load_package
+from playground.runtime.request_bounds import attention_cell_limit
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def test_row1_attention_of_a_64_head_4096_position_package_is_cut_before_it_is_computed(tmp_path, tokenizer):
+def test_attention_of_a_64_head_4096_position_package_is_cut_before_it_is_computed(tmp_path, tokenizer):
     package = load_package(make_package(tmp_path / "wide", tokenizer, **WIDE))
     ids = package.tokenizer.encode_src("the cat sees the dog " * 1000)[:4094]
     assert len(ids) == 4094
     # the request: 64 x 18 x 4,094^2 weights (77 GB of floats); now cut to the longest prefix that fits
     assert attention_cells(package.model.cfg, 4095, 4095) > 10**10
     start = time.perf_counter()
-    maps = attention_maps(package.model, package.tokenizer, ids + [3], [2] + ids)
+    maps = attention_maps(package.model, package.tokenizer, ids + [3], [2] + ids, limits.max_attention_cells())
     cells = sum(maps[kind].size for kind in ("encoder", "decoder", "cross"))
     assert cells <= limits.max_attention_cells() and maps["cut"] == (4095, 4095)
     assert maps["cross"].shape[:2] == (6, 64) and len(maps["src_tokens"]) == maps["encoder"].shape[-1] >= 4
@@ -37,10 +38,10 @@ def test_row1_attention_of_a_64_head_4096_position_package_is_cut_before_it_is_c
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PLAYGROUND_MAX_ATTENTION_CELLS", "1000")
         with pytest.raises(PlaygroundError, match="fewer than 4 tokens"):
-            attention_maps(package.model, package.tokenizer, ids[:50], ids[:50])
+            attention_cell_limit(package.model.cfg)
 
 
-def test_row1_the_all_heads_grid_refuses_more_maps_than_it_can_draw():
+def test_the_all_heads_grid_refuses_more_maps_than_it_can_draw():
     import numpy as np
 
     from playground.ui.tabs.attention import MAX_GRID_MAPS, VIEWS, render
@@ -52,7 +53,7 @@ def test_row1_the_all_heads_grid_refuses_more_maps_than_it_can_draw():
     assert "pick one head" in figure.layout.annotations[0].text
 
 
-def test_row3_a_request_past_its_characters_is_refused_and_long_lines_are_cut_and_said():
+def test_a_request_past_its_characters_is_refused_and_long_lines_are_cut_and_said():
     from playground.ui.handlers import request_lines
 
     with pytest.raises(PlaygroundError, match=r"has 100,000,019 characters; one request may send at most 50,000"):
@@ -62,7 +63,7 @@ def test_row3_a_request_past_its_characters_is_refused_and_long_lines_are_cut_an
     assert request_lines("a\nb", "text") == (["a", "b"], "")
 
 
-def test_row3_next_token_candidates_are_bounded():
+def test_next_token_candidates_are_bounded():
     from playground.ui.tabs.translate import check_candidates
 
     with pytest.raises(PlaygroundError, match="from 1 to 20"):

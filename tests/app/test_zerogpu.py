@@ -280,3 +280,94 @@ def test_the_real_spaces_package_off_a_space_is_inert(tmp_path, monkeypatch, one
     assert real.GPU(duration=5)(task) is task and zerogpu.gpu(task, duration=5) is task
     assert isinstance(make_trainer(config(max_steps=5), DATA, tmp_path / "one"), Trainer)
     assert "ZeroGPU" not in device_line()
+
+
+def gpu_run(tmp_path, name: str, resume_from=None, chunk_s: float = 20.0, **changes):
+    from playground.ui.zerogpu import gpu
+
+    return ChunkedRun(config(**changes), DATA, tmp_path / name, resume_from, chunk_s=chunk_s,
+                      run_chunk=gpu(train_chunk, duration=chunk_duration))
+
+
+ENDINGS = {  # every way spaces 0.51.3's GPU call can end without GPU time (zero/client.py, zero/wrappers.py)
+    "quota": spaces_standin.error("ZeroGPU quota exceeded", "You have exceeded your free ZeroGPU quota (60s requested "
+                                  "vs. 12s left). Try again in 23:54:10. "),
+    "runs limit": spaces_standin.error("ZeroGPU quota exceeded", "You have exceeded your ZeroGPU runs limit. "),
+    "pending credits": spaces_standin.error("ZeroGPU pending credits exceeded", "You have too many ZeroGPU credits "
+                                            "allocated to running tasks."),
+    "queue timeout": spaces_standin.error("ZeroGPU queue timeout", "No GPU was available after 60s"),
+    "no gpu": spaces_standin.error("ZeroGPU client error", "No GPU was available"),
+    "aborted": spaces_standin.error("ZeroGPU worker error", "GPU task aborted"),
+    "end of stream": RuntimeError("Unexpected end of stream"),
+    "queue disconnect": RuntimeError("Error while re-trying after queue disconnect"),
+    "visitor left": RuntimeError("Connection closed by visitor while queueing"),
+    "left on success": RuntimeError("Connection closed by visitor on queue success"),
+    "schedule error": RuntimeError("ZeroGPU API /schedule error: 500 (Internal Server Error)"),
+    "crash": "crash",
+}
+
+
+def test_every_way_a_gpu_call_ends_pauses_the_run_with_its_last_package(tmp_path, one_thread, monkeypatch):
+    from playground.training.events import Interrupted
+
+    spaces = spaces_standin.install(monkeypatch, quota_s=10_000)
+    spaces.crash_after = 5  # a crash part-way through a call: some steps shown, none saved
+    first = list(gpu_run(tmp_path, "run", max_steps=40).run())
+    assert isinstance(first[-1], Done)
+    kept = load_package(tmp_path / "run").training["steps"]
+    for way, ending in ENDINGS.items():
+        spaces.fail_next(ending)
+        events = list(gpu_run(tmp_path, "run", resume_from=tmp_path / "run", max_steps=400).run())
+        assert isinstance(events[-1], Interrupted), (way, events[-1])
+        said = "ZeroGPU worker error: RuntimeError" if ending == "crash" else \
+            getattr(ending, "message", str(ending)).strip()
+        assert events[-1].step == kept and said in events[-1].message, (way, events[-1])
+        assert load_package(tmp_path / "run").training["steps"] == kept, way  # the package as it was
+    assert not spaces.failures and len(spaces.dead) == 1
+
+
+def test_an_illegal_duration_is_asked_again_shorter(tmp_path, one_thread, monkeypatch):
+    monkeypatch.setattr(ChunkedRun, "admitted_s", float("inf"))
+    spaces = spaces_standin.install(monkeypatch, quota_s=10_000)
+    spaces.duration_factor, spaces.max_duration_s = 1.5, 45  # the newest hardware: 40 s declared is 60 s charged
+    events = list(gpu_run(tmp_path, "short", chunk_s=40, max_steps=30).run())
+    assert isinstance(events[-1], Done), events[-1]
+    assert [r[1] for r in spaces.refused] == [60] and [c[1] for c in spaces.calls] == [20]  # 40 s refused, 20 s ran
+    assert gpu_run(tmp_path, "next", chunk_s=40).chunk_s == 20  # Continue asks what was admitted, not 40 s again
+    spaces.max_duration_s = 10  # not even the shortest call: paused, never failed
+    monkeypatch.setattr(ChunkedRun, "admitted_s", float("inf"))
+    events = list(gpu_run(tmp_path, "never", chunk_s=40, max_steps=30).run())
+    assert events[-1].__class__.__name__ == "Interrupted" and "illegal duration" in events[-1].message
+
+
+def test_the_hardware_duration_factor_is_counted_and_said_before_a_run(tmp_path, monkeypatch):
+    from playground.serving.zerogpu import gpu_time_note
+    from playground.ui.tabs.train_run import make_trainer
+    from playground.ui.zerogpu import duration_factor
+
+    monkeypatch.setattr(ChunkedRun, "admitted_s", float("inf"))
+    monkeypatch.delenv("PLAYGROUND_GPU_CHUNK_S", raising=False)
+    spaces = spaces_standin.install(monkeypatch)
+    assert duration_factor() == 1 and make_trainer(config(), DATA, tmp_path / "a").chunk_s == 60
+    spaces.duration_factor = 1.5
+    assert duration_factor() == 1.5
+    assert make_trainer(config(), DATA, tmp_path / "b").chunk_s == 40  # declared 40 s: charged 60 s
+    note = gpu_time_note(60, 1.5, 10)
+    assert "at most 60 s of your daily GPU time" in note and "1.5×" in note and "about 15 minutes of GPU time" in note
+    spaces_standin.install(monkeypatch, zero_gpu=False)
+    assert duration_factor() == 1 and gpu_time_note(None, 1, 10) == ""
+
+
+def test_a_worker_that_crashes_pauses_the_train_tabs_run(tmp_path, monkeypatch, one_thread):
+    monkeypatch.setattr(ChunkedRun, "admitted_s", float("inf"))
+    spaces = spaces_standin.install(monkeypatch, quota_s=10_000)
+    monkeypatch.setenv("PLAYGROUND_GPU_CHUNK_S", "4")
+    spaces.crash_after = 20
+    spaces.fail_next("crash")  # the first call's worker dies part-way
+    demo, client = start_app(tmp_path)
+    try:
+        status = train_job(client(), "crashed", max_steps=3000).result()[0]
+    finally:
+        demo.close()
+    assert status.startswith("⏸ **Paused**: ZeroGPU gave no GPU time"), status
+    assert "ZeroGPU worker error: RuntimeError" in status and "Nothing of this run was saved yet" in status, status

@@ -133,11 +133,32 @@ def test_ctranslate2_export_translates_like_the_playground(name, packages, tmp_p
         theirs = [""] * len(SENTENCES)
         for limit, idx in by_source_length(package, SENTENCES):
             texts = translate_with_ctranslate2(translator, exported, [SENTENCES[i] for i in idx],
-                                               package.model.cfg.max_len, max_len=limit)
+                                               package.model.cfg.max_len, max_output_tokens=limit)
             for i, text in zip(idx, texts):
                 theirs[i] = text
         assert agreement(expected, theirs) >= needed, \
             (quantization, [(a, b) for a, b in zip(expected, theirs) if a != b])
+
+
+def test_a_model_that_ends_at_once_translates_to_nothing_in_ctranslate2_too(tokenizers, tmp_path):
+    """<eos> as the first token: ours outputs nothing, and so must the export (CTranslate2 forces one token unless
+    told min_decoding_length=0)."""
+    torch.manual_seed(0)
+    tokenizer = tokenizers[True]
+    cfg = TransformerConfig(src_vocab_size=tokenizer.src_vocab_size, tgt_vocab_size=tokenizer.tgt_vocab_size,
+                            d_model=16, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=32, max_len=48,
+                            norm_placement="pre")
+    model = Transformer(cfg).eval()
+    with torch.no_grad():  # the final norm outputs its bias, whatever the input: <eos>'s logit is the largest
+        model.decoder_norm.weight.zero_()
+        model.decoder_norm.bias.copy_(torch.linspace(-1, 1, cfg.d_model))
+        model.output.weight[cfg.eos_id] = 10 * model.decoder_norm.bias
+    folder = save_package(tmp_path / "ends", model, tokenizer, src_lang="en", tgt_lang="de")
+    assert ours(load_package(folder), "greedy") == [""] * len(SENTENCES)
+    out = export_package(str(folder), "ctranslate2", str(tmp_path / "ct2"))
+    translator = ctranslate2.Translator(str(out), device="cpu", intra_threads=1)
+    texts = translate_with_ctranslate2(translator, PairTokenizer.load(out), SENTENCES, cfg.max_len)
+    assert texts == [""] * len(SENTENCES)
 
 
 def test_the_permutation_turns_our_sinusoid_into_marians():

@@ -11,7 +11,7 @@ import time
 from helpers import ALICE, BOB, REPO, shared_library
 
 from playground.packages.names import reserve_name
-from playground.packages.store import delete_package, load_package, package_info, save_package
+from playground.packages.store import load_package, package_info, remove_package, save_package
 from playground.packages.sweep import sweep_leftovers
 
 
@@ -36,7 +36,7 @@ def test_a_package_another_process_wrote_stays_its_owners_while_the_mount_shows_
     assert library.owners.read()["run"]["owner"] == ALICE.key and "run" not in library.pending
 
 
-def test_5_reservations_live_in_the_process_and_a_fork_can_take_its_own(tmp_path):
+def test_reservations_live_in_the_process_and_a_fork_can_take_its_own(tmp_path):
     """Nothing on disk (a bucket mount has no exclusive mkdir); a child forked while a thread of the parent held the
     reservations' lock (ZeroGPU forks its worker from the server) gets a lock of its own instead of a deadlock."""
     import threading
@@ -67,7 +67,7 @@ def dead_pid() -> int:
     return int(done.stdout)
 
 
-def test_6_the_sweep_removes_what_no_live_operation_owns(package, tmp_path):
+def test_the_sweep_removes_what_no_live_operation_owns(package, tmp_path):
     models, tmp = tmp_path / "models", tmp_path / "tmp"
     tmp.mkdir()
     tiny = load_package(package)
@@ -87,5 +87,5 @@ def test_6_the_sweep_removes_what_no_live_operation_owns(package, tmp_path):
         assert sorted(sweep_leftovers(models, tmp)) == sorted(leftovers)
     assert all(p.exists() for p in live) and not any(p.exists() for p in leftovers)
     assert package_info(kept)["snapshot_bytes"] == 5000  # counted toward the package's size (and quotas)
-    delete_package(models, "kept")
+    remove_package(kept)
     assert not (models / ".kept.snapshots").exists()

@@ -95,7 +95,7 @@ def server(tmp_path_factory):
 # Row 9: every event goes through the queue
 
 
-def test_9_a_direct_post_skips_no_queue(server):
+def test_a_direct_post_skips_no_queue(server):
     config = httpx.get(server.url + "config").json()
     private = next(d for d in config["dependencies"] if d.get("api_name") == "fit_columns")  # was unqueued
     public = next(d for d in config["dependencies"] if d.get("api_name") == "list_models")
@@ -113,7 +113,7 @@ def test_9_a_direct_post_skips_no_queue(server):
 # Row 10: uploads without a session are bounded per address
 
 
-def test_10_uploads_without_a_session_are_bounded_per_address(server, tmp_path):
+def test_uploads_without_a_session_are_bounded_per_address(server, tmp_path):
     blob = tmp_path / "blob.bin"
     blob.write_bytes(os.urandom(5 * MB - 4096))  # with the form around it, four fit in 20 MB
 
@@ -143,7 +143,7 @@ def test_10_uploads_without_a_session_are_bounded_per_address(server, tmp_path):
 # Row 5: API sessions expire; all sessions' data together is capped
 
 
-def test_5_api_sessions_expire_and_all_sessions_data_is_capped(server, tmp_path):
+def test_api_sessions_expire_and_all_sessions_data_is_capped(server, tmp_path):
     def corpus(lines: int) -> Path:
         path = tmp_path / f"corpus-{lines}.tsv"
         path.write_text("".join(f"sentence number {i} of the corpus\tSatz Nummer {i} des Korpus\n"
@@ -185,7 +185,7 @@ def test_5_api_sessions_expire_and_all_sessions_data_is_capped(server, tmp_path)
 # Row 4: the JSON cache is bounded in bytes, and keeps no training history
 
 
-def test_4_big_training_records_are_not_kept_in_memory(server, tmp_path):
+def test_big_training_records_are_not_kept_in_memory(server, tmp_path):
     package = tiny_package(tmp_path / "history", history=250_000)  # a 6 MB training.json, ~25 MB as objects
     upload = export_zip(package, tmp_path)
     people = [visitor(server.url, f"198.51.100.{100 + n}") for n in range(3)]

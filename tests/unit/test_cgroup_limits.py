@@ -45,7 +45,7 @@ def test_no_cgroup_files_means_no_limit(tmp_path):
     assert cpu_quota(tmp_path) is None and available_cpus(tmp_path) == HOST_CPUS
 
 
-def test_1_the_memory_limit_comes_from_the_cgroup_then_the_host(monkeypatch):
+def test_the_memory_limit_comes_from_the_cgroup_then_the_host(monkeypatch):
     files = {"/sys/fs/cgroup/memory.max": 6 * 1024**3, "/sys/fs/cgroup/memory.current": 1024**3}
     monkeypatch.setattr(limits, "_read_number", files.get)
     monkeypatch.setattr(limits, "_host_available", lambda: 20 * 1024**3)

@@ -234,11 +234,11 @@ def test_dropped_rows_are_counted_by_reason(tmp_path):
         "  Hello   world \tHallo Welt",  # kept, whitespace cleaned
         "Hello world\tHallo Welt",  # duplicate after cleaning
         "\tleer",  # empty side
-        "one two three four\tkurz",  # too long (max_len=3)
+        "one two three four\tkurz",  # too long (max_words=3)
         "only one column",  # malformed
         "Cafe\u0301\tCafé",  # kept, NFC-normalised
     ]
-    data = load_parallel(write(tmp_path, "d.tsv", "\n".join(rows)), max_len=3)
+    data = load_parallel(write(tmp_path, "d.tsv", "\n".join(rows)), max_words=3)
     assert data.pairs == [("Hello world", "Hallo Welt"), ("Café", "Café")]
     assert data.dropped == {"malformed": 1, "empty side": 1, "too long": 1, "duplicate": 1}
     assert data.dropped_lines == {"duplicate": [2], "empty side": [3], "too long": [4], "malformed": [5]}
@@ -254,13 +254,13 @@ def test_dedupe_can_be_switched_off(tmp_path):
 
 
 def test_character_guard_for_text_without_spaces(tmp_path):
-    data = load_parallel(write(tmp_path, "zh.tsv", "你好\thello\n" + "长" * 30 + "\tlong\n"), max_len=3)
+    data = load_parallel(write(tmp_path, "zh.tsv", "你好\thello\n" + "长" * 30 + "\tlong\n"), max_words=3)
     assert data.pairs == [("你好", "hello")] and data.dropped["too long"] == 1
 
 
 def test_no_pairs_left_summarises_why(tmp_path):
-    message = error_message(write(tmp_path, "d.tsv", "a b c\tx\nd e f\ty\n"), max_len=2)
-    assert "No usable sentence pairs" in message and "2 too long" in message and "max_len" in message
+    message = error_message(write(tmp_path, "d.tsv", "a b c\tx\nd e f\ty\n"), max_words=2)
+    assert "No usable sentence pairs" in message and "2 too long" in message and "at most 2 words" in message
 
 
 def test_summary_formats_large_numbers():
@@ -317,7 +317,7 @@ def test_pair_stats():
     assert pair_stats([]).as_dict()["src"]["tokens"] == 0
 
 
-def test_4_a_session_keeps_its_pairs_packed():
+def test_a_session_keeps_its_pairs_packed():
     from playground.data.packed import PackedPairs
     from playground.data.stats import pair_stats, split_pairs
 

@@ -22,7 +22,7 @@ def test_greedy_translations_are_independent_of_batching(model, tokenizer):
 
 def test_greedy_picks_the_argmax_of_full_recomputation(model, tokenizer):
     peaked(model)
-    t = translate(model, tokenizer, SENTENCES[:1], DecodeOptions("greedy", max_len=6))[0]
+    t = translate(model, tokenizer, SENTENCES[:1], DecodeOptions("greedy", max_output_tokens=6))[0]
     src = torch.tensor([t.source_ids])
     tgt = torch.tensor([[model.cfg.bos_id] + t.best.ids[:-1]])
     logp = model(src, tgt)[0].log_softmax(-1)
@@ -30,18 +30,22 @@ def test_greedy_picks_the_argmax_of_full_recomputation(model, tokenizer):
     torch.testing.assert_close(logp.max(-1).values, torch.tensor(t.best.token_logprobs), atol=1e-4, rtol=1e-4)
 
 
-def test_stops_at_eos_and_respects_max_len(model, tokenizer):
-    with torch.no_grad():  # make <eos> the best token everywhere
-        model.output.weight[model.cfg.eos_id] += 5 * model.output.weight.mean(0)
-    stopped = translate(model, tokenizer, SENTENCES, DecodeOptions("greedy", max_len=9))
-    for t in stopped:
-        assert len(t.best.ids) <= 9
-        assert model.cfg.eos_id not in t.best.ids[:-1]
+def test_greedy_stops_at_the_first_eos(model, tokenizer):
+    shift_eos(model, 100)  # <eos> the best token everywhere
+    stopped = translate(model, tokenizer, SENTENCES, DecodeOptions("greedy", max_output_tokens=9))
+    assert [t.best.ids for t in stopped] == [[model.cfg.eos_id]] * len(SENTENCES)
+
+
+def test_greedy_stops_at_the_max_output_length_without_an_eos(model, tokenizer):
+    shift_eos(model, -100)  # <eos> never wins
+    cut = translate(model, tokenizer, SENTENCES, DecodeOptions("greedy", max_output_tokens=9))
+    assert [len(t.best.ids) for t in cut] == [9] * len(SENTENCES)
+    assert all(model.cfg.eos_id not in t.best.ids for t in cut)
 
 
 def test_sampling_repeats_with_a_seed_and_differs_across_seeds(model, tokenizer):
     def opts(seed):
-        return DecodeOptions("sample", seed=seed, max_len=8, temperature=1.5)
+        return DecodeOptions("sample", seed=seed, max_output_tokens=8, temperature=1.5)
     a = [t.best.ids for t in translate(model, tokenizer, SENTENCES, opts(1))]
     b = [t.best.ids for t in translate(model, tokenizer, SENTENCES, opts(1))]
     c = [t.best.ids for t in translate(model, tokenizer, SENTENCES, opts(2))]
@@ -64,7 +68,8 @@ def test_filter_logits_keeps_top_k_and_nucleus():
 def test_sampled_tokens_stay_inside_top_k(model, tokenizer):
     src = torch.tensor([translate(model, tokenizer, SENTENCES[:1])[0].source_ids])
     for seed in range(5):
-        out = greedy_or_sample(model, src, DecodeOptions("sample", top_k=2, seed=seed, max_len=6)).hypotheses[0][0]
+        opts = DecodeOptions("sample", top_k=2, seed=seed, max_output_tokens=6)
+        out = greedy_or_sample(model, src, opts).hypotheses[0][0]
         tgt = torch.tensor([[model.cfg.bos_id] + out.ids[:-1]])
         top2 = model(src, tgt)[0].topk(2, dim=-1).indices
         assert all(tok in top2[t].tolist() for t, tok in enumerate(out.ids))
@@ -72,33 +77,35 @@ def test_sampled_tokens_stay_inside_top_k(model, tokenizer):
 
 def test_beam_of_one_equals_greedy(model, tokenizer):
     peaked(model)
-    greedy = translate(model, tokenizer, SENTENCES, DecodeOptions("greedy", max_len=12))
-    beam = translate(model, tokenizer, SENTENCES, DecodeOptions("beam", beam_size=1, max_len=12))
+    greedy = translate(model, tokenizer, SENTENCES, DecodeOptions("greedy", max_output_tokens=12))
+    beam = translate(model, tokenizer, SENTENCES, DecodeOptions("beam", beam_size=1, max_output_tokens=12))
     assert [t.best.ids for t in greedy] == [t.best.ids for t in beam]
 
 
 def test_beam_nbest_is_sorted_distinct_and_at_least_as_good_as_greedy(model, tokenizer):
     peaked(model)
-    opts = DecodeOptions("beam", beam_size=4, nbest=4, length_penalty=0.0, max_len=10)
-    greedy = translate(model, tokenizer, SENTENCES, DecodeOptions("greedy", max_len=10))
+    opts = DecodeOptions("beam", beam_size=4, nbest=4, length_penalty=0.0, max_output_tokens=10)
+    greedy = translate(model, tokenizer, SENTENCES, DecodeOptions("greedy", max_output_tokens=10))
     for g, t in zip(greedy, translate(model, tokenizer, SENTENCES, opts)):
         scores = [h.score for h in t.hypotheses]
         assert len(t.hypotheses) == 4 and scores == sorted(scores, reverse=True)
         assert len({tuple(h.ids) for h in t.hypotheses}) == 4
         for h in t.hypotheses:
             assert h.score == pytest.approx(sum(h.token_logprobs), abs=1e-4)
-        if g.best.ids[-1] == model.cfg.eos_id:  # a finished greedy output is one of the beam's candidates
-            assert t.best.score >= g.best.score - 1e-4
+        # greedy's output, finished or cut at the same length, is one of the beam's candidates: the beam's best
+        # (unnormalised, length_penalty 0) scores at least as well
+        assert t.best.score >= g.best.score - 1e-4
 
 
 def test_beam_scores_match_the_model(model, tokenizer):
     peaked(model)
-    t = translate(model, tokenizer, SENTENCES[:1], DecodeOptions("beam", beam_size=3, nbest=3, max_len=8))[0]
+    t = translate(model, tokenizer, SENTENCES[:1], DecodeOptions("beam", beam_size=3, nbest=3, max_output_tokens=8))[0]
     assert_scores_match_the_model(model, t)
 
 
 def test_attention_maps_on_request(model, tokenizer):
-    t = translate(model, tokenizer, SENTENCES[:1], DecodeOptions("greedy", max_len=5, return_attention=True))[0]
+    opts = DecodeOptions("greedy", max_output_tokens=5, return_attention=True)
+    t = translate(model, tokenizer, SENTENCES[:1], opts)[0]
     att = t.attention
     L, H = model.cfg.n_decoder_layers, model.cfg.n_heads
     assert att["cross"].shape == (L, H, len(t.best.ids) + 1, len(t.source_ids))
@@ -108,7 +115,7 @@ def test_attention_maps_on_request(model, tokenizer):
 
 def test_next_token_table_lists_the_chosen_token(model, tokenizer):
     peaked(model)
-    t = translate(model, tokenizer, SENTENCES[:1], DecodeOptions("greedy", max_len=5))[0]
+    t = translate(model, tokenizer, SENTENCES[:1], DecodeOptions("greedy", max_output_tokens=5))[0]
     rows = next_token_table(model, tokenizer, t.source_ids, t.best.ids, k=3)
     assert len(rows) == len(t.best.ids)
     for row in rows:
@@ -158,19 +165,26 @@ def test_n_best_lists_distinct_sentences_and_counts_identical_samples():
     from playground.packages.store import load_package
 
     demo = load_package(DEMO, "cpu")
+    # the demo's beam finishes "Heute schwimmt ein Student." as two token sequences, as reported
     beams = translate(demo.model, demo.tokenizer, ["Today a student swims."], DecodeOptions("beam", nbest=5))[0]
     texts = [h.text for h in beams.hypotheses]
-    assert texts.count("Heute schwimmt ein Student.") == 2  # two tokenizations of the same words, as reported
     distinct = distinct_hypotheses(beams.hypotheses)
+    assert len(distinct) < len(texts)  # some sentence came more than once
     assert [h.text for h, _ in distinct] == list(dict.fromkeys(texts))  # each sentence once, best first
-    best, count = distinct[0]
-    assert best.text == "Heute schwimmt ein Student." and count == 2
-    assert best.score == max(h.score for h in beams.hypotheses)
+    assert [count for _, count in distinct] == [texts.count(h.text) for h, _ in distinct]
+    assert distinct[0][0].score == max(h.score for h in beams.hypotheses)
     draws = [h for seed in range(6)
              for h in translate(demo.model, demo.tokenizer, ["She follows a child."],
                                 DecodeOptions("sample", seed=seed, temperature=0.3))[0].hypotheses]
     grouped = distinct_hypotheses(draws)
     assert sum(count for _, count in grouped) == 6 and len(grouped) < 6  # a confident model draws repeats
+
+
+def shift_eos(model, by: float) -> None:
+    """Add `by` to the model's <eos> logit at every position (a hook on its output layer)."""
+    shift = torch.zeros(model.cfg.tgt_vocab_size)
+    shift[model.cfg.eos_id] = by
+    model.output.register_forward_hook(lambda module, inputs, output: output + shift)
 
 
 def assert_scores_match_the_model(model, t) -> None:

@@ -7,7 +7,7 @@ import time
 
 from helpers import DATA, tiny_cfg
 
-from playground.runtime.foreground import QuickCalls, quick
+from playground.runtime.foreground import QuickCalls, quick, yield_to_quick_calls
 from playground.training import events
 from playground.training.trainer import Trainer
 
@@ -32,27 +32,33 @@ def test_waiting_ends_with_the_quick_call_or_after_the_longest_wait():
     caller.join()
 
 
-def test_no_step_starts_while_a_quick_call_runs(tmp_path, monkeypatch):
-    monkeypatch.setattr("playground.runtime.foreground.MAX_WAIT_S", 600.0)  # the cap is the test above's; here: no cap
-    trainer = Trainer(tiny_cfg(max_steps=100_000, eval_every=100_000), DATA, tmp_path / "run")
-    step_times: list[float] = []
+def test_the_trainer_calls_its_between_steps_hook_before_every_step(tmp_path):
+    seen: list[str] = []
+    trainer = Trainer(tiny_cfg(max_steps=5, eval_every=100), DATA, tmp_path / "run",
+                      between_steps=lambda device_type: seen.append(f"wait on {device_type}"))
+    for event in trainer.run():
+        if isinstance(event, events.Step):
+            seen.append("step")
+    assert seen == ["wait on cpu", "step"] * 5
 
-    def train():
-        for event in trainer.run():
-            if isinstance(event, events.Step):
-                step_times.append(time.perf_counter())
 
-    runner = threading.Thread(target=train)
-    runner.start()
-    while len(step_times) < 8:
-        time.sleep(0.01)
-    step = max(b - a for a, b in zip(step_times[-6:], step_times[-5:]))  # the slowest recent step (a busy machine)
-    began = time.perf_counter()
-    quick(time.sleep)(max(1.0, 4 * step))  # a translate as long as several steps
-    ended = time.perf_counter()
-    time.sleep(3 * step)
-    trainer.stop()
-    runner.join(60)
-    during = [t for t in step_times if began + 1.5 * step < t < ended]  # the step in flight at `began` may finish
-    assert not during, f"{len(during)} steps ran during the quick call ({step:.3f} s a step)"
-    assert any(t > ended for t in step_times)  # and the run went on after it
+def test_the_web_apps_hook_holds_a_cpu_step_until_the_quick_call_ends(monkeypatch):
+    monkeypatch.setattr("playground.runtime.foreground.MAX_WAIT_S", 600.0)  # no cap: only the call's end releases it
+    release, started = threading.Event(), threading.Event()
+
+    def translate():  # a quick call that lasts until the test lets it end
+        started.set()
+        release.wait(60)
+
+    caller = threading.Thread(target=quick(translate))
+    caller.start()
+    started.wait(60)
+    step = threading.Thread(target=yield_to_quick_calls, args=("cpu",))  # what the run calls before a step
+    step.start()
+    step.join(0.5)
+    assert step.is_alive()  # still waiting: the call runs
+    assert yield_to_quick_calls("cuda") == 0.0  # a GPU step does not compete for the cores: it goes on
+    release.set()
+    step.join(60)
+    caller.join(60)
+    assert not step.is_alive()  # the call ended, the step went on

@@ -79,7 +79,7 @@ def test_masks_need_data(model, tokenizer):
 
 def test_greedy_steps_follow_the_argmax(model, tokenizer):
     peaked(model)
-    opts = DecodeOptions("greedy", max_len=8, temperature=1.5, top_k=3, seed=2)
+    opts = DecodeOptions("greedy", max_output_tokens=8, temperature=1.5, top_k=3, seed=2)
     hypothesis, steps = inspection.sampling_steps(model, tokenizer, SENTENCE, opts, k=4)
     assert hypothesis.ids == translate(model, tokenizer, [SENTENCE], opts)[0].best.ids
     assert [s.step for s in steps] == list(range(1, len(hypothesis.ids) + 1))
@@ -94,7 +94,7 @@ def test_greedy_steps_follow_the_argmax(model, tokenizer):
 
 
 def test_sampled_steps_are_the_sampled_translation(model, tokenizer):
-    opts = DecodeOptions("sample", max_len=8, temperature=1.2, top_p=0.9, seed=5)
+    opts = DecodeOptions("sample", max_output_tokens=8, temperature=1.2, top_p=0.9, seed=5)
     hypothesis, steps = inspection.sampling_steps(model, tokenizer, SENTENCE, opts)
     assert hypothesis.ids == translate(model, tokenizer, [SENTENCE], opts)[0].best.ids  # same seed, same draws
     assert all(s.sampled == s.taken for s in steps)
@@ -103,7 +103,7 @@ def test_sampled_steps_are_the_sampled_translation(model, tokenizer):
 
 def test_beam_trace_leaves_the_search_unchanged(model, tokenizer):
     peaked(model)
-    opts = DecodeOptions("beam", beam_size=3, nbest=3, max_len=9)
+    opts = DecodeOptions("beam", beam_size=3, nbest=3, max_output_tokens=9)
     src = pad_batch(source_ids(tokenizer, [SENTENCE, "a dog runs"], model.cfg), pad_id=PAD_ID)
     trace: list[dict] = []
     traced, plain = beam_search(model, src, opts, trace), beam_search(model, src, opts)
@@ -113,7 +113,7 @@ def test_beam_trace_leaves_the_search_unchanged(model, tokenizer):
 
 def test_beam_steps_are_consistent_with_the_final_hypotheses(model, tokenizer):
     peaked(model)
-    opts = DecodeOptions("beam", beam_size=3, nbest=3, max_len=9, length_penalty=0.6)
+    opts = DecodeOptions("beam", beam_size=3, nbest=3, max_output_tokens=9, length_penalty=0.6)
     hypotheses, nodes = inspection.beam_steps(model, tokenizer, SENTENCE, opts)
     expected = translate(model, tokenizer, [SENTENCE], opts)[0].hypotheses
     assert [h.ids for h in hypotheses] == [h.ids for h in expected]
@@ -198,10 +198,11 @@ def test_every_view_has_a_figure(model, tokenizer):
     assert model_plots.padding_mask_figure(batch.padding_mask, batch.src_tokens).data[0].text is not None
     look_ahead = model_plots.attention_mask_figure(batch.look_ahead_mask, batch.tgt_tokens[0], batch.tgt_tokens[0])
     assert len(look_ahead.data) == 1
-    _, steps = inspection.sampling_steps(model, tokenizer, SENTENCE, DecodeOptions("greedy", max_len=5))
+    _, steps = inspection.sampling_steps(model, tokenizer, SENTENCE, DecodeOptions("greedy", max_output_tokens=5))
     fig = decoding_plots.sampling_steps_figure(steps)
     assert "✓" in fig.data[0].text[0][0] and "●" in str(fig.data[0].text)
-    _, nodes = inspection.beam_steps(model, tokenizer, SENTENCE, DecodeOptions("beam", beam_size=2, max_len=6))
+    opts = DecodeOptions("beam", beam_size=2, max_output_tokens=6)
+    _, nodes = inspection.beam_steps(model, tokenizer, SENTENCE, opts)
     assert {t.name for t in decoding_plots.beam_tree_figure(nodes).data} >= {"open beam", "best hypothesis"}
     random_batches, grouped = inspection.compare_batching(tokenizer, PAIRS, 256, 30)
     assert len(plots.batching_figure(random_batches, grouped, 256).data) == 5

@@ -105,6 +105,35 @@ def test_module_imports_only_from_its_layer_and_below(path: Path):
     assert not found, "\n".join(found)
 
 
+# core/ is the paper alone: besides itself it may import only the error family (not settings, not limits), so
+# decoding takes its bounds as arguments and the server's quotas live in the layers that own them
+CORE_MAY_IMPORT = ("playground.core", "playground.errors")
+
+
+def core_violations(source: str, importer: str) -> list[str]:
+    """What a core/ module imports of the project besides core/ and the error family."""
+    return [f"{importer}:{line} imports {module} (core/ imports only core/ and playground.errors)"
+            for line, module in imported_modules(source, importer)
+            if module.split(".")[0] == "playground"
+            and not any(module == allowed or module.startswith(allowed + ".") for allowed in CORE_MAY_IMPORT)]
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "core").rglob("*.py")), ids=lambda p: p.name)
+def test_core_imports_only_core_and_the_errors(path: Path):
+    found = core_violations(path.read_text(), module_name(path))
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize("source, allowed", [
+    ("from playground.limits import max_decode_tokens\n", False),
+    ("def f():\n    from playground.settings import MB\n", False),
+    ("from playground.errors import PackageError\n", True),
+    ("from playground.core.model import Transformer\n", True),
+])
+def test_the_core_check_refuses_the_base_layer_but_the_errors(source, allowed):
+    assert (core_violations(source, "playground.core.decode") == []) is allowed
+
+
 def test_every_subpackage_has_a_layer():
     for folder in sorted(p for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()):
         layer_of(module_name(folder / "__init__.py"))

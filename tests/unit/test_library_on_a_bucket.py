@@ -94,3 +94,30 @@ def test_only_fuse_and_nfs_mounts_lag(tmp_path):
     assert lagging_mount("/mnt/nfs share/models", mounts)
     assert not lagging_mount("/datasets", mounts) and not lagging_mount("/home/user/app/models", mounts)
     assert Library(tmp_path / "local", shared=True).visible_within_s == 0  # a local disk: let go at once
+
+
+def test_everything_written_to_the_models_folder_works_without_hard_links(bucket, tmp_path, tiny):
+    """The server's secret, an imported zip, a saved package, its replacement and the registry: no os.link (ENOTSUP
+    on the bucket), every rename a copy and a delete, and the secret read back the same after a restart."""
+    from playground.packages.zips import export_zip, import_zip
+    from playground.serving.visitors import issue_token, server_secret, verify_token
+
+    models = tmp_path / "models"
+    models.mkdir()
+    with pytest.raises(OSError):
+        os.link(__file__, tmp_path / "linked")  # the fixture has no hard links
+    secret = server_secret(models)
+    assert len(secret) >= 32 and server_secret(models) == secret  # made once, then read back
+    token = issue_token(secret)
+    assert verify_token(token, server_secret(models))  # a restart still knows the browser
+    assert not list(models.glob(".secret-*"))
+    (models / ".browser-secret").write_text("short")  # damaged: replaced by a rename that copies
+    assert server_secret(models) != secret and len(server_secret(models)) >= 32
+
+    library = shared_library(models)
+    saved = save_package(library.add("mine", ALICE, 10_000), *tiny)
+    save_package(saved, *tiny)  # swapped in again over itself
+    imported = import_zip(export_zip(saved, tmp_path), models, name=library.add("copy", ALICE, 10_000).name)
+    assert load_package(imported).model.cfg.d_model == 8 and load_package(saved).model.cfg.d_model == 8
+    assert {"mine", "copy"} <= set(library.names(ALICE))
+    assert sorted(p.name for p in models.iterdir() if p.name.startswith(".")) == [".browser-secret", REGISTRY]

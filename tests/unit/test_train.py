@@ -1,9 +1,7 @@
 from __future__ import annotations
 
 import math
-import os
 import pickle
-import sys
 
 import pytest
 import torch
@@ -15,10 +13,9 @@ from playground.data.batching import collate, encode_pairs, make_batches, token_
 from playground.errors import TrainingError
 from playground.packages.store import load_package
 from playground.runtime import memory
-from playground.runtime.memory import keep_allocator_compact
 from playground.training.config import TrainConfig
 from playground.training.events import Done, Error, Eval, Saved, Start, Step
-from playground.training.loss import label_smoothed_loss, smoothed_loss_sum
+from playground.training.loss import smoothed_loss_sum
 from playground.training.schedule import learning_rate
 from playground.training.step import Optimization
 from playground.training.trainer import Trainer
@@ -43,15 +40,15 @@ def test_other_schedules_at_known_steps():
     assert learning_rate(const, 1) == learning_rate(const, 10_000) == 1e-3
 
 
-def test_label_smoothed_loss_on_a_hand_computed_case():
+def test_the_label_smoothed_loss_on_a_hand_computed_case():
     logits = torch.log(torch.tensor([[[0.7, 0.1, 0.1, 0.1], [0.25, 0.25, 0.25, 0.25]]]))
     target = torch.tensor([[0, 2]])
     eps = 0.1
     # (1-eps) * -log p(target) + eps * mean over the 4 classes of -log p; the padded second position counts 0
     expected = (1 - eps) * -math.log(0.7) + eps * -(math.log(0.7) + 3 * math.log(0.1)) / 4
-    loss, n = label_smoothed_loss(logits, target, eps, pad_id=2)
-    assert n == 1 and loss.item() == pytest.approx(expected, rel=1e-5)
-    plain, _ = label_smoothed_loss(logits, torch.tensor([[0, 1]]), 0.0, pad_id=2)
+    loss = smoothed_loss_sum(logits, target, eps, pad_id=2)
+    assert loss.item() == pytest.approx(expected, rel=1e-5)
+    plain = smoothed_loss_sum(logits, torch.tensor([[0, 1]]), 0.0, pad_id=2)
     assert plain.item() == pytest.approx(-math.log(0.7) - math.log(0.25), rel=1e-5)
 
 
@@ -159,9 +156,9 @@ def test_bf16_loss_is_close_to_fp32(tmp_path):
     from playground.runtime.device import autocast
 
     with torch.no_grad():
-        fp32 = label_smoothed_loss(trainer.model(batch.src, batch.tgt_in), batch.tgt_out, 0.1, 0)[0]
+        fp32 = smoothed_loss_sum(trainer.model(batch.src, batch.tgt_in), batch.tgt_out, 0.1, 0)
         with autocast(trainer.device, "bf16"):
-            bf16 = label_smoothed_loss(trainer.model(batch.src, batch.tgt_in), batch.tgt_out, 0.1, 0)[0]
+            bf16 = smoothed_loss_sum(trainer.model(batch.src, batch.tgt_in), batch.tgt_out, 0.1, 0)
     assert bf16.item() == pytest.approx(fp32.item(), rel=2e-2)
 
 
@@ -211,10 +208,15 @@ def test_bpe_dropout_needs_bpe():
         tiny_cfg(tokenizer="word", bpe_dropout=0.1)
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator settings")
-def test_the_allocator_is_kept_compact_before_training(tmp_path):
+def test_the_trainer_makes_the_allocator_compact_before_it_builds_the_model(tmp_path, monkeypatch):
+    from playground.training import trainer as trainer_module
+
+    calls = []
+    compact, build = trainer_module.keep_allocator_compact, trainer_module.Transformer
+    monkeypatch.setattr(trainer_module, "keep_allocator_compact", lambda: calls.append("compact") or compact())
+    monkeypatch.setattr(trainer_module, "Transformer", lambda *args, **kwargs: calls.append("model") or build(*args,
+                                                                                                          **kwargs))
     Trainer(tiny_cfg(max_steps=1), DATA, tmp_path / "run")
-    assert keep_allocator_compact() is True  # glibc took the settings (cached: the Trainer's call made them)
-    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"]
+    assert calls == ["compact", "model"]
 
 

@@ -28,7 +28,7 @@ from playground.training.config import TrainConfig
 # 1. sizes are checked from the JSON and the header, against limits, before anything is allocated
 
 
-def test_1_a_huge_package_is_refused_from_its_header_without_building_it(package, tmp_path, monkeypatch):
+def test_a_huge_package_is_refused_from_its_header_without_building_it(package, tmp_path, monkeypatch):
     make_huge(package)
     before, start = peak_rss(), time.perf_counter()
     with pytest.raises(PackageError, match=r"940,\d{3},\d{3} parameters; this server allows at most 300,000,000"):
@@ -48,7 +48,7 @@ def test_1_a_huge_package_is_refused_from_its_header_without_building_it(package
         load_package(package)
 
 
-def test_1_positions_are_capped_and_their_table_counted(package, monkeypatch):
+def test_positions_are_capped_and_their_table_counted(package, monkeypatch):
     """max_len sizes the sinusoidal table, a buffer no parameter count sees: 1e6 positions would be 1.8 GB."""
     edit_json(package / CONFIG, lambda c: c["model"].update(max_len=1_000_000))
     before = peak_rss()
@@ -76,7 +76,7 @@ def test_1_positions_are_capped_and_their_table_counted(package, monkeypatch):
     (lambda c: c.update(tokenizer={"kind": "bpe", "joint": "yes"}), "tokenizer.joint: must be true or false"),
     (lambda c: c.update(versions=json.loads("[" * 50 + "]" * 50)), "nests deeper"),
 ])
-def test_2_config_fields_are_checked_by_name(package, change, message):
+def test_config_fields_are_checked_by_name(package, change, message):
     edit_json(package / CONFIG, change)
     with pytest.raises(PackageError, match=message):
         load_package(package)
@@ -94,7 +94,7 @@ def test_2_config_fields_are_checked_by_name(package, change, message):
 # 5. names are reserved atomically by whatever writes a package; the CLI never overwrites without being told
 
 
-def test_5_an_import_during_a_run_never_takes_the_runs_name(package, tmp_path):
+def test_an_import_during_a_run_never_takes_the_runs_name(package, tmp_path):
     models = tmp_path / "models"
     with reserve_name(models, "tiny") as run_folder:  # a training run called "tiny" has started, saved nothing yet
         imported = import_zip(zip_folder(package, tmp_path / "tiny.zip"), models)
@@ -108,7 +108,7 @@ def test_5_an_import_during_a_run_never_takes_the_runs_name(package, tmp_path):
     assert not any(p.name.startswith(".") for p in models.iterdir())  # the reservation went with the run
 
 
-def test_5_an_import_under_a_reserved_name_lands_there_or_nowhere(package, tmp_path):
+def test_an_import_under_a_reserved_name_lands_there_or_nowhere(package, tmp_path):
     """The web app reserves the name first (Library.add); the import must not slip to an unregistered tiny-2."""
     models, upload = tmp_path / "models", zip_folder(package, tmp_path / "tiny.zip")
     with reserve_name(models, "given", exact=True):  # another operation writes "given" right now
@@ -120,7 +120,7 @@ def test_5_an_import_under_a_reserved_name_lands_there_or_nowhere(package, tmp_p
     assert [p.name for p in list_packages(models)] == ["given"]
 
 
-def test_5_cli_train_refuses_an_existing_package_and_never_touches_a_shipped_one(package, tmp_path, monkeypatch,
+def test_cli_train_refuses_an_existing_package_and_never_touches_a_shipped_one(package, tmp_path, monkeypatch,
                                                                                capsys):
     args = ["train", "--data", "builtin:reverse", "--max-steps", "1"]
     before = (package / WEIGHTS).stat().st_mtime_ns
@@ -138,7 +138,7 @@ def test_5_cli_train_refuses_an_existing_package_and_never_touches_a_shipped_one
     assert not reserved(DEMO)
 
 
-def test_5_cli_train_refuses_to_average_into_an_existing_package(package, tmp_path, capsys):
+def test_cli_train_refuses_to_average_into_an_existing_package(package, tmp_path, capsys):
     """--average-last writes <out>-avg at the end: an existing one is refused up front, not replaced hours later."""
     avg = tmp_path / "run-avg"
     shutil.copytree(package, avg)
@@ -155,7 +155,7 @@ def test_5_cli_train_refuses_to_average_into_an_existing_package(package, tmp_pa
 # 6. leftovers that belong to no live operation are swept; snapshots count and go with their package
 
 
-def test_6_the_sweep_never_takes_a_package_named_like_snapshots(package, tmp_path):
+def test_the_sweep_never_takes_a_package_named_like_snapshots(package, tmp_path):
     """A visitor's own package "x-snapshots" (no package "x" beside it) is a package, not a run's leftovers."""
     models = tmp_path / "models"
     tiny = load_package(package)
@@ -179,7 +179,7 @@ def test_6_the_sweep_never_takes_a_package_named_like_snapshots(package, tmp_pat
     (lambda f: edit_json(f / TRAINING, lambda t: t.update(config={"d_model": "wide"})),
      "config.d_model: must be a whole number"),
 ])
-def test_7_info_checks_what_loading_checks_and_never_prints_a_traceback(package, spoil, message, capsys):
+def test_info_checks_what_loading_checks_and_never_prints_a_traceback(package, spoil, message, capsys):
     assert main(["info", "--model", str(package)]) == 0
     assert "tiny: en → de" in capsys.readouterr().out
     spoil(package)

@@ -12,12 +12,13 @@ import torch
 from helpers import DATA, NORMALIZER_BOMB, WIDE, edit_json, make_package, spoil_tokenizer, tiny_cfg, zip_folder
 
 from playground import limits
-from playground.core.decode import DecodeOptions, check_decode_work, fitting_batch, source_ids, translate
+from playground.core.decode import DecodeOptions, fitting_batch, source_ids, translate
 from playground.core.model import Transformer, TransformerConfig
 from playground.errors import DataError, PackageError, PlaygroundError
 from playground.packages.format import CONFIG, TRAINING
 from playground.packages.store import load_package
 from playground.packages.zips import import_zip
+from playground.runtime.request_bounds import check_decode_memory, check_decode_work, server_bounds
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -37,7 +38,7 @@ PADDING_BOMB = ("padding", {"strategy": {"Fixed": 1_000_000_000}, "direction": "
 
 
 @pytest.mark.parametrize("part, value", [NORMALIZER_BOMB, CATASTROPHIC_REGEX, PADDING_BOMB])
-def test_row2_a_tokenizer_pipeline_the_playground_does_not_write_is_refused(tmp_path, tokenizer, part, value):
+def test_a_tokenizer_pipeline_the_playground_does_not_write_is_refused(tmp_path, tokenizer, part, value):
     folder = spoil_tokenizer(make_package(tmp_path / "bomb", tokenizer, d_model=16, n_heads=2, d_ff=16,
                                           n_encoder_layers=1, n_decoder_layers=1), part, value)
     start = time.perf_counter()
@@ -46,12 +47,12 @@ def test_row2_a_tokenizer_pipeline_the_playground_does_not_write_is_refused(tmp_
     assert time.perf_counter() - start < 5 and not (tmp_path / "models" / "bomb").exists()
 
 
-def test_row2_sources_are_cut_by_characters_before_they_are_encoded(tokenizer, model, monkeypatch):
+def test_sources_are_cut_by_characters_before_they_are_encoded(tokenizer, model, monkeypatch):
     seen = []
     encode = type(tokenizer).encode_src_batch
     monkeypatch.setattr(type(tokenizer), "encode_src_batch", lambda self, texts: seen.extend(texts) or
                         encode(self, texts))
-    ids = source_ids(tokenizer, ["the cat " * 1_000_000], model.cfg)  # 8 MB
+    ids = source_ids(tokenizer, ["the cat " * 1_000_000], model.cfg, server_bounds())  # 8 MB
     assert len(seen[0]) == limits.max_line_chars() and len(ids[0]) == model.cfg.max_len - 2 + 1
 
 
@@ -63,24 +64,25 @@ def test_row2_sources_are_cut_by_characters_before_they_are_encoded(tokenizer, m
 # Row 7: decoding work from the request and the package's config together
 
 
-def test_row7_decoding_work_is_refused_before_it_starts(tmp_path, tokenizer):
+def test_decoding_work_is_refused_before_it_starts(tmp_path, tokenizer):
     cfg = TransformerConfig(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, **WIDE)
     ids = [[5] * 20 + [3]] * 200
     with pytest.raises(PlaygroundError, match=r"up to 819,000 tokens \(200 sentences of up to 4,095 output tokens\)"):
-        check_decode_work(cfg, ids, DecodeOptions("greedy", max_len=4095))
+        check_decode_work(cfg, ids, DecodeOptions("greedy", max_output_tokens=4095))
     with pytest.raises(PlaygroundError, match=r"x 16 beams"):
-        check_decode_work(cfg, ids[:10], DecodeOptions("beam", beam_size=16, max_len=4095))
+        check_decode_work(cfg, ids[:10], DecodeOptions("beam", beam_size=16, max_output_tokens=4095))
     check_decode_work(cfg, ids[:5], DecodeOptions("greedy"))  # 5 x (2 x 21 + 10): allowed
 
 
-def test_row7_batches_shrink_to_fit_the_decoder_memory_and_one_sentence_too_big_is_refused(tokenizer):
+def test_batches_shrink_to_fit_the_decoder_memory_and_one_sentence_too_big_is_refused(tokenizer):
     big = TransformerConfig(32000, 32000, d_model=512, n_heads=8, n_encoder_layers=6, n_decoder_layers=6,
                             d_ff=2048, max_len=4096)
     ids = [[5] * 100 + [3]] * 64
     # 64 sentences x 16 beams x 4,095 steps of a base model's caches would be ~1 TB; one batch now fits 256 MB
-    assert fitting_batch(big, ids, DecodeOptions("greedy")) < 64
+    assert fitting_batch(big, ids, DecodeOptions("greedy"), limits.max_decode_bytes()) < 64
+    assert fitting_batch(big, ids, DecodeOptions("greedy"), None) == 64
     with pytest.raises(PlaygroundError, match=r"needs [\d,]+ MB of decoder memory; this server allows 256 MB"):
-        fitting_batch(big, ids, DecodeOptions("beam", beam_size=16, max_len=4095))
+        check_decode_memory(big, ids, DecodeOptions("beam", beam_size=16, max_output_tokens=4095))
 
 
 def test_a_quick_call_past_its_time_is_stopped_between_decoding_steps(tokenizer):
@@ -90,7 +92,8 @@ def test_a_quick_call_past_its_time_is_stopped_between_decoding_steps(tokenizer)
     start = time.perf_counter()
     with pytest.raises(limits.TimeLimit, match=r"longer than the 0.3 s one request may run .* Lower it\."):
         with limits.time_limit(0.3, "Lower it."):
-            translate(model, tokenizer, ["the cat"] * 8, DecodeOptions("greedy", max_len=4000))
+            opts = DecodeOptions("greedy", max_output_tokens=4000)
+            translate(model, tokenizer, ["the cat"] * 8, opts, server_bounds())
     assert time.perf_counter() - start < 2
     limits.check_time()  # outside the call: no deadline left behind on this thread
 
@@ -99,7 +102,7 @@ def test_a_quick_call_past_its_time_is_stopped_between_decoding_steps(tokenizer)
 # Row 8: a run's time cap covers its setup and its validations
 
 
-def test_row8_the_time_cap_covers_tokenizer_training_and_cuts_validations(tmp_path, monkeypatch):
+def test_the_time_cap_covers_tokenizer_training_and_cuts_validations(tmp_path, monkeypatch):
     from playground.training import trainer as train_module
     from playground.training.inputs import TrainData
     from playground.training.trainer import Trainer

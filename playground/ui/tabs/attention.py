@@ -4,9 +4,7 @@ plus the cross-attention of a fixed validation pair at each validation of traini
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 from types import SimpleNamespace
 
 import gradio as gr
@@ -80,27 +78,28 @@ def compute_maps(folder: str, source: str, target_mode: str, target: str) -> dic
     cut to a line's characters (request_lines); the maps are bounded by attention_maps.fit_attention, which cuts the
     pair if needed ("cut": the token counts it had)."""
     from playground.core.attention_maps import attention_maps
-    from playground.core.decode import DecodeOptions, check_decode_work, cut_line, source_ids, translate
+    from playground.core.decode import DecodeOptions, source_ids, translate
     from playground.insight.inspection import check_source
+    from playground.runtime.request_bounds import attention_cell_limit, check_decode_work, server_bounds
 
     package = MODELS.get(folder)
     model, tokenizer = package.model, package.tokenizer
-    source = check_source(source)
-    src_ids = source_ids(tokenizer, [source], model.cfg)[0]
+    source, bounds = check_source(source), server_bounds()
+    src_ids = source_ids(tokenizer, [source], model.cfg, bounds)[0]
     if target_mode == TARGET_MODES[1]:
         target = (target or "").strip()
         if not target:
             raise PlaygroundError("Type the target sentence to teacher-force, or choose “the model's translation”.")
-        out_ids = tokenizer.encode_tgt(cut_line(target))
+        out_ids = tokenizer.encode_tgt(bounds.cut_line(target))
     else:
         opts = DecodeOptions("greedy")
         check_decode_work(model.cfg, [src_ids], opts)
-        hyp = translate(model, tokenizer, [source], opts)[0].best
+        hyp = translate(model, tokenizer, [source], opts, bounds)[0].best
         out_ids, target = list(hyp.ids), hyp.text
         if out_ids and out_ids[-1] == model.cfg.eos_id:
             out_ids = out_ids[:-1]
     tgt_in = [model.cfg.bos_id] + out_ids[: model.cfg.max_len - 1]
-    maps = attention_maps(model, tokenizer, src_ids, tgt_in)
+    maps = attention_maps(model, tokenizer, src_ids, tgt_in, attention_cell_limit(model.cfg))
     return {"maps": {k: np.asarray(maps[k]) for k in ("encoder", "decoder", "cross")},
             "src_tokens": list(maps["src_tokens"]), "tgt_tokens": list(maps["tgt_tokens"]),
             "model": package.name, "target": target, "cut": maps["cut"]}
@@ -193,8 +192,11 @@ def export_html(session: Session, kind: str = "cross", view: str = VIEWS[0], lay
                 offline: bool = False):
     """The current chart as an HTML file with zoom and hover: a few kB that load plotly.js from its CDN when
     opened, or (offline) self-contained with plotly.js inside (about 4.7 MB)."""
+    from playground.packages.sweep import export_dir
+
     fig = current_figure(session, kind, view, layer, head)
-    path = Path(tempfile.mkdtemp(prefix="attention-")) / f"attention-{kind}.html"
+    # one folder per session, emptied by its next export and swept with the other downloads' (packages.sweep)
+    path = export_dir("attention", str(id(session))) / f"attention-{kind}.html"
     fig.write_html(str(path), include_plotlyjs=True if offline else "cdn", full_html=True)
     return str(path)
 

@@ -59,10 +59,14 @@ def run_figures(runs, x_axis: str) -> list:
 def greedy_columns(folders: list[str], lines: list[str]) -> dict[str, list[str]]:
     """Each package's greedy translations of `lines`, by package name."""
     from playground import limits
-    from playground.core.decode import DecodeOptions, decode_tokens, source_ids, translate
+    from playground.core.decode import DecodeOptions, source_ids, translate
+    from playground.runtime.request_bounds import check_decode_memory, decode_tokens, server_bounds
 
-    packages, opts = [MODELS.get(folder) for folder in folders], DecodeOptions("greedy")
-    tokens = sum(decode_tokens(p.model.cfg, source_ids(p.tokenizer, lines, p.model.cfg), opts) for p in packages)
+    packages, opts, bounds = [MODELS.get(folder) for folder in folders], DecodeOptions("greedy"), server_bounds()
+    ids = [source_ids(p.tokenizer, lines, p.model.cfg, bounds) for p in packages]
+    for package, package_ids in zip(packages, ids):
+        check_decode_memory(package.model.cfg, package_ids, opts)
+    tokens = sum(decode_tokens(p.model.cfg, package_ids, opts) for p, package_ids in zip(packages, ids))
     if tokens > limits.max_decode_tokens():
         raise PlaygroundError(f"Translating these {len(lines)} sentences with {len(folders)} models could decode up "
                               f"to {tokens:,} tokens; one request may decode at most {limits.max_decode_tokens():,} "
@@ -70,7 +74,7 @@ def greedy_columns(folders: list[str], lines: list[str]) -> dict[str, list[str]]
                               "sentences, or compare fewer models.")
     columns = {"source": lines}
     for folder, package in zip(folders, packages):
-        columns[Path(folder).name] = [t.text for t in translate(package.model, package.tokenizer, lines, opts)]
+        columns[Path(folder).name] = [t.text for t in translate(package.model, package.tokenizer, lines, opts, bounds)]
     return columns
 
 

@@ -17,7 +17,7 @@ from playground.ui.handlers import answers, friendly
 from playground.ui.state import Session
 
 PREVIEW_ROWS = 20
-MAX_LEN_WORDS = 256  # longest side kept when reading (the model's own max_len cuts tokens later)
+MAX_WORDS = 256  # longest side kept when reading, in words (the run's max_len cuts tokens later)
 
 
 @dataclass
@@ -49,8 +49,8 @@ def read_upload(files, language_hint: tuple[str, str] | None = None) -> tuple[ob
         raise DataError(f"{len(paths)} files were uploaded; upload one file with both sides, or two aligned files "
                         "(source first, then target). Clear the upload box (its ×) and upload again.")
     if len(paths) == 1:
-        return load_parallel(paths[0], max_len=MAX_LEN_WORDS, language_hint=language_hint), paths[0].name
-    return load_parallel(paths[0], paths[1], max_len=MAX_LEN_WORDS), f"{paths[0].name} + {paths[1].name}"
+        return load_parallel(paths[0], max_words=MAX_WORDS, language_hint=language_hint), paths[0].name
+    return load_parallel(paths[0], paths[1], max_words=MAX_WORDS), f"{paths[0].name} + {paths[1].name}"
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -139,7 +139,7 @@ def load_builtin(session: Session, name: str, val_fraction: float = 0.05):
     """Load a built-in dataset (reverse, numbers, mini-translation) into this session."""
     from playground.data.builtin import BUILTIN_DATASETS, read_builtin
 
-    data = read_builtin(name, MAX_LEN_WORDS)
+    data = read_builtin(name, MAX_WORDS)
     _adopt(session, data, f"Built-in: {BUILTIN_DATASETS[name].title}", val_fraction)
     return show(session)
 

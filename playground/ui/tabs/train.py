@@ -15,16 +15,30 @@ import pandas as pd
 from playground.errors import TrainingError
 from playground.insight import plots
 from playground.serving.library import Library
-from playground.serving.zerogpu import CPU_RUN_MAX_PARAMS, ESTIMATE_GPU_S, on_zerogpu, training_slots
+from playground.serving.zerogpu import (
+    CPU_RUN_MAX_PARAMS,
+    ESTIMATE_GPU_S,
+    gpu_chunk_seconds,
+    gpu_time_note,
+    on_zerogpu,
+    training_slots,
+)
 from playground.training.form import FIELDS, build_config, checked_config, field_note, preset_values
 from playground.ui import texts
 from playground.ui.handlers import answers, bind, friendly
 from playground.ui.state import Session, visitor_of
 from playground.ui.tabs.train_form import form_controls
-from playground.ui.tabs.train_preview import data_shape, lr_preview_figure, parameter_line, preset_line
+from playground.ui.tabs.train_preview import (
+    data_shape,
+    estimate_line,
+    lr_preview_figure,
+    parameter_line,
+    preset_line,
+    too_short_warning,
+)
 from playground.ui.tabs.train_progress import SAMPLE_COLUMNS, STOPPING
 from playground.ui.tabs.train_run import continue_run, package_bytes, resumable_folder, resume_run, start_run
-from playground.ui.zerogpu import gpu
+from playground.ui.zerogpu import duration_factor, gpu
 
 SAMPLE_WIDTHS = ["8%", "30%", "31%", "31%"]  # the model output stays in sight at 1024 px
 
@@ -100,8 +114,8 @@ def estimate(library: Library, time_steps, session: Session, **values):
     est = time_steps(cfg, seq_len=seq_len, epoch_steps=epoch_steps)
     session.estimated, session.estimate = True, (cfg.to_dict(), est.steps)
     caveat = "" if session.data is not None else " Load data first for a better guess (sentence lengths, epochs)."
-    warning = est.too_short(cfg.max_minutes)
-    return (f"{parameter_line(cfg)}  \n⏱ Estimated duration: **{est.describe()}**, validations included."
+    warning = too_short_warning(est, cfg.max_minutes)
+    return (f"{parameter_line(cfg)}  \n⏱ Estimated duration: **{estimate_line(est)}**, validations included."
             f"{caveat}" + (f"  \n{warning}" if warning else ""), lr_preview_figure(session, cfg, est.steps))
 
 
@@ -279,7 +293,8 @@ def wire_previews(p: Panels, session: gr.State, library: Library, page: gr.Tab) 
 def wire_runs(p: Panels, session: gr.State, library: Library) -> TrainTab:
     """Start and Resume (the run's queue position said at once), Stop, and on ZeroGPU Continue."""
     slots = training_slots()
-    waiting = texts.waiting_line(slots, library.quotas.run_minutes)
+    waiting = texts.waiting_line(slots, library.quotas.run_minutes) + \
+        gpu_time_note(gpu_chunk_seconds(), duration_factor(), library.quotas.run_minutes)
     train_kwargs = dict(show_progress="full", show_progress_on=[p.status], concurrency_limit=slots,
                         concurrency_id="train")
 

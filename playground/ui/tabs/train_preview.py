@@ -1,7 +1,9 @@
-"""What the Train tab shows of a configuration before it runs: its preset, its parameter count, and its learning rate
-over the steps it plans (fitted as the run will fit it)."""
+"""What the Train tab shows of a configuration before it runs: its preset, its parameter count, its learning rate
+over the steps it plans (fitted as the run will fit it), and how long it will take."""
 
 from __future__ import annotations
+
+import math
 
 from playground.insight import plots
 from playground.ui.state import Session
@@ -19,6 +21,42 @@ def parameter_line(cfg) -> str:
     n = count_parameters(cfg)
     return (f"**{n:,} parameters** ({n / 1e6:.2f} M) with a joint vocabulary of {cfg.vocab_size:,} "
             f"(the trained tokenizer's vocabulary can come out smaller).")
+
+
+def format_duration(seconds: float | None, clock: bool = False) -> str:
+    """A duration for people: "1 min 05 s", or as a running clock shows it ("1:05", "2:01:05") with `clock`."""
+    if seconds is None or not math.isfinite(seconds):
+        return "?"
+    seconds = max(0, round(seconds))
+    if clock:
+        hours, minutes = divmod(seconds // 60, 60)
+        return f"{hours}:{minutes:02d}:{seconds % 60:02d}" if hours else f"{minutes}:{seconds % 60:02d}"
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    if seconds < 3 * 86400:
+        return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+    return f"{seconds / 86400:,.0f} days"
+
+
+def estimate_line(est) -> str:
+    """training.estimate's Estimate in words: the duration, the steps and their speed, the budget that limits."""
+    steps = f"{est.steps:,} steps" if est.steps else "an unknown number of steps"
+    return (f"≈ {format_duration(est.seconds)} on {est.device} ({est.precision}): {steps} at "
+            f"≈ {est.seconds_per_step * 1000:,.0f} ms/step ({est.tokens_per_s:,.0f} tokens/s), "
+            f"limited by the {est.limited_by} budget")
+
+
+def too_short_warning(est, max_minutes: float | None) -> str:
+    """A warning, with what to change, when the minutes budget holds too few steps to learn anything visible;
+    "" otherwise."""
+    needed = est.minutes_for_useful_steps(max_minutes)
+    if needed is None:
+        return ""
+    return (f"⚠️ Only about {est.steps or 0:,} steps fit in {max_minutes:g} minutes on this machine now: "
+            f"too few to learn much (the samples would stay like \"un un un\"). Raise **Max minutes** to about "
+            f"{needed:g}, or train a smaller model (fewer layers, a smaller d_model) or lower **Batch tokens**.")
 
 
 def data_shape(session: Session, tokenizer: str, batch_tokens: int) -> tuple[int | None, int | None]:

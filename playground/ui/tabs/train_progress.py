@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 
 from playground.serving.zerogpu import CPU_RUN_MAX_PARAMS, GPU_TIME
-from playground.training.estimate import format_duration
 from playground.training.events import StopReason
+from playground.ui.tabs.train_preview import format_duration
 
 SAMPLE_COLUMNS = ["step", "source", "reference", "model output"]
 

@@ -25,7 +25,7 @@ from playground.training.events import StopReason
 from playground.ui.caches import package_info
 from playground.ui.state import Session, visitor_of
 from playground.ui.tabs.train_progress import Progress, averaged_line, done_line, paused_line, samples_frame, start_line
-from playground.ui.zerogpu import gpu
+from playground.ui.zerogpu import duration_factor, gpu
 
 UPDATE_EVERY = 0.3  # seconds between UI updates while training (evals, the end and errors always update)
 CHART_SHARE = 0.1  # at most this share of the time goes to redrawing the charts between validations
@@ -45,16 +45,18 @@ def make_trainer(cfg, data, folder: Path, resume_from: Path | None = None, in_on
     """A Trainer, or on ZeroGPU (or with PLAYGROUND_GPU_CHUNK_S) a ChunkedRun whose calls each fit a GPU call, each
     declaring the seconds the run gave it (chunk_duration). `in_one_piece` (the CPU): one call, and on ZeroGPU in a
     fresh process, away from the torch that `spaces` patched here."""
+    from playground.runtime.foreground import yield_to_quick_calls
     from playground.training.trainer import Trainer
 
     chunk_s = gpu_chunk_seconds()
     if chunk_s is None or (in_one_piece and not on_zerogpu()):
-        return Trainer(cfg, data, folder, resume_from=resume_from)
+        # a visitor's translate goes first on a shared CPU (runtime/foreground.py)
+        return Trainer(cfg, data, folder, resume_from=resume_from, between_steps=yield_to_quick_calls)
     from playground.training.chunked import ChunkedRun, chunk_duration, in_fresh_process, train_chunk
 
     if in_one_piece:
         return ChunkedRun(cfg, data, folder, resume_from, chunk_s=math.inf, run_chunk=in_fresh_process)
-    return ChunkedRun(cfg, data, folder, resume_from, chunk_s=chunk_s,
+    return ChunkedRun(cfg, data, folder, resume_from, chunk_s=chunk_s / duration_factor(),  # what a call is charged
                       run_chunk=gpu(train_chunk, duration=chunk_duration))
 
 

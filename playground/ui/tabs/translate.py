@@ -66,7 +66,7 @@ def decode_options(method: str, temperature: float, top_k: int, top_p: float, se
     from playground.core.decode import DecodeOptions
 
     return DecodeOptions(
-        method=method, max_len=int(max_len) if max_len else None, temperature=float(temperature),
+        method=method, max_output_tokens=int(max_len) if max_len else None, temperature=float(temperature),
         top_k=int(top_k or 0), top_p=float(top_p), seed=int(seed) if seed is not None else None,
         beam_size=int(beam_size), length_penalty=float(length_penalty),
         nbest=int(nbest) if method == "beam" else 1)
@@ -77,15 +77,18 @@ def run_translation(folder: str, sentences: list[str], opts, samples: int = 1):
     ranked by score."""
     from dataclasses import replace
 
-    from playground.core.decode import check_decode_work, source_ids, translate
+    from playground.core.decode import source_ids, translate
+    from playground.runtime.request_bounds import check_decode_work, server_bounds
 
-    package = MODELS.get(folder)
+    package, bounds = MODELS.get(folder), server_bounds()
     draws = samples if opts.method == "sample" else 1
-    check_decode_work(package.model.cfg, source_ids(package.tokenizer, sentences, package.model.cfg), opts, draws)
-    results = translate(package.model, package.tokenizer, sentences, opts)
+    ids = source_ids(package.tokenizer, sentences, package.model.cfg, bounds)
+    check_decode_work(package.model.cfg, ids, opts, draws)
+    results = translate(package.model, package.tokenizer, sentences, opts, bounds)
     if opts.method == "sample" and samples > 1:
         for i in range(1, samples):
-            more = translate(package.model, package.tokenizer, sentences, replace(opts, seed=(opts.seed or 0) + i))
+            more = translate(package.model, package.tokenizer, sentences, replace(opts, seed=(opts.seed or 0) + i),
+                             bounds)
             for t, extra in zip(results, more, strict=True):
                 t.hypotheses.extend(extra.hypotheses)
         for t in results:
@@ -110,10 +113,12 @@ def check_candidates(k) -> int:
 
 def decode_steps(folder: str, first: str, opts, k: int) -> tuple:
     """The step-by-step view of the first sentence: figure, table and note."""
-    from playground.core.decode import check_decode_work, source_ids
+    from playground.core.decode import source_ids
+    from playground.runtime.request_bounds import check_decode_work, server_bounds
 
     package = MODELS.get(folder)
-    check_decode_work(package.model.cfg, source_ids(package.tokenizer, [first], package.model.cfg), opts)
+    check_decode_work(package.model.cfg, source_ids(package.tokenizer, [first], package.model.cfg, server_bounds()),
+                      opts)
     if opts.method == "beam":
         return steps_view.beam_view(package, first, opts)
     return steps_view.sampling_view(package, first, opts, k)

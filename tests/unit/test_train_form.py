@@ -31,7 +31,7 @@ def test_adam_betas_outside_0_1_are_refused_with_their_range():
     ("activation", 3, "Activation must be text"),
     ("seed", 2**70, "Seed must be from 0 to 9,223,372,036,854,775,807, not 1,180,591,620,717,411,303,424"),
 ])
-def test_7_wrong_typed_form_values_name_their_field(field, value, message):
+def test_wrong_typed_form_values_name_their_field(field, value, message):
     from playground.training.form import build_config, preset_values
 
     with pytest.raises(TrainingError, match=message):
@@ -55,7 +55,7 @@ def test_the_web_forms_resume_settings_change_only_budgets_validation_and_the_ma
 
 
 @pytest.mark.parametrize("field, value", [("dropout", 1.5), ("dropout", -0.1), ("attention_dropout", 1.0)])
-def test_7_a_dropout_outside_0_1_is_refused_before_training(field, value, capsys):
+def test_a_dropout_outside_0_1_is_refused_before_training(field, value, capsys):
     """A probability outside [0, 1) would train on zeroed or rescaled activations (dropout.keep_mask does no check)."""
     from playground.cli.main import main
     from playground.training.form import build_config, preset_values

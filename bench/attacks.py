@@ -1,0 +1,136 @@
+"""Issue 32's rows of "cost checked before work", as a stranger replays them against a running app
+(bench/shared_load.py measures another visitor's translate meanwhile). Each row is a function of the app's URL, the
+attacker's gradio_client Client and a folder for its files, made once by `prepare`, and replayed again and again.
+The hostile packages are the shipped demo with one file changed: bytes on disk, no training."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import zipfile
+from pathlib import Path
+
+DEMO = Path(__file__).resolve().parents[1] / "models" / "demo-en-de"
+# the issue compared 5 packages with 1 M-point histories: three curves of 1 M are past the values a package file may
+# hold (packages/format.py's check_containers) and refused at import; 900,000 steps are taken, and thinned as read
+HISTORY_POINTS = 900_000
+
+
+def demo_zip(folder: Path, name: str, change: dict[str, object]) -> Path:
+    """The demo package zipped as `name`, with the files in `change` replaced (file name -> JSON value or bytes)."""
+    dest = folder / f"{name}.zip"
+    with zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(DEMO.iterdir()):
+            if path.is_file() and not path.name.startswith("resume"):
+                value = change.get(path.name, path.read_bytes())
+                zf.writestr(f"{name}/{path.name}", value if isinstance(value, bytes) else
+                            json.dumps(value, separators=(",", ":")))
+    return dest
+
+
+def demo_json(name: str) -> dict:
+    return json.loads((DEMO / name).read_text())
+
+
+def post(url: str, path: str, head: bytes, declared: int, sent: int) -> int:
+    """POST `head` and `sent` more bytes of a body said to be `declared` bytes long; the status of the answer."""
+    host, port = url.split("//")[1].rstrip("/").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=120)
+    connection.putrequest("POST", path)
+    connection.putheader("Content-Type", "application/json")
+    connection.putheader("Content-Length", str(declared))
+    connection.endheaders()
+    try:
+        connection.send(head)
+        for _ in range(sent // 65536):
+            connection.send(b" " * 65536)
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # refused before the rest was read
+    try:
+        return connection.getresponse().status
+    finally:
+        connection.close()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The rows
+
+
+def row_b(url, client, folder: Path) -> None:
+    """A package whose training.json holds a 2,800 x 2,800 probe, imported; then the probe slider of the demo."""
+    from gradio_client import handle_file
+
+    if not (folder / "probe.zip").is_file():
+        training = demo_json("training.json")
+        training["history"]["probe"] = [{"step": 1, "cross": [[[0] * 2800] * 2800], "src_tokens": ["a"] * 2800,
+                                         "tgt_tokens": ["b"] * 2800}]
+        demo_zip(folder, "probe", {"training.json": training})
+    client.predict(handle_file(str(folder / "probe.zip")), api_name="/import_model")
+    client.predict("demo-en-de", 0, api_name="/attention_probe")
+
+
+def row_e(url, client, folder: Path) -> None:
+    """Eight request bodies of 100 MB at once."""
+    senders = [threading.Thread(target=post, args=(url, "/gradio_api/queue/join", b'{"data": ["', 100_000_000,
+                                                   1 << 20)) for _ in range(8)]
+    for sender in senders:
+        sender.start()
+    for sender in senders:
+        sender.join()
+
+
+def row_f(url, client, folder: Path) -> None:
+    """A 63 MB tokenizer, one with 200,000 added tokens, one with a vocabulary of a million, each imported."""
+    from gradio_client import handle_file
+
+    if not (folder / "vocabulary.zip").is_file():
+        tokenizer = demo_json("tokenizer.json")
+        big = dict(tokenizer, model=dict(tokenizer["model"], vocab={f"t{i:060d}": i for i in range(900_000)}))
+        demo_zip(folder, "big", {"tokenizer.json": big})
+        added = dict(tokenizer, added_tokens=[{"id": i, "content": f"<x{i}>", "single_word": False, "lstrip": False,
+                                               "rstrip": False, "normalized": False, "special": True}
+                                              for i in range(200_000)])
+        demo_zip(folder, "added", {"tokenizer.json": added})
+        vocabulary = dict(tokenizer, model=dict(tokenizer["model"], vocab={f"w{i}": i for i in range(1_000_000)}))
+        demo_zip(folder, "vocabulary", {"tokenizer.json": vocabulary})
+    for name in ("big", "added", "vocabulary"):
+        client.predict(handle_file(str(folder / f"{name}.zip")), api_name="/import_model")
+
+
+def row_g(url, client, folder: Path) -> None:
+    """A translate request of 20 lines x 5 MB."""
+    post(url, "/gradio_api/call/translate", b'{"data": ["demo-en-de", "', 20 * 5_000_000, 1 << 20)
+
+
+def row_h(url, client, folder: Path) -> None:
+    """The attention of a sentence, exported as offline HTML (plotly.js inside) 20 times."""
+    client.predict("demo-en-de", "A man rides a bike.", "the model's translation", "", "cross", "one head", 0, 0,
+                   api_name="/attention")
+    for _ in range(20):
+        client.predict("cross", "one head", 0, 0, True, api_name="/export_attention_html")
+
+
+def row_i(url, client, folder: Path) -> None:
+    """A FileData whose path is an http URL, sent to /load_files."""
+    body = json.dumps({"data": [[{"path": "http://198.51.100.7/pairs.tsv", "meta": {"_type": "gradio.FileData"}}],
+                                0.05]}).encode()
+    post(url, "/gradio_api/call/load_files", body, len(body), 0)
+
+
+def row_k(url, client, folder: Path) -> None:
+    """Five packages with histories of HISTORY_POINTS steps (imported once), compared."""
+    from gradio_client import handle_file
+
+    names = [f"long-{i}" for i in range(5)]
+    if not (folder / f"{names[-1]}.zip").is_file():
+        training = demo_json("training.json")
+        training["history"].update(steps=list(range(1, HISTORY_POINTS + 1)), loss=[1] * HISTORY_POINTS,
+                                   lr=[0] * HISTORY_POINTS, elapsed=[])
+        for name in names:
+            client.predict(handle_file(str(demo_zip(folder, name, {"training.json": training}))),
+                           api_name="/import_model")
+    client.predict(names, "step", api_name="/compare")
+
+
+ROWS = {"B": row_b, "E": row_e, "F": row_f, "G": row_g, "H": row_h, "I": row_i, "K": row_k}

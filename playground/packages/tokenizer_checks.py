@@ -1,0 +1,81 @@
+"""What a package's tokenizer may be: only the text pipeline the playground writes (train_tokenizer's normalizer,
+pre-tokenizers and decoder), since any other normalizer (a Replace of "x" by a million "y"), pre-tokenizer (a Split
+on a catastrophic regex, which makes the Rust code panic), decoder, post-processor, padding or truncation could
+cost without bound per character. Those it writes are linear. And what parsing it may cost: its size, strings and
+added tokens, counted in its JSON before the library reads it. Checked at every package read (packages/store.py)."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+from tokenizers import Tokenizer
+
+from playground import limits
+from playground.core.tokenizer import TOKENIZER_KINDS, PairTokenizer, pre_tokenizer, text_decoder, text_normalizer
+from playground.errors import PackageError
+from playground.packages.format import read_limited
+
+
+@functools.cache
+def written_pipeline() -> dict[str, list]:
+    """The parts of a tokenizer's pipeline the playground writes, as the library serialises them, each with what
+    it may be: nothing else is read from a package."""
+    def state(part) -> dict:
+        return json.loads(part.__getstate__())
+
+    return {"normalizer": [None, state(text_normalizer())],
+            "pre_tokenizer": [state(pre_tokenizer(kind)) for kind in TOKENIZER_KINDS],
+            "decoder": [state(text_decoder())],
+            "post_processor": [None], "truncation": [None], "padding": [None]}
+
+
+def check_pipeline(tokenizer: PairTokenizer) -> None:
+    """Refuse a tokenizer, on either side, whose text pipeline the playground does not write (PackageError)."""
+    sides = [("joint", tokenizer.src_tokenizer)] if tokenizer.joint else [
+        ("source", tokenizer.src_tokenizer), ("target", tokenizer.tgt_tokenizer)]
+    for side, one in sides:
+        check_side(one, side)
+
+
+def check_side(tokenizer: Tokenizer, side: str) -> None:
+    found = {"truncation": tokenizer.truncation, "padding": tokenizer.padding}
+    for part in ("normalizer", "pre_tokenizer", "decoder", "post_processor"):
+        component = getattr(tokenizer, part)
+        found[part] = None if component is None else json.loads(component.__getstate__())
+    for part, allowed in written_pipeline().items():
+        if found[part] not in allowed:
+            kind = (found[part] or {}).get("type", "set") if isinstance(found[part], dict) else "set"
+            raise PackageError(f"The {side} tokenizer's {part.replace('_', '-')} ({kind}) is not one the playground "
+                               "writes, so what it costs per character is unknown; it was not loaded. Train a new "
+                               "tokenizer with the playground.")
+
+
+def check_tokenizer_cost(path: Path, vocab_size: int) -> None:
+    """Refuse a tokenizer file whose parsing would cost more than a vocabulary of vocab_size (config.json's) needs,
+    counted in its JSON before the tokenizers library reads a byte of it (a 63 MB tokenizer once took 1.4 GB there,
+    and the vocabulary was only compared afterwards): its size, then its entries. A playground tokenizer holds
+    vocab_size tokens, fewer merges, and the 4 special tokens as its only added tokens."""
+    data = read_limited(path)
+    what = f"{path.name} in {path.parent.name}"
+    strings = (data.count(b'"') - data.count(b'\\"')) // 2  # keys and values; a merge is one or two
+    allowed = 3 * vocab_size + 1000
+    if strings > allowed:
+        raise PackageError(f"{what} holds about {strings:,} strings; a tokenizer of the {vocab_size:,} tokens "
+                           f"config.json gives has at most {allowed:,}. It is not a tokenizer this playground wrote.")
+    try:
+        tokenizer = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
+        raise PackageError(f"{what} is not valid JSON ({err}).") from None
+    model = tokenizer.get("model") if isinstance(tokenizer, dict) else None
+    added = tokenizer.get("added_tokens") if isinstance(tokenizer, dict) else None
+    if not isinstance(model, dict) or not isinstance(added, list):
+        raise PackageError(f"{what} lacks a tokenizer's model or added tokens; it is not a tokenizer.")
+    if len(added) > limits.ADDED_TOKENS:
+        raise PackageError(f"{what} has {len(added):,} added tokens; a playground tokenizer has its 4 special "
+                           f"tokens (at most {limits.ADDED_TOKENS} are read). It was not loaded.")
+    entries = len(model.get("vocab") or ())
+    if entries > vocab_size:
+        raise PackageError(f"{what} has {entries:,} tokens but config.json says the vocabulary has {vocab_size:,}. "
+                           "It was not loaded.")
