@@ -206,7 +206,7 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("batch_tokens", int, 4096, "optimisation", "Batch tokens",
             "source + target tokens per batch, padding included", low=16, step=512, resume=KEPT),
     Setting("accumulate", int, 1, "optimisation", "Gradient accumulation (batches per optimizer step)",
-            "on each process under torchrun", low=1, high=1024, resume=KEPT),
+            "on each process under torchrun", low=1, resume=KEPT),
     # budgets and validation
     Setting("max_steps", int, None, "budget", "Max steps", "stop after this many optimizer steps", low=1,
             optional=True, step=100, resume=ADDED),
