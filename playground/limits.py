@@ -23,7 +23,12 @@ docs/ARCHITECTURE.md):
     PLAYGROUND_MAX_DECODE_MB      the decoder's key/value caches of one batch (default 256); batches shrink to fit
     PLAYGROUND_MAX_ATTENTION_CELLS  attention weights one call computes and draws, layers x heads x positions^2 over
                                   the three kinds (default 1,000,000: 4 MB of floats); longer pairs are cut
-    PLAYGROUND_QUICK_CALL_S       seconds one quick call may run; it is stopped there and its worker freed (default 20)
+    PLAYGROUND_QUICK_CALL_S       seconds one quick call may run; its worker process is killed there (default 20)
+    PLAYGROUND_WORKERS            worker processes that run quick calls and check uploaded packages (default 2)
+    PLAYGROUND_WORKER_MB          what one worker may allocate beyond its start; past it the request is stopped
+                                  (default 1536)
+    PLAYGROUND_MAX_RESULT_MB      the largest answer a worker sends back (default 64)
+    PLAYGROUND_RUN_MB             what a CPU training run's process may allocate (default: no limit of its own)
     PLAYGROUND_MAX_HEADS / _LAYERS / _POSITIONS  the largest model shape served or trained (default 64 heads,
                                   32 layers per side, 4,096 positions)
     PLAYGROUND_MAX_PARQUET_ROW_GROUPS  row groups of one Parquet upload (default 2,000)
@@ -39,7 +44,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from playground.errors import PlaygroundError
-from playground.settings import KB, MB, env_int, env_megabytes
+from playground.settings import KB, MB, env_int, env_megabytes, env_str
 
 MAX_POSITIONS = 4096  # positions a model may have (sentence tokens + BOS/EOS); its tables and caches grow with them
 NO_LIMIT = 1 << 60  # cgroup v1 reports "unlimited" as a number near 2**63
@@ -117,6 +122,29 @@ def quick_call_seconds() -> int:
     return env_int("PLAYGROUND_QUICK_CALL_S", 20)
 
 
+def workers() -> int:
+    """Worker processes for quick calls (playground.runtime.workers)."""
+    return env_int("PLAYGROUND_WORKERS", 2)
+
+
+def worker_memory_bytes() -> int:
+    """What one worker may allocate beyond its start: a request that needs more is stopped, the server goes on."""
+    return env_megabytes("PLAYGROUND_WORKER_MB", 1536)
+
+
+def run_memory_bytes() -> int | None:
+    """What a CPU training run's process may allocate beyond its start (PLAYGROUND_RUN_MB; unset: no limit of its
+    own, the server's applies to it as to every process it starts)."""
+    if not env_str("PLAYGROUND_RUN_MB"):
+        return None
+    return env_megabytes("PLAYGROUND_RUN_MB", 0)
+
+
+def max_result_bytes() -> int:
+    """The largest answer one quick call's worker may send back (pickled)."""
+    return env_megabytes("PLAYGROUND_MAX_RESULT_MB", 64)
+
+
 def max_heads() -> int:
     return env_int("PLAYGROUND_MAX_HEADS", 64)
 
@@ -172,8 +200,13 @@ def check_time() -> None:
     deadline = getattr(_call, "deadline", None)
     if deadline is not None and time.monotonic() > deadline[0]:
         _call.deadline = None  # said once: the handler's own clean-up may call this again
-        raise TimeLimit(f"This took longer than the {deadline[1]:g} s one request may run on this server, so it was "
-                        f"stopped (the operator sets PLAYGROUND_QUICK_CALL_S). {deadline[2]}")
+        raise TimeLimit(time_limit_message(deadline[1], deadline[2]))
+
+
+def time_limit_message(seconds: float, advice: str) -> str:
+    """What a quick call stopped at its deadline says, with `advice` (what to make smaller)."""
+    return (f"This took longer than the {seconds:g} s one request may run on this server, so it was stopped (the "
+            f"operator sets PLAYGROUND_QUICK_CALL_S). {advice}").strip()
 
 
 # ----------------------------------------------------------------------------------------------------------

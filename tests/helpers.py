@@ -411,3 +411,4 @@ def builtin_split(name: str, seed: int = 0):
     from playground.datasets.catalog import BUILTIN_DATASETS
 
     return BUILTIN_DATASETS[name].generate(seed)
+

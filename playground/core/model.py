@@ -45,7 +45,7 @@ class TransformerConfig:
     norm_placement: str = "post"  # "post" (paper: LayerNorm(x + Sublayer(x))) or "pre" (with final norms)
     joint_vocab: bool = True  # source and target share one vocabulary
     tie_embeddings: bool = True  # target embedding = output projection, and = source embedding when joint
-    max_len: int = 256
+    max_len: int = 256  # positions (config.json's name): a sentence's tokens + <bos>/<eos> (sequences.py)
     pad_id: int = 0
     unk_id: int = 1
     bos_id: int = 2
@@ -181,8 +181,8 @@ class Transformer(nn.Module):
         """`generator` draws the initial weights (default: torch's global stream)."""
         super().__init__()
         self.cfg = cfg
-        embedding = dict(d_model=cfg.d_model, max_len=cfg.max_len, pad_id=cfg.pad_id,
-                         positions=cfg.positional_encoding, dropout=cfg.dropout)
+        embedding = dict(d_model=cfg.d_model, n_positions=cfg.max_len, pad_id=cfg.pad_id,
+                         encoding=cfg.positional_encoding, dropout=cfg.dropout)
         self.src_embed = Embedding(cfg.src_vocab_size, **embedding)
         share_src = cfg.tie_embeddings and cfg.joint_vocab
         self.tgt_embed = Embedding(cfg.tgt_vocab_size, **embedding, tokens=self.src_embed.tokens if share_src else None)
@@ -261,13 +261,13 @@ class Transformer(nn.Module):
     # -- incremental decoding -----------------------------------------------------------------------------
 
     @torch.inference_mode()  # the cache serves search: its buffers are written in place and never differentiated
-    def start_decoding(self, src: torch.Tensor, max_len: int) -> DecoderState:
-        """Encode once and prepare caches for up to max_len target positions."""
+    def start_decoding(self, src: torch.Tensor, max_steps: int) -> DecoderState:
+        """Encode once and prepare caches for up to max_steps target positions."""
         memory, _ = self.encode(src)
         kv = self.memory_kv(memory)
         cfg = self.cfg
         head_dim = cfg.d_model // cfg.n_heads
-        caches = [LayerCache(src.size(0), cfg.n_heads, head_dim, max_len, memory) for _ in self.decoder]
+        caches = [LayerCache(src.size(0), cfg.n_heads, head_dim, max_steps, memory) for _ in self.decoder]
         return DecoderState(kv, self.src_key_mask(src), caches)
 
     @torch.inference_mode()

@@ -16,11 +16,11 @@ import torch.nn as nn
 from playground.core.dropout import Dropout
 
 
-def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
-    """PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(...): [max_len, d_model]."""
-    position = torch.arange(max_len, dtype=torch.float32)[:, None]
+def sinusoidal_table(positions: int, d_model: int) -> torch.Tensor:
+    """PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(...): [positions, d_model]."""
+    position = torch.arange(positions, dtype=torch.float32)[:, None]
     inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
-    table = torch.zeros(max_len, d_model)
+    table = torch.zeros(positions, d_model)
     table[:, 0::2] = torch.sin(position * inv_freq)
     table[:, 1::2] = torch.cos(position * inv_freq[: d_model // 2])
     return table
@@ -29,15 +29,15 @@ def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
 class Embedding(nn.Module):
     """Token embedding * sqrt(d_model) + positional encoding, then dropout."""
 
-    def __init__(self, vocab_size: int, d_model: int, max_len: int, pad_id: int, positions: str, dropout: float,
+    def __init__(self, vocab_size: int, d_model: int, n_positions: int, pad_id: int, encoding: str, dropout: float,
                  tokens: nn.Embedding | None = None):
         super().__init__()
         self.scale = math.sqrt(d_model)
         self.tokens = tokens if tokens is not None else nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
-        if positions == "learned":
-            self.positions = nn.Embedding(max_len, d_model)
+        if encoding == "learned":
+            self.positions = nn.Embedding(n_positions, d_model)
         else:  # "sinusoidal": derivable, so not saved with the weights
-            self.register_buffer("table", sinusoidal_table(max_len, d_model), persistent=False)
+            self.register_buffer("table", sinusoidal_table(n_positions, d_model), persistent=False)
         self.drop = Dropout(dropout)
 
     def position_encoding(self, start: int, length: int) -> torch.Tensor:

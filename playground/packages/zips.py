@@ -11,6 +11,7 @@ import stat
 import tempfile
 import zipfile
 from pathlib import Path
+from typing import Callable
 
 from playground import limits
 from playground.errors import PackageError
@@ -86,9 +87,11 @@ def zip_members(zf: zipfile.ZipFile, zip_size: int) -> dict[str, zipfile.ZipInfo
     return members
 
 
-def import_zip(zip_path: str | os.PathLike, models_dir: str | os.PathLike, name: str | None = None) -> Path:
-    """Validate a package zip, extract it beside models/, load it once as a check, then move it in: models/ gets
-    the whole package or nothing."""
+def import_zip(zip_path: str | os.PathLike, models_dir: str | os.PathLike, name: str | None = None,
+               check: Callable[[Path], object] = load_package) -> Path:
+    """Validate a package zip, extract it beside models/, load it once as a check (`check`: the app does it in a
+    worker process, playground.serving.work.check_upload), then move it in: models/ gets the whole package or
+    nothing."""
     zip_path, models_dir = Path(zip_path), Path(models_dir)
     models_dir.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(".import"), dir=models_dir))
@@ -100,7 +103,7 @@ def import_zip(zip_path: str | os.PathLike, models_dir: str | os.PathLike, name:
         except Exception as err:  # zipfile is not hardened: hostile archives raise many kinds of errors
             raise PackageError(f"{zip_path.name} is not a readable zip file ({type(err).__name__}: {err}).") from err
         try:
-            load_package(tmp)  # refuse anything that does not load (every file's size and schema included)
+            check(tmp)  # refuse anything that does not load (every file's size and schema included)
         except PackageError as err:  # named as the visitor knows it, not by the internal folder it was checked in
             raise PackageError(str(err).replace(tmp.name, folder_name)) from err
         # a given name was reserved for this import by its caller (Library.add): that name, or an error, never another

@@ -8,8 +8,8 @@ stands for. The GPU call itself (spaces.GPU, gr.Error) is playground.ui.zerogpu'
 - Only training spends a visitor's GPU time (the duration estimate too, when pressed). Translate, attention,
   step-through, next tokens, compare and the Inside tab decode one sentence of a model of at most tens of millions
   of parameters: ~0.1 s on the CPU, against a GPU call's scheduling, a forked worker and CUDA set up each time
-  (and a share of the visitor's daily minutes). They run on the CPU in the main process, where `spaces` makes
-  torch.cuda.is_available() say True without CUDA working (quick_device() never picks CUDA there).
+  (and a share of the visitor's daily minutes). They run on the CPU in worker processes (playground.serving.work),
+  fresh Pythons without the `spaces` that makes torch.cuda.is_available() say True here without CUDA working.
 - A GPU call lets only a gr.Error through as itself, so a refusal raised inside a call (PlaygroundError) crosses as
   a gr.Error whose title names it (carried_title) and comes out on this side as the PlaygroundError it was
   (refusal), to be shown beside its control.
@@ -78,13 +78,6 @@ def training_slots() -> int:
     """Runs that train at once: on ZeroGPU each run is its own GPU calls (ZEROGPU_RUNS, or PLAYGROUND_TRAINING_SLOTS);
     on a CPU or a dedicated GPU they would share one device, so one at a time."""
     return env_int("PLAYGROUND_TRAINING_SLOTS", ZEROGPU_RUNS) if on_zerogpu() else 1
-
-
-def quick_device():
-    """Where the quick views load models: the CPU on ZeroGPU (CUDA works only inside a GPU call), else 'auto'."""
-    from playground.runtime.device import resolve_device
-
-    return resolve_device(QUICK_CALL_DEVICE if on_zerogpu() else "auto")
 
 
 def device_line() -> str:

@@ -32,10 +32,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Callable, Iterator
 
+import torch
+
 from playground import errors
 from playground.errors import GpuDurationTooLong, GpuUnavailable, PlaygroundError, TrainingError
 from playground.packages.format import RESUME_STATE, TRAINING, read_json
 from playground.packages.scores import EVAL_KEYS
+from playground.runtime.foreground import QUICK_CALLS_ENV, quick_calls_file, yield_to_quick_calls
+from playground.runtime.workers import limit_growth, python_command
 from playground.training import events
 from playground.training.checkpoint import History
 from playground.training.config import TrainConfig
@@ -43,6 +47,7 @@ from playground.training.inputs import TrainData
 from playground.training.prepared import load_prepared, prepare
 from playground.training.trainer import Trainer
 
+TERMINATED = threading.Event()  # in_fresh_process's child: its parent went away (SIGTERM); the run stops and saves
 WORK_SHARE = 0.6  # of a call's seconds spent training; the rest covers loading, a last validation and the save
 MIN_CALL_S = 15  # the shortest call asked for: loading the package and a validation must fit in it
 
@@ -55,11 +60,12 @@ def train_chunk(cfg: dict, prepared: str, out_dir: str, resume_from: str | None,
     validates and saves as usual)."""
     began = time.monotonic()
     data, ready = load_prepared(prepared)
-    trainer = Trainer(TrainConfig.from_dict(cfg), data, out_dir, resume_from=resume_from, prepared=ready)
+    trainer = Trainer(TrainConfig.from_dict(cfg), data, out_dir, resume_from=resume_from, prepared=ready,
+                      between_steps=yield_to_quick_calls)  # a visitor's translate first on a shared CPU
     trainer.pause_after_s = max(WORK_SHARE * seconds - (time.monotonic() - began), 0.0)
     ended = False
     for event in trainer.run():
-        if os.path.exists(stop_file):
+        if os.path.exists(stop_file) or TERMINATED.is_set():
             trainer.stop()
         ended = ended or isinstance(event, (events.Done, events.Error))
         yield event
@@ -70,15 +76,16 @@ def train_chunk(cfg: dict, prepared: str, out_dir: str, resume_from: str | None,
 def in_fresh_process(cfg: dict, prepared: str, out_dir: str, resume_from: str | None, seconds: float,
                      stop_file: str) -> Iterator[events.Event]:
     """train_chunk in a Python process of its own (`python -m playground.training.chunked`), its events sent back as
-    JSON lines: for training on the CPU beside a `spaces` that patched this process's torch (on ZeroGPU
-    torch.cuda.is_available() says True here, and torch's own optimizer step then asks CUDA whether it is capturing a
-    graph, which fails). Closing it stops the run, which validates and saves first."""
-    checkout = str(Path(__file__).resolve().parents[2])  # this checkout's playground, for the child to import
-    path = os.pathsep.join(filter(None, [checkout, os.environ.get("PYTHONPATH")]))
-    child = subprocess.Popen([sys.executable, "-m", "playground.training.chunked",
-                              json.dumps([cfg, prepared, out_dir, resume_from, seconds, stop_file])],
-                             stdout=subprocess.PIPE, text=True, encoding="utf-8",
-                             env={**os.environ, "PYTHONPATH": path})
+    JSON lines: a crash, an abort or a runaway allocation there ends this run only (its package keeps its last save),
+    never the server; on the CPU it may allocate at most PLAYGROUND_RUN_MB when that is set. On ZeroGPU it also keeps
+    CPU training away from the `spaces` that patched this process's torch (torch.cuda.is_available() says True here,
+    and torch's own optimizer step then asks CUDA whether it is capturing a graph, which fails). Closing it stops the
+    run, which validates and saves first, in its own time."""
+    command, env = python_command("playground.training.chunked",
+                                  json.dumps([cfg, prepared, out_dir, resume_from, seconds, stop_file]))
+    env[QUICK_CALLS_ENV] = str(quick_calls_file())  # its steps wait for this process's quick calls
+    env["OMP_NUM_THREADS"] = str(torch.get_num_threads())  # the threads this server was given (runtime/threads.py)
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, encoding="utf-8", env=env)
     try:
         for line in child.stdout:
             message = json.loads(line)
@@ -87,12 +94,21 @@ def in_fresh_process(cfg: dict, prepared: str, out_dir: str, resume_from: str | 
                 raise kind(message["message"])
             yield getattr(events, message["event"])(**message["fields"])
         if child.wait() != 0:
-            raise TrainingError("The training process ended early (its log says why); the package keeps its last "
-                                "save: continue it again.")
+            raise TrainingError("The training process ended early (its log says why; a run that needs more memory "
+                                "than this server allows ends so); the package keeps its last save: continue it "
+                                "again, or train a smaller model.")
     finally:
-        if child.poll() is None:  # the consumer went away: the run validates, saves and ends
-            Path(stop_file).touch()
-            child.wait(timeout=300)
+        if child.poll() is None:  # the consumer went away: the run validates, saves and ends (SIGTERM, see below) in
+            child.terminate()     # its own time; the page that closed, or Gradio's cancel, is not kept waiting
+            threading.Thread(target=drain, args=(child,), daemon=True, name="playground-run-end").start()
+
+
+def drain(child: subprocess.Popen) -> None:
+    """Read a run's process to its end (its last events unread: nobody waits for them) so that it never blocks
+    writing them, and reap it."""
+    for _ in child.stdout:
+        pass
+    child.wait()
 
 
 def chunk_duration(cfg: dict, prepared: str, out_dir: str, resume_from: str | None, seconds: float,
@@ -198,9 +214,25 @@ class ChunkedRun:
             shutil.rmtree(self.prepared, ignore_errors=True)
 
 
+def limit_cpu_run(cfg: dict) -> None:
+    """In a run's own process: a CPU run may allocate at most PLAYGROUND_RUN_MB (when set) beyond its start. A GPU
+    run is not limited so: CUDA maps more address space than such a limit allows."""
+    from playground import limits
+    from playground.runtime.device import resolve_device
+
+    memory = limits.run_memory_bytes()
+    if memory is not None and resolve_device(cfg.get("device", "auto")).type == "cpu":
+        limit_growth(memory)
+
+
 if __name__ == "__main__":  # in_fresh_process's child: one train_chunk, its events as JSON lines on stdout
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: TERMINATED.set())
+    arguments = json.loads(sys.argv[1])
+    limit_cpu_run(arguments[0])
     try:
-        for event in train_chunk(*json.loads(sys.argv[1])):
+        for event in train_chunk(*arguments):
             print(json.dumps({"event": type(event).__name__, "fields": asdict(event)}), flush=True)
     except PlaygroundError as err:
         print(json.dumps({"refused": type(err).__name__, "message": str(err)}), flush=True)

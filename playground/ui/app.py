@@ -15,6 +15,7 @@ from pathlib import Path
 import gradio as gr
 
 from playground.limits import max_data_bytes
+from playground.serving import work
 from playground.serving.library import Library
 from playground.serving.mode import models_location, shared_mode
 from playground.serving.visitors import NewVisitors, Visitor, address_key, issue_token, server_secret
@@ -41,6 +42,16 @@ CACHE_CLEANUP = (600, 3600)  # every 10 min, delete uploads and downloads in Gra
 CSS = """
 #train-status { font-variant-numeric: tabular-nums; }
 #train-status progress { width: 10em; height: 0.8em; vertical-align: middle; }
+/* the queue position and timer Gradio shows on the status line: below its text, in room kept for them (over it, they
+   hid the waiting line at 1024 px) */
+#train-status { padding-bottom: 1.8em; }
+#train-status .meta-text-center, #train-status .meta-text { top: auto; bottom: 0; transform: none; }
+/* a number refused beside its slider (playground.ui.numbers): Gradio floats the message over the slider's label and
+   box (its own inline style places it); here it takes its own line, above the label */
+div.block > div.wrap:has(> .validation-error) { position: static !important; padding: 0;
+    margin-bottom: var(--spacing-md); background: none; }
+div.block > div.wrap > div.validation-error { position: static; width: 100%; justify-content: space-between;
+    text-align: left; border: 1px solid var(--error-border-color); border-radius: var(--radius-sm); }
 /* tables: a header or a number never breaks inside a word (the columns are sized for them); long text still wraps.
    The column menu (⋮) floats over its header on hover instead of taking 20 px of every header's width */
 .table-wrap span.header { word-break: normal; overflow-wrap: normal; hyphens: none; }
@@ -67,7 +78,8 @@ def storage_secret(secret: bytes) -> str:
 
 def build_app(models_dir: str | os.PathLike | None = None, *, shared: bool | None = None) -> gr.Blocks:
     """The whole app; `models_dir` holds the packages (created when missing; None: models_location decides).
-    `shared` None: shared_mode() decides (on a Space, or PLAYGROUND_SHARED=1). Nothing heavy runs here."""
+    `shared` None: shared_mode() decides (on a Space, or PLAYGROUND_SHARED=1). Nothing heavy runs here (the
+    quick calls' worker processes start when the first page opens, or at the first call)."""
     shared = shared_mode() if shared is None else shared
     persistent = True
     if models_dir is None:
@@ -178,7 +190,7 @@ def pickers(library: Library, session: Session, translate_model: str | None, att
             models_model: str | None, resume_from: str | None, inside_model: str | None,
             compared: list[str] | None, after_run: bool = False):
     """Fresh choices for every model picker, keeping what each had selected where it still exists; after a
-    run, "Resume from" and the Inside tab turn to the model this session just trained."""
+    run, "Resume from", the Models tab and the Inside tab turn to the model this session just trained."""
     names = model_names(library, session)
     own = Path(session.run_dir).name if session.run_dir else None
     own = own if own in names else None
@@ -186,10 +198,10 @@ def pickers(library: Library, session: Session, translate_model: str | None, att
     def pick(keep):
         return model_dropdown(library, session, keep, names)
 
-    return (pick(translate_model), pick(attention_model), pick(own or models_model),
-            models_tab.models_frame(library, session),
-            train_tab.resume_dropdown(library, session, own if after_run and own else resume_from),
-            pick(own if after_run and own else inside_model),
+    ran = own if after_run else None  # else a zip imported later would make way for the last run's model
+    return (pick(translate_model), pick(attention_model), pick(ran or models_model),
+            models_tab.models_table(library, session),
+            train_tab.resume_dropdown(library, session, ran or resume_from), pick(ran or inside_model),
             gr.update(choices=names, value=[n for n in compared or [] if n in names]))
 
 
@@ -203,7 +215,9 @@ def welcome(library: Library, secret: bytes, new_visitors: NewVisitors, session:
     """Name the visitor of this page (shared mode): the Hugging Face account when signed in (the models the
     browser made before signing in come along), else the browser's token, which only this server can have
     made (serving.visitors.issue_token): a missing or made-up one gets a new one, a new anonymous visitor, as long
-    as its client address has not had its hour's share of new ones (serving.visitors.NewVisitors)."""
+    as its client address has not had its hour's share of new ones (serving.visitors.NewVisitors). The quick calls'
+    workers start now, in the background (once): this visitor's first translation finds them ready."""
+    work.pool()
     if not library.shared:
         return gr.skip()
     address = address_key(sessions.request_address(request), secret)
@@ -275,7 +289,8 @@ def launch_options(shared: bool | None = None) -> dict:
     """Theme, CSS (Gradio 6 takes them in launch(), not in Blocks()), the upload limit Gradio enforces (the data
     reader's own, playground.limits.max_data_bytes), how many sessions Gradio keeps (PLAYGROUND_MAX_SESSIONS), the
     bounds on what one request may send (http_bounds.RequestBounds) and, shared, on uploads per client address
-    and in all (sessions.UploadBounds)."""
+    and in all (sessions.UploadBounds). Gradio's own words lack one its screen-reader announcements use
+    ("common.complete", read out as that after every event): given here."""
     from starlette.middleware import Middleware
 
     shared = shared_mode() if shared is None else shared
@@ -283,6 +298,7 @@ def launch_options(shared: bool | None = None) -> dict:
     return {"theme": gr.themes.Soft(), "css": CSS, "max_file_size": max_data_bytes(),
             "state_session_capacity": env_int("PLAYGROUND_MAX_SESSIONS", 1000),
             "footer_links": ["api", "gradio", "settings"], "run_history": False,
+            "i18n": gr.I18n(en={"common.complete": "Done"}),
             "app_kwargs": {"middleware": [Middleware(RequestBounds),
                                           *([Middleware(sessions.UploadBounds)] if shared else [])]}}
 

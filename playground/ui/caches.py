@@ -1,5 +1,5 @@
-"""The UI's caches of what is on disk: packages' JSON files, and the loaded models, each bounded and refreshed when
-the package's files change (a retrained package is read afresh)."""
+"""The UI's cache of what is on disk: packages' JSON files, bounded and refreshed when the package's files change (a
+retrained package is read afresh). Models are loaded by the worker processes only (playground.serving.work)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from playground.errors import PackageError
 from playground.settings import env_megabytes
-
-CACHE_SIZE = 4  # loaded models kept in memory
 
 
 def deep_size(value) -> int:
@@ -103,36 +100,3 @@ def package_probe(folder: str | Path) -> list:
     return INFO.get(Path(folder), "probe", probe)
 
 
-class ModelCache:
-    """Loaded packages keyed by (folder, weights mtime): switching models is fast, a retrained one reloads."""
-
-    def __init__(self, size: int = CACHE_SIZE):
-        self.size = size
-        self.items: OrderedDict[tuple[str, int], Any] = OrderedDict()
-        self.lock = threading.Lock()
-
-    def get(self, folder: str | Path):
-        from playground.packages.format import WEIGHTS
-        from playground.packages.store import load_package
-        from playground.serving.zerogpu import quick_device
-
-        folder = Path(folder).resolve()
-        try:
-            key = (str(folder), (folder / WEIGHTS).stat().st_mtime_ns)
-        except OSError as err:
-            raise PackageError(f"No model package at {folder.name}: {err.strerror}.") from err
-        with self.lock:
-            if key in self.items:
-                self.items.move_to_end(key)
-                return self.items[key]
-        package = load_package(folder, quick_device())  # the CPU on ZeroGPU
-        with self.lock:
-            for old in [k for k in self.items if k[0] == key[0]]:  # an older version of the same folder
-                del self.items[old]
-            self.items[key] = package
-            while len(self.items) > self.size:
-                self.items.popitem(last=False)
-        return package
-
-
-MODELS = ModelCache()

@@ -25,19 +25,34 @@ log = logging.getLogger("playground.ui")
 # Quick calls: bounded by time and size
 
 
-def quick_call(fn: Callable, advice: str) -> Callable:
-    """A quick call (translate, attention, steps, compare): under the time limit one may take (limits.time_limit;
-    past it the decoding loop raises a PlaygroundError saying `advice`, and the worker is free again, whether the
-    client still waits or has gone), and marked so that a CPU training step waits for it (foreground.quick)."""
+def quick_call(task: Callable, advice: str) -> Callable:
+    """A quick call (translate, attention, steps, compare, Inside views, checking an upload): `task` (a function of
+    playground.serving.work) runs in a worker process under the time limit one may take (limits.quick_call_seconds();
+    past it the worker is killed, the call says `advice`, and the next call gets a fresh worker), and is marked so
+    that a CPU training step in this process waits for it (foreground.quick)."""
     from playground.runtime.foreground import quick
+    from playground.serving import work
 
-    @functools.wraps(fn)
-    def limited(*args, **kwargs):
-        from playground import limits
+    @functools.wraps(task)
+    def in_worker(*args):
+        return work.run(task, *args, advice=advice, gone=client_gone())
+    return quick(in_worker)
 
-        with limits.time_limit(limits.quick_call_seconds(), advice):
-            return fn(*args, **kwargs)
-    return quick(limited)
+
+def client_gone() -> Callable[[], bool] | None:
+    """For the event handler running on this thread, a check whether its client has gone: Gradio marks the event not
+    alive when the page closes or the API client disconnects, but cannot stop a thread; the worker pool asks this
+    while it waits and then kills the work. None outside an event (a test calling a handler)."""
+    from gradio.context import LocalContext
+
+    queue, event_id = getattr(LocalContext.blocks.get(None), "_queue", None), LocalContext.event_id.get(None)
+    if queue is None or event_id is None:
+        return None
+
+    def gone() -> bool:
+        running = [e for job in getattr(queue, "active_jobs", []) or [] for e in job or [] if e._id == event_id]
+        return bool(running) and not running[0].alive
+    return gone
 
 
 def request_lines(text: str | None, what: str = "text") -> tuple[list[str], str]:
@@ -88,6 +103,12 @@ def bind(fn: Callable, *first) -> Callable:
     bound.__signature__ = signature.replace(parameters=rest)
     bound.__annotations__ = {k: v for k, v in hints.items() if k in {p.name for p in rest} or k == "return"}
     return bound
+
+
+def cleared_export() -> tuple:
+    """An exported file and its note, cleared: a file made from another view or model would be taken for the one on
+    screen."""
+    return None, ""
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The model pickers the tabs share: which packages a session may use, its dropdowns, and loading the one picked."""
+"""The model pickers the tabs share: which packages a session may use, its dropdowns, the folder of the one picked."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ from pathlib import Path
 
 import gradio as gr
 
+from playground.errors import PlaygroundError
 from playground.serving.library import Library
-from playground.ui.caches import MODELS
+from playground.ui.caches import package_info
 from playground.ui.handlers import bind, friendly
 from playground.ui.state import Session, visitor_of
 
@@ -60,6 +61,10 @@ def package_folder(library: Library, session: Session | None, name: str | None) 
     return library.folder(name, visitor_of(library, session))
 
 
-def load_model(library: Library, session: Session, name: str | None):
-    """The loaded Package for a model picker's value (cached)."""
-    return MODELS.get(package_folder(library, session, name))
+def picked_shape(library: Library, session: Session | None, name: str | None) -> dict | None:
+    """The model settings (config.json's "model": layers, heads, positions) of a picker's package, read from its
+    JSON only; None when there is none to read (the handler it is picked for says why)."""
+    try:
+        return package_info(package_folder(library, session, name))["config"]["model"]
+    except PlaygroundError:
+        return None

@@ -31,7 +31,7 @@ class Session:
     src_lang: str = "src"
     tgt_lang: str = "tgt"
     val_fraction: float = 0.05
-    trainer: Any = None  # the running playground.training.trainer.Trainer, so that Stop can reach it
+    trainer: Any = None  # the running run (playground.training.chunked.ChunkedRun), so that Stop can reach it
     run_dir: str | None = None  # package folder of this session's latest run
     estimated: bool = False  # the Train tab has timed a configuration for this session
     estimate: tuple | None = None  # (the settings timed, as a dict; the steps expected): compared after the run

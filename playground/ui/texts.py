@@ -80,6 +80,14 @@ UPLOAD_HELP = ("One **TSV/CSV** (source, target columns; a header like `en<TAB>d
 # Train tab
 
 TRAIN_START = "Load data on the Data tab, choose a preset, then press **Start training**."
+
+
+def train_ready(description: str) -> str:
+    """The status line before a run once data is loaded (it starts as TRAIN_START says)."""
+    return f"Your data: **{description}**. Choose a preset, then press **Start training**."
+
+
+BEFORE_RUN = (TRAIN_START, train_ready("")[:10])  # how the status lines before any run start
 TRAIN_CHARTS = ("<small>The loss chart's smooth line is an **EMA** (exponential moving average: each point is 0.9 × "
                 "the one before + 0.1 × the new loss). **BLEU** and **chrF** score the greedy translations of "
                 "validation sentences against their references: matching word n-grams and character n-grams, "

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 from gradio_client import Client, handle_file
+from gradio_client.exceptions import ValidationError
 from helpers import client_of, launched, refusal_of
 
 from playground.ui.app import build_app
@@ -205,6 +206,9 @@ def endless_run(app, dataset: str, name: str):
 @pytest.mark.slow
 def test_stop_ends_the_run_cleanly(app, models_dir):
     client, job = endless_run(app, "numbers", "stopped")
+    # Start again during the run: refused before it is queued (queued, it would start once this run ends)
+    with pytest.raises(ValidationError, match="This tab is already training `stopped`"):
+        client.predict(model_name="second", api_name="/train", **TINY)
     pressed = time.monotonic()
     assert "Stopping…" in client.predict(api_name="/stop")  # said at once, not when the run has ended
     result = job.result(timeout=60)

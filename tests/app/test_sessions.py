@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 import torch
 from gradio_client import Client, handle_file
+from gradio_client.exceptions import ValidationError
 from gradio_client.utils import Status
-from helpers import client_of, launched, refusal_of
+from helpers import client_of, launched
 
 from playground.ui.app import build_app
 
@@ -106,8 +107,8 @@ def live(person: Person, url: str, start: threading.Barrier, trained: threading.
     translated.wait(timeout=TIMEOUT)  # all have translated before anyone asks about "row 1 of my last results"
     rows = len(person.text.splitlines())  # a different number of sentences in each session
     person.next_tokens = client.predict(rows, 3, api_name="/next_tokens")  # the last row of my own table
-    assert f"There is no row {rows + 1}: the table has {rows} rows" in refusal_of(
-        client.predict(rows + 1, 3, api_name="/next_tokens"))
+    with pytest.raises(ValidationError, match=f"Table row must be a whole number from 1 to {rows}, not {rows + 1}"):
+        client.predict(rows + 1, 3, api_name="/next_tokens")
     return person
 
 

@@ -16,7 +16,7 @@ import torch
 from helpers import client_of, reverse_pairs, tiny_cfg
 
 from playground.packages.store import load_package
-from playground.training.chunked import ChunkedRun, chunk_duration, train_chunk
+from playground.training.chunked import ChunkedRun, chunk_duration, in_fresh_process, train_chunk
 from playground.training.events import Done, Eval, Start, Step
 from playground.training.inputs import TrainData
 from playground.training.trainer import Trainer
@@ -256,7 +256,7 @@ def test_spaces_importable_but_not_zerogpu_trains_in_one_piece(tmp_path, monkeyp
     monkeypatch.delenv("PLAYGROUND_GPU_CHUNK_S", raising=False)
     assert not zerogpu.on_zerogpu() and zerogpu.gpu_chunk_seconds() is None and zerogpu.training_slots() == 1
     trainer = make_trainer(config(max_steps=30), DATA, tmp_path / "one")
-    assert isinstance(trainer, Trainer)
+    assert isinstance(trainer, ChunkedRun) and trainer.run_chunk is in_fresh_process  # one piece, its own process
     assert isinstance(list(trainer.run())[-1], Done) and spaces.calls == []
 
 
@@ -278,7 +278,7 @@ def test_the_real_spaces_package_off_a_space_is_inert(tmp_path, monkeypatch, one
         return 1
 
     assert real.GPU(duration=5)(task) is task and zerogpu.gpu(task, duration=5) is task
-    assert isinstance(make_trainer(config(max_steps=5), DATA, tmp_path / "one"), Trainer)
+    assert make_trainer(config(max_steps=5), DATA, tmp_path / "one").run_chunk is in_fresh_process
     assert "ZeroGPU" not in device_line()
 
 

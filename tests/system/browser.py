@@ -4,6 +4,7 @@ number, wait until the page is idle, check that no error shows, read a chart's t
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
 
@@ -18,6 +19,20 @@ SHOTS = REPO / "tests" / "screenshots"
 # no network here: without these Chromium waits on connection attempts (sync, updates, QUIC probes)
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+
+
+@contextlib.contextmanager
+def opened(url: str, width: int = 1400, height: int = 1000):
+    """A page of the app at `url` in Chromium, `width` px wide, once it shows its title; closed with the block."""
+    SHOTS.mkdir(exist_ok=True)
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=60_000)
+        page = browser.new_page(viewport={"width": width, "height": height})
+        page.set_default_timeout(30_000)
+        page.goto(url)
+        expect(page.get_by_role("heading", name="Transformer Playground")).to_be_visible(timeout=60_000)
+        yield page
+        browser.close()
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -114,7 +114,9 @@ def test_the_app_answers_each_attack_quickly_keeps_serving_and_gives_its_memory_
     # ... and a third visitor's sentence is translated as soon as the limit has stopped them, not minutes later
     (table, note, *_), seconds = timed(lambda: translate_demo(client_of(url),
                                                               "She follows a child."))
-    assert table["data"][0][3] and seconds < QUICK_CALL_S + 15, seconds
+    # (their workers were killed at the limit; replacements start in the background, a Python importing PyTorch:
+    # a few seconds on an idle machine, up to half a minute on a busy one)
+    assert table["data"][0][3] and seconds < QUICK_CALL_S + 40, seconds
     # the stopped call says why and what to change, beside the button
     (table, note, *_), seconds = timed(lambda: translate_demo(client, "the cat", "wide", max_len=4095))
     assert f"longer than the {QUICK_CALL_S} s one request may run" in note and "PLAYGROUND_QUICK_CALL_S" in note

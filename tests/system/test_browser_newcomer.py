@@ -11,17 +11,7 @@ import re
 import shutil
 
 import pytest
-from browser import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
-    SHOTS,
-    expect,
-    no_error_badges,
-    no_error_toasts,
-    open_tab,
-    sync_api,
-    wait_idle,
-)
+from browser import CHROMIUM, SHOTS, expect, no_error_badges, no_error_toasts, open_tab, opened, wait_idle
 
 from playground.training.form import FIELDS
 
@@ -32,15 +22,8 @@ NUMBERS = [name for name, s in FIELDS.items() if s.kind in (int, float)]  # the 
 
 @pytest.fixture(scope="module")
 def narrow_page(server):
-    SHOTS.mkdir(exist_ok=True)
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=60_000)
-        page = browser.new_page(viewport={"width": 1024, "height": 900})
-        page.set_default_timeout(30_000)
-        page.goto(server[0])
-        expect(page.get_by_role("heading", name="Transformer Playground")).to_be_visible(timeout=60_000)
+    with opened(server[0], 1024, 900) as page:
         yield page
-        browser.close()
 
 
 def inside_its_container(page, grid: str) -> None:

@@ -99,3 +99,10 @@ def test_the_memory_check_reads_the_gpus_free_memory():
     with pytest.raises(TrainingError, match=r"cuda has [\d.]+ GB free: lower batch tokens"):
         check_training_fits(model_cfg, 10**12, CUDA, AMP)
 
+
+
+def test_int8_weights_are_refused_on_the_gpu_saying_how_to_decode_on_the_cpu(capsys):
+    from playground.cli.main import main
+
+    assert main(["translate", "--model", str(DEMO), "--device", "cuda", "--int8", "A dog runs."]) == 2
+    assert "add --device cpu" in capsys.readouterr().err

@@ -62,3 +62,16 @@ def test_the_web_apps_hook_holds_a_cpu_step_until_the_quick_call_ends(monkeypatc
     step.join(60)
     caller.join(60)
     assert not step.is_alive()  # the call ended, the step went on
+
+
+def test_a_run_in_another_process_waits_while_the_web_process_runs_a_quick_call(monkeypatch):
+    from playground.runtime.foreground import QUICK_CALLS_ENV, quick_calls_file
+
+    calls = QuickCalls()
+    monkeypatch.setenv(QUICK_CALLS_ENV, str(quick_calls_file()))  # as in_fresh_process tells a run's process
+    assert yield_to_quick_calls("cpu") < 0.1 and not quick_calls_file().exists()
+    with calls.running_one():
+        assert quick_calls_file().exists()
+        threading.Timer(0.3, lambda: quick_calls_file().unlink()).start()  # the call ends
+        assert 0.25 <= yield_to_quick_calls("cpu") < 1.9  # the QuickCalls of this process are not the ones waited
+    assert not quick_calls_file().exists() and yield_to_quick_calls("cuda") == 0.0

@@ -12,10 +12,12 @@ import numpy as np
 
 from playground.errors import PlaygroundError
 from playground.insight import model_plots, plots
+from playground.serving import work
 from playground.serving.library import Library
-from playground.ui.caches import MODELS, package_probe
-from playground.ui.handlers import answers, bind, friendly, quick_call, request_lines
-from playground.ui.pickers import default_model, model_names, model_picker, package_folder
+from playground.ui.caches import package_probe
+from playground.ui.handlers import answers, bind, cleared_export, friendly, quick_call, request_lines
+from playground.ui.numbers import Range, Slider, checked
+from playground.ui.pickers import default_model, model_names, model_picker, package_folder, picked_shape
 from playground.ui.state import Session
 
 KINDS = [("Cross-attention (decoder → encoder)", "cross"), ("Encoder self-attention", "encoder"),
@@ -23,6 +25,10 @@ KINDS = [("Cross-attention (decoder → encoder)", "cross"), ("Encoder self-atte
 KIND_NAMES = {value: label for label, value in KINDS}
 VIEWS = ["one head", "mean over heads", "all heads (layers × heads)"]
 TARGET_MODES = ["the model's translation", "my target (teacher-forced)"]
+# the numeric controls (playground.ui.numbers); the top of each is the maps' (or the training history's) own
+LAYER = Range("Layer", 0, None, whole=True)
+HEAD = Range("Head", 0, None, whole=True)
+VALIDATION = Range("Validation", 0, None, whole=True)
 MAX_GRID_MAPS = 96  # heatmaps in the all-heads grid: drawing 96 takes ~0.7 s on a 2-core CPU, 192 ~1.8 s
 # PNG export is drawn by the browser from the chart it shows (plotly.js's own toImage, via the chart's camera
 # button), so the server needs no image engine (kaleido + Chrome)
@@ -51,7 +57,7 @@ def render(att: dict | None, kind: str, view: str, layer: int, head: int):
         return plots.empty_figure("Type a source sentence and press “Show attention”.", height=400)
     weights = att["maps"][kind]  # [L, H, q, k]
     n_layers, n_heads = weights.shape[:2]
-    layer, head = min(max(int(layer), 0), n_layers - 1), min(max(int(head), 0), n_heads - 1)
+    layer, head = LAYER.upto(n_layers - 1).check(layer), HEAD.upto(n_heads - 1).check(head)
     keys, queries = axis_tokens(att, kind)
     name = KIND_NAMES[kind]
     if view == VIEWS[2]:
@@ -65,44 +71,34 @@ def render(att: dict | None, kind: str, view: str, layer: int, head: int):
     return model_plots.attention_heatmap(weights[layer, head], keys, queries, f"{name}: layer {layer}, head {head}")
 
 
-def sliders(att: dict | None, kind: str, layer: int, head: int):
-    if not att:
+def map_shape(att: dict | None, kind: str, shape: dict | None = None) -> tuple[int, int] | None:
+    """(layers, heads) of one kind of maps: those drawn, else those the model `shape` (config.json's "model") would
+    draw; None when neither is known."""
+    if att:
+        return tuple(att["maps"][kind].shape[:2])
+    if not shape:
+        return None
+    return shape["n_encoder_layers" if kind == "encoder" else "n_decoder_layers"], shape["n_heads"]
+
+
+def sliders(att: dict | None, kind: str, layer: int, head: int, shape: dict | None = None):
+    """The Layer and Head sliders over the maps' (or the model's) layers and heads, their values kept in range."""
+    known = map_shape(att, kind, shape)
+    if not known:
         return gr.update(), gr.update()
-    n_layers, n_heads = att["maps"][kind].shape[:2]
+    n_layers, n_heads = known
     return (gr.update(maximum=max(n_layers - 1, 1), value=min(int(layer), n_layers - 1), interactive=n_layers > 1),
             gr.update(maximum=max(n_heads - 1, 1), value=min(int(head), n_heads - 1), interactive=n_heads > 1))
 
 
 def compute_maps(folder: str, source: str, target_mode: str, target: str) -> dict:
-    """Every attention map of one pair with the package in `folder`: plain values in, numpy arrays out. The texts come
-    cut to a line's characters (request_lines); the maps are bounded by attention_maps.fit_attention, which cuts the
-    pair if needed ("cut": the token counts it had)."""
-    from playground.core.attention_maps import attention_maps
-    from playground.core.decode import DecodeOptions, source_ids, translate
-    from playground.insight.inspection import check_source
-    from playground.runtime.request_bounds import attention_cell_limit, check_decode_work, server_bounds
-
-    package = MODELS.get(folder)
-    model, tokenizer = package.model, package.tokenizer
-    source, bounds = check_source(source), server_bounds()
-    src_ids = source_ids(tokenizer, [source], model.cfg, bounds)[0]
-    if target_mode == TARGET_MODES[1]:
-        target = (target or "").strip()
-        if not target:
-            raise PlaygroundError("Type the target sentence to teacher-force, or choose “the model's translation”.")
-        out_ids = tokenizer.encode_tgt(bounds.cut_line(target))
-    else:
-        opts = DecodeOptions("greedy")
-        check_decode_work(model.cfg, [src_ids], opts)
-        hyp = translate(model, tokenizer, [source], opts, bounds)[0].best
-        out_ids, target = list(hyp.ids), hyp.text
-        if out_ids and out_ids[-1] == model.cfg.eos_id:
-            out_ids = out_ids[:-1]
-    tgt_in = [model.cfg.bos_id] + out_ids[: model.cfg.max_len - 1]
-    maps = attention_maps(model, tokenizer, src_ids, tgt_in, attention_cell_limit(model.cfg))
-    return {"maps": {k: np.asarray(maps[k]) for k in ("encoder", "decoder", "cross")},
-            "src_tokens": list(maps["src_tokens"]), "tgt_tokens": list(maps["tgt_tokens"]),
-            "model": package.name, "target": target, "cut": maps["cut"]}
+    """Every attention map of one pair with the package in `folder`, computed in a worker
+    (playground.serving.work.attention): the model's own translation, or `target` teacher-forced."""
+    if target_mode != TARGET_MODES[1]:
+        return quick_maps(folder, source, None)
+    if not (target or "").strip():
+        raise PlaygroundError("Type the target sentence to teacher-force, or choose “the model's translation”.")
+    return quick_maps(folder, source, target.strip())
 
 
 def cut_note(att: dict) -> str:
@@ -132,7 +128,7 @@ def probe_figure(probe: list, index: int):
     """The index-th recorded cross-attention of the probe pair: every decoder layer side by side, mean over heads."""
     if not probe:
         return plots.empty_figure("This model has no attention history (it was not trained here, or never validated).")
-    index = min(max(int(index), 0), len(probe) - 1)
+    index = VALIDATION.upto(len(probe) - 1).check(index)
     p = probe[index]
     cross = np.asarray(p["cross"], dtype=float)
     layers = [f"layer {i}" for i in range(cross.shape[0])] if cross.ndim == 3 else ["last layer"]
@@ -143,8 +139,8 @@ def probe_figure(probe: list, index: int):
                                       row_titles=["mean over heads"], column_titles=layers)
 
 
-# on the CPU on ZeroGPU too (playground.ui.zerogpu); a training step waits for it (playground.runtime.foreground)
-quick_maps = quick_call(compute_maps, "Shorten the sentence (the model's own translation of it is decoded first), "
+# in a worker process (playground.serving.work); a training step waits for it (playground.runtime.foreground)
+quick_maps = quick_call(work.attention, "Shorten the sentence (the model's own translation of it is decoded first), "
                                       "or teacher-force a shorter target.")
 
 
@@ -159,7 +155,7 @@ def show_attention(library: Library, session: Session, model: str, source: str, 
     folder = str(package_folder(library, session, model))
     source_lines, source_cut = request_lines(source, "source")
     target_lines, target_cut = request_lines(target, "target")
-    session.attention = quick_maps(folder, " ".join(source_lines), target_mode, " ".join(target_lines))
+    session.attention = compute_maps(folder, " ".join(source_lines), target_mode, " ".join(target_lines))
     att = session.attention
     note = (f"**{att['model']}** · {len(att['src_tokens'])} source tokens (with `<eos>`), "
             f"{len(att['tgt_tokens'])} target inputs (from `<bos>`); rows are queries, columns keys. "
@@ -169,15 +165,27 @@ def show_attention(library: Library, session: Session, model: str, source: str, 
 
 
 @friendly
-def redraw(session: Session, kind: str = "cross", view: str = VIEWS[0], layer: int = 0, head: int = 0):
-    """Draw the last computed maps again with another kind, view, layer or head."""
+def redraw(session: Session, kind: str = "cross", view: str = VIEWS[0], layer: int = 0, head: int = 0,
+           model: str | None = None):
+    """Draw the last computed maps again with another kind, view, layer or head (`model`, the one picked, sets the
+    sliders' ranges before any maps are drawn: build's validator checks them against it)."""
     return render(session.attention, kind, view, layer, head)
 
 
-@friendly
-def switch(session: Session, kind: str, view: str, layer: int, head: int):
-    """Another kind has its own number of layers: the sliders follow (their change redraws)."""
-    return (redraw(session, kind, view, layer, head), *sliders(session.attention, kind, layer, head))
+def switch(library: Library, session: Session, kind: str, view: str, layer: int, head: int, model: str | None):
+    """Another kind has its own number of layers: the sliders follow, and the figure is drawn at their values."""
+    shape = picked_shape(library, session, model)
+    known = map_shape(session.attention, kind, shape)
+    if known:
+        layer, head = min(int(layer), known[0] - 1), min(int(head), known[1] - 1)
+    return (redraw(session, kind, view, layer, head), *sliders(session.attention, kind, layer, head, shape))
+
+
+def model_sliders(library: Library, session: Session, kind: str, layer: int, head: int, model: str | None):
+    """Before any maps are drawn, the sliders span the picked model's layers and heads (drawn maps keep theirs)."""
+    if session.attention:
+        return gr.update(), gr.update()
+    return sliders(None, kind, layer, head, picked_shape(library, session, model))
 
 
 def current_figure(session: Session, kind: str, view: str, layer: int, head: int):
@@ -199,11 +207,6 @@ def export_html(session: Session, kind: str = "cross", view: str = VIEWS[0], lay
     path = export_dir("attention", str(id(session))) / f"attention-{kind}.html"
     fig.write_html(str(path), include_plotlyjs=True if offline else "cdn", full_html=True)
     return str(path)
-
-
-def clear_export() -> tuple:
-    """Clear the exported file and its note: one exported from another view would be taken for the one on screen."""
-    return None, ""
 
 
 def probe_slider(probe: list) -> dict:
@@ -242,8 +245,10 @@ def pair_controls(session: gr.State, library: Library) -> SimpleNamespace:
     c.show = gr.Button("Show attention", variant="primary")
     c.kind = gr.Radio(KINDS, value="cross", label="Attention")
     c.view = gr.Radio(VIEWS, value=VIEWS[0], label="View")
-    c.layer = gr.Slider(0, 1, 0, step=1, label="Layer")
-    c.head = gr.Slider(0, 1, 0, step=1, label="Head")
+    # the picked model's layers and heads from the start (the first maps drawn keep them, or set theirs)
+    n_layers, n_heads = map_shape(None, "cross", picked_shape(library, None, c.model.value)) or (1, 1)
+    c.layer = LAYER.slider(0, high=max(n_layers - 1, 1), step=1, interactive=n_layers > 1)
+    c.head = HEAD.slider(0, high=max(n_heads - 1, 1), step=1, interactive=n_heads > 1)
     with gr.Row():
         c.html_btn = gr.Button("Export HTML", size="sm")
         c.png_btn = gr.Button("Export PNG", size="sm")
@@ -264,12 +269,28 @@ def maps_panel(library: Library) -> SimpleNamespace:
         gr.Markdown("The trainer records the cross-attention (each decoder layer, mean over heads) of one "
                     "fixed validation pair at every validation: slide through training to watch the "
                     "alignment form.")
-        p.probe_step = gr.Slider(0, **probe_slider(first_probe), step=1, label="Validation",
+        p.probe_step = Slider(0, **probe_slider(first_probe), step=1, label=VALIDATION.label,
                                  elem_id="attention-probe-step",
                                  info="0 = the first validation; the training step is in the chart's title")
         p.probe_plot = gr.Plot(probe_figure(first_probe, len(first_probe) - 1), show_label=False,
                                elem_id="attention-probe-plot")
     return p
+
+
+def number_checks(library: Library, session: gr.State, c: SimpleNamespace, p: SimpleNamespace,
+                  drawn: bool = True) -> dict:
+    """The Layer, Head and Validation ranges: those of the maps drawn (`drawn`, else of the model picked, whose maps
+    are about to be computed) and of the model's training history."""
+    def shape(v: dict) -> tuple[int, int] | None:
+        att = v[session].attention if drawn else None
+        return map_shape(att, v[c.kind], picked_shape(library, v[session], v.get(c.model)))
+
+    def top(v: dict, which: int, rule: Range) -> Range:
+        known = shape(v)
+        return rule.upto(known[which] - 1) if known else rule
+
+    return {c.layer: lambda v: top(v, 0, LAYER), c.head: lambda v: top(v, 1, HEAD),
+            p.probe_step: lambda v: VALIDATION.upto(max(len(read_probe(library, v[session], v[c.model])) - 1, 0))}
 
 
 def build(session: gr.State, library: Library) -> AttentionTab:
@@ -281,25 +302,32 @@ def build(session: gr.State, library: Library) -> AttentionTab:
 
     view_inputs = [session, c.kind, c.view, c.layer, c.head]
     compute = dict(**answers(bind(show_attention, library), [p.plot, c.target, p.note, c.layer, c.head], p.note),
-                   inputs=[session, c.model, c.source, c.target_mode, c.target, *view_inputs[1:]])
+                   **checked([session, c.model, c.source, c.target_mode, c.target, *view_inputs[1:]],
+                             number_checks(library, session, c, p, drawn=False)), trigger_mode="always_last")
     c.show.click(**compute, api_name="attention")
     c.source.submit(**compute, api_visibility="private")
-    c.kind.change(switch, view_inputs, [p.plot, c.layer, c.head], api_visibility="private", show_progress="hidden")
-    c.view.change(redraw, view_inputs, [p.plot], api_name="attention_view", show_progress="hidden")
+    checks = number_checks(library, session, c, p)
+    c.kind.change(friendly(bind(switch, library)), [*view_inputs, c.model], [p.plot, c.layer, c.head],
+                  api_visibility="private", show_progress="hidden")
+    c.view.change(redraw, **checked([*view_inputs, c.model], checks), outputs=[p.plot], api_name="attention_view",
+                  show_progress="hidden")
     for control in (c.layer, c.head):
-        control.change(redraw, view_inputs, [p.plot], api_visibility="private", show_progress="hidden",
-                       trigger_mode="always_last")
-    c.html_btn.click(**answers(export_html, [c.export], c.export_note), inputs=[*view_inputs, c.offline],
+        control.change(redraw, **checked([*view_inputs, c.model], checks), outputs=[p.plot],
+                       api_visibility="private", show_progress="hidden", trigger_mode="always_last")
+    c.model.change(friendly(bind(model_sliders, library)), [session, c.kind, c.layer, c.head, c.model],
+                   [c.layer, c.head], api_visibility="private", show_progress="hidden")
+    c.html_btn.click(**answers(export_html, [c.export], c.export_note), **checked([*view_inputs, c.offline], checks),
                      api_name="export_attention_html")
     c.png_btn.click(None, js=PNG_JS)
     gr.on([c.show.click, c.source.submit, c.kind.change, c.view.change, c.layer.change, c.head.change,
-           c.model.change], clear_export, None, [c.export, c.export_note], queue=False, show_progress="hidden",
+           c.model.change], cleared_export, None, [c.export, c.export_note], queue=False, show_progress="hidden",
           api_visibility="private")
     probe_outputs = dict(fn=bind(pick_model, library), inputs=[session, c.model],
                          outputs=[p.probe_step, p.probe_plot], api_visibility="private", show_progress="hidden")
     # ↻ also rereads the history: a model still training (the demo) gains validations under the same name
     c.refreshed.then(**probe_outputs)
     c.model.change(**probe_outputs)
-    p.probe_step.change(bind(show_probe, library), [session, c.model, p.probe_step], [p.probe_plot],
-                        api_name="attention_probe", show_progress="hidden", trigger_mode="always_last")
+    p.probe_step.change(bind(show_probe, library), **checked([session, c.model, p.probe_step], checks),
+                        outputs=[p.probe_plot], api_name="attention_probe", show_progress="hidden",
+                        trigger_mode="always_last")
     return AttentionTab(c.model, c.source)

@@ -4,7 +4,6 @@ settings that differ, the final scores, and the same sentences translated by eac
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from types import SimpleNamespace
 
 import gradio as gr
@@ -12,8 +11,8 @@ import pandas as pd
 
 from playground.errors import PlaygroundError
 from playground.insight import plots
+from playground.serving import work
 from playground.serving.library import Library
-from playground.ui.caches import MODELS
 from playground.ui.handlers import answers, bind, quick_call, request_lines
 from playground.ui.pickers import model_names, package_folder
 from playground.ui.state import Session
@@ -56,28 +55,6 @@ def run_figures(runs, x_axis: str) -> list:
     ]
 
 
-def greedy_columns(folders: list[str], lines: list[str]) -> dict[str, list[str]]:
-    """Each package's greedy translations of `lines`, by package name."""
-    from playground import limits
-    from playground.core.decode import DecodeOptions, source_ids, translate
-    from playground.runtime.request_bounds import check_decode_memory, decode_tokens, server_bounds
-
-    packages, opts, bounds = [MODELS.get(folder) for folder in folders], DecodeOptions("greedy"), server_bounds()
-    ids = [source_ids(p.tokenizer, lines, p.model.cfg, bounds) for p in packages]
-    for package, package_ids in zip(packages, ids):
-        check_decode_memory(package.model.cfg, package_ids, opts)
-    tokens = sum(decode_tokens(p.model.cfg, package_ids, opts) for p, package_ids in zip(packages, ids))
-    if tokens > limits.max_decode_tokens():
-        raise PlaygroundError(f"Translating these {len(lines)} sentences with {len(folders)} models could decode up "
-                              f"to {tokens:,} tokens; one request may decode at most {limits.max_decode_tokens():,} "
-                              "here (the operator sets PLAYGROUND_MAX_DECODE_TOKENS). Send fewer or shorter "
-                              "sentences, or compare fewer models.")
-    columns = {"source": lines}
-    for folder, package in zip(folders, packages):
-        columns[Path(folder).name] = [t.text for t in translate(package.model, package.tokenizer, lines, opts, bounds)]
-    return columns
-
-
 def tables(runs) -> tuple[pd.DataFrame, pd.DataFrame]:
     from playground.insight.compare import comparison_rows
 
@@ -96,8 +73,8 @@ def time_note(runs) -> str:
             "over it.*")
 
 
-# on the CPU on ZeroGPU too (playground.ui.zerogpu); a training step waits for it (playground.runtime.foreground)
-quick_columns = quick_call(greedy_columns, "Send fewer or shorter sentences, or compare fewer models.")
+# in a worker process (playground.serving.work); a training step waits for it (playground.runtime.foreground)
+quick_columns = quick_call(work.greedy_columns, "Send fewer or shorter sentences, or compare fewer models.")
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -14,10 +14,12 @@ from playground.insight import plots
 from playground.settings import MB
 from playground.ui import sessions, texts
 from playground.ui.handlers import answers, friendly
+from playground.ui.numbers import Range, checked
 from playground.ui.state import Session
 
 PREVIEW_ROWS = 20
 MAX_WORDS = 256  # longest side kept when reading, in words (the run's max_len cuts tokens later)
+VALIDATION_SPLIT = Range("Validation split", 0.01, 0.3)  # playground.ui.numbers: drawn and checked from here
 
 
 @dataclass
@@ -132,7 +134,7 @@ def _adopt(session: Session, data, description: str, val_fraction: float | None)
     sessions.holding(session)
     session.src_lang, session.tgt_lang = data.src_lang or "src", data.tgt_lang or "tgt"
     if val_fraction is not None:
-        session.val_fraction = float(val_fraction)
+        session.val_fraction = VALIDATION_SPLIT.check(val_fraction)
 
 
 def load_builtin(session: Session, name: str, val_fraction: float = 0.05):
@@ -197,7 +199,7 @@ def set_languages(session: Session, src_lang: str, tgt_lang: str):
 
 
 def set_val_fraction(session: Session, val_fraction: float):
-    session.val_fraction = float(val_fraction)
+    session.val_fraction = VALIDATION_SPLIT.check(val_fraction)
     return summary_markdown(session)
 
 
@@ -226,15 +228,15 @@ def direction_panel() -> tuple:
         src_lang = gr.Textbox(label="Source language", value="src", scale=2)
         tgt_lang = gr.Textbox(label="Target language", value="tgt", scale=2)
         swap = gr.Button("⇄ Swap direction", scale=1)
-        val_fraction = gr.Slider(0.01, 0.3, value=0.05, step=0.01, label="Validation split",
-                                 info="Share of pairs held out for validation (at most 1,000)", scale=3)
+        val_fraction = VALIDATION_SPLIT.slider(0.05, step=0.01, scale=3,
+                                               info="Share of pairs held out for validation (at most 1,000)")
     return src_lang, tgt_lang, swap, val_fraction
 
 
 def data_view() -> tuple:
     """The summary, the first pairs, the length histogram and the dropped rows, as before any data is loaded."""
     blank = Session()  # what the tab shows before any data is loaded: column headers, no rows
-    summary = gr.Markdown(summary_markdown(blank))
+    summary = gr.Markdown(summary_markdown(blank), elem_id="data-summary")
     with gr.Row():
         with gr.Column(scale=3):
             preview = gr.Dataframe(preview_frame(blank), label=f"First {PREVIEW_ROWS} pairs", interactive=False,
@@ -253,9 +255,10 @@ def build(session: gr.State) -> DataTab:
     summary, preview, dropped, lengths = data_view()
 
     outputs = [summary, preview, dropped, lengths, src_lang, tgt_lang]
-    builtin_btn.click(**answers(load_builtin, outputs, note), inputs=[session, builtin, val_fraction],
+    checks = {val_fraction: VALIDATION_SPLIT}  # a split out of range is said beside it, and nothing is loaded
+    builtin_btn.click(**answers(load_builtin, outputs, note), **checked([session, builtin, val_fraction], checks),
                       api_name="load_builtin")
-    files.upload(**answers(load_files, [*outputs, files], note), inputs=[session, files, val_fraction],
+    files.upload(**answers(load_files, [*outputs, files], note), **checked([session, files, val_fraction], checks),
                  api_name="load_files")
     files.clear(friendly(forget_files), [session], [summary], api_visibility="private", show_progress="hidden")
     swap.click(**answers(swap_direction, outputs, note), inputs=[session], api_name="swap_direction")
@@ -264,6 +267,6 @@ def build(session: gr.State) -> DataTab:
     gr.on([src_lang.blur, src_lang.submit, tgt_lang.blur, tgt_lang.submit], friendly(set_languages),
           [session, src_lang, tgt_lang], [summary, preview, lengths], api_name="set_languages", show_progress="hidden",
           trigger_mode="always_last")
-    val_fraction.change(friendly(set_val_fraction), [session, val_fraction], [summary], api_name="set_val_fraction",
-                        show_progress="hidden", trigger_mode="always_last")
+    val_fraction.change(friendly(set_val_fraction), **checked([session, val_fraction], checks), outputs=[summary],
+                        api_name="set_val_fraction", show_progress="hidden", trigger_mode="always_last")
     return DataTab(summary, preview, dropped, lengths, src_lang, tgt_lang, val_fraction)

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import gradio as gr
 
 from playground.serving.library import Library
-from playground.ui.handlers import answers, bind, friendly
+from playground.ui.handlers import answers, bind, cleared_export, friendly
 from playground.ui.pickers import package_folder
 from playground.ui.state import Session, oauth_available, visitor_of
 
@@ -109,6 +109,8 @@ def build(session: gr.State, library: Library, model: gr.Dropdown) -> None:
                  api_name="export_transformers")
     ct2_btn.click(**answers(bind(ctranslate2_zip, library), [exported], export_note),
                   inputs=[session, model, quantization], api_name="export_ctranslate2")
+    model.change(cleared_export, None, [exported, export_note], queue=False, show_progress="hidden",
+                 api_visibility="private")
     push_inputs = [session, model, h.repo_id, h.private, h.with_transformers, h.license]
     h.push_btn.click(**answers(bind(push, library), [h.pushed], h.pushed), inputs=push_inputs,
                      api_name="push_to_hub")

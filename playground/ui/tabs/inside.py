@@ -11,13 +11,23 @@ from types import SimpleNamespace
 import gradio as gr
 
 from playground.insight import model_plots, plots
+from playground.serving import work
 from playground.serving.library import Library
-from playground.ui.handlers import answers, bind, friendly
-from playground.ui.pickers import load_model, model_picker
+from playground.ui.handlers import answers, bind, friendly, quick_call
+from playground.ui.numbers import Range, checked
+from playground.ui.pickers import model_picker, package_folder
 from playground.ui.state import Session
 
 NO_DATA = "Load data on the Data tab: this view is computed on your sentence pairs."
 NO_MODEL = "Choose a model above (train one on the Train tab, or upload one on the Models tab)."
+
+# the numeric controls (playground.ui.numbers)
+PAIRS = Range("Pairs in the batch", 1, 8, whole=True)
+PAIR_SHOWN = Range("Pair shown", 1, 8, whole=True)  # its top: the pairs in the batch
+MASK_SEED = Range("Which pairs (seed)", 0, 2**63 - 1, whole=True)
+BATCH_TOKENS = Range("Batch tokens", 0, None, whole=True)
+SHUFFLE_SEED = Range("Shuffle seed", 0, 2**63 - 1, whole=True)
+TOKENS = Range("Tokens", 20, 500, whole=True)
 
 
 @dataclass
@@ -26,12 +36,12 @@ class InsideTab:
     redraw: list[dict]  # listener arguments that redraw every view (the tab's select event runs them)
 
 
-def training_batch_tokens(package) -> int:
-    """The batch budget the model was trained with; the trainer's default for a model trained elsewhere."""
-    from playground.packages.format import saved_config
-    from playground.training.config import TrainConfig
-
-    return int(saved_config(package.training).get("batch_tokens") or TrainConfig.batch_tokens)
+# in a worker process (playground.serving.work); a training step waits for them (playground.runtime.foreground)
+TOO_MUCH = "Load fewer sentence pairs on the Data tab, or pick a smaller model."
+quick_positional = quick_call(work.positional_table, "Pick a smaller model.")
+quick_masks = quick_call(work.mask_data, TOO_MUCH)
+quick_batching = quick_call(work.batching_data, TOO_MUCH)
+quick_embeddings = quick_call(work.embedding_data, TOO_MUCH)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -39,52 +49,50 @@ def training_batch_tokens(package) -> int:
 
 
 def positional_view(session: Session, library: Library, model: str | None, side: str, dimensions: list[int] | None):
-    from playground.insight.inspection import curve_dimensions, positional_encoding
+    from playground.insight.inspection import curve_dimensions
 
     if not model:
         return plots.empty_figure(NO_MODEL), plots.empty_figure(), gr.update(), ""
-    package = load_model(library, session, model)
-    cfg = package.model.cfg
-    table = positional_encoding(package.model, side)
+    package, table = quick_positional(str(package_folder(library, session, model)), side)
+    cfg, name = package["cfg"], package["name"]
     dims = [int(d) for d in dimensions or [] if 0 <= int(d) < cfg.d_model] or curve_dimensions(cfg.d_model)
     learned = cfg.positional_encoding == "learned"
     what = f"learned {side} position embeddings" if learned else "sinusoidal encoding (the same on both sides)"
-    note = (f"**{package.name}**: {what}, {cfg.max_len} positions × {cfg.d_model} dimensions. " +
+    note = (f"**{name}**: {what}, {cfg.max_len} positions × {cfg.d_model} dimensions. " +
             ("These are the weights of the model's `positions` embedding after training: compare them with the "
              "paper's sines (train a model with *Positional encoding: sinusoidal*). Positions beyond the longest "
              "training sentences get no gradient and keep their random start." if learned else
              "PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(…): each pair of dimensions is a wave, "
              "slower and slower along the dimensions."))
-    return (model_plots.positional_heatmap(table, f"Positional encoding of {package.name} ({side})"),
+    return (model_plots.positional_heatmap(table, f"Positional encoding of {name} ({side})"),
             model_plots.positional_curves(table, dims, "Chosen dimensions over the positions"),
             gr.update(choices=list(range(cfg.d_model)), value=dims), note)
 
 
-def language_warning(session: Session, package) -> str:
-    """A warning, before a view's note, when the model and the session's data are not the same language pair."""
+def language_warning(session: Session, package: dict) -> str:
+    """A warning, before a view's note, when the model (playground.serving.work.about) and the session's data are not
+    the same language pair."""
     if session.data is None:
         return ""
-    model_pair = (package.config.get("src_lang"), package.config.get("tgt_lang"))
+    model_pair = (package["config"].get("src_lang"), package["config"].get("tgt_lang"))
     data_pair = (session.src_lang, session.tgt_lang)
     if model_pair == data_pair:
         return ""
-    return (f"⚠️ **{package.name}** translates `{model_pair[0]}` → `{model_pair[1]}`, your data is `{data_pair[0]}` → "
-            f"`{data_pair[1]}`: its tokenizer splits your sentences with a vocabulary made for other languages. Pick "
-            "a model of your data's pair above, or load data in its languages on the Data tab.  \n")
+    return (f"⚠️ **{package['name']}** translates `{model_pair[0]}` → `{model_pair[1]}`, your data is "
+            f"`{data_pair[0]}` → `{data_pair[1]}`: its tokenizer splits your sentences with a vocabulary made for "
+            "other languages. Pick a model of your data's pair above, or load data in its languages on the Data "
+            "tab.  \n")
 
 
 def masks_view(session: Session, library: Library, model: str | None, n_pairs: int, seed: int, pair: int):
-    from playground.insight.inspection import mask_batch
-
     if not model or session.data is None:
         hint = plots.empty_figure(NO_MODEL if not model else NO_DATA)
         return hint, plots.empty_figure(), plots.empty_figure(), ""
-    package = load_model(library, session, model)
-    batch = mask_batch(package.model, package.tokenizer, session.pairs, int(n_pairs), int(seed))
-    row = min(max(int(pair), 1), len(batch.tgt_tokens)) - 1
+    package, batch = quick_masks(str(package_folder(library, session, model)), session.pairs, int(n_pairs), int(seed))
+    row = PAIR_SHOWN.upto(len(batch.tgt_tokens)).check(pair) - 1
     S, T = batch.padding_mask.shape[1], batch.look_ahead_mask.shape[0]
     note = language_warning(session, package) + (
-            f"{len(batch.src_tokens)} pairs of your data tokenized by **{package.name}** and padded as the trainer "
+            f"{len(batch.src_tokens)} pairs of your data tokenized by **{package['name']}** and padded as the trainer "
             f"pads them (to the longest sentence; on a GPU, up to a multiple of 8): {S} source and {T} target "
             "positions. The padding mask hides `<pad>` keys from every query (encoder self-attention and "
             "cross-attention). The look-ahead mask lets target position *i* see positions ≤ *i* only, so the "
@@ -101,17 +109,13 @@ def masks_view(session: Session, library: Library, model: str | None, n_pairs: i
 
 
 def batching_view(session: Session, library: Library, model: str | None, batch_tokens: int, seed: int):
-    from playground.insight.inspection import compare_batching, train_max_len
-
     if not model or session.data is None:
         return plots.empty_figure(NO_MODEL if not model else NO_DATA), ""
-    package = load_model(library, session, model)
-    budget = int(batch_tokens) if batch_tokens and batch_tokens > 0 else training_batch_tokens(package)
-    random_batches, grouped = compare_batching(package.tokenizer, session.pairs, budget,
-                                               train_max_len(package.model), int(seed))
+    package, budget, (random_batches, grouped) = quick_batching(
+        str(package_folder(library, session, model)), session.pairs, int(batch_tokens or 0), int(seed))
     note = language_warning(session, package) + (
             f"{random_batches.batches:,} batches of up to {budget:,} tokens from your pairs, tokenized by "
-            f"**{package.name}**. Random batches pad each sentence with **{random_batches.padding_per_sequence:.2f}"
+            f"**{package['name']}**. Random batches pad each sentence with **{random_batches.padding_per_sequence:.2f}"
             f"** tokens on average, batches grouped by length with **{grouped.padding_per_sequence:.2f}** "
             "(the post building on *The Annotated Transformer* measured 15.25 versus 3.62 on Multi30k): "
             f"{random_batches.padding_share:.0%} versus "
@@ -122,21 +126,17 @@ def batching_view(session: Session, library: Library, model: str | None, batch_t
 
 
 def embeddings_view(session: Session, library: Library, model: str | None, n_tokens: int):
-    from playground.insight.inspection import embedding_map
-
     if not model:
         return plots.empty_figure(NO_MODEL), ""
-    package = load_model(library, session, model)
-    emb = embedding_map(package.model, package.tokenizer, session.pairs, int(n_tokens))
-    tied = package.model.src_embed.tokens is package.model.tgt_embed.tokens
+    package, tied, emb = quick_embeddings(str(package_folder(library, session, model)), session.pairs, int(n_tokens))
     chosen = "most frequent tokens of your data" if session.data is not None else "first tokens of the vocabulary"
-    note = language_warning(session, package) + (f"The {len(emb.labels)} {chosen}, from **{package.name}**'s " +
+    note = language_warning(session, package) + (f"The {len(emb.labels)} {chosen}, from **{package['name']}**'s " +
             ("one embedding table, shared by source, target (and the output layer when tied): tokens of both "
              "languages live in one space, coloured by the side of your data they occur on." if tied else
              "source and target embedding tables, projected together.") +
             " Hover for a token; drag to zoom.")
     return model_plots.embedding_figure(emb.coords, emb.labels, emb.groups, emb.explained,
-                                        f"Token embeddings of {package.name}: first two principal components"), note
+                                        f"Token embeddings of {package['name']}: first two principal components"), note
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -195,9 +195,9 @@ def masks_panel() -> SimpleNamespace:
     m = SimpleNamespace()
     with gr.Accordion("Padding and look-ahead masks", open=True, elem_id="inside-masks"):
         with gr.Row():
-            m.n_pairs = gr.Slider(1, 8, 4, step=1, label="Pairs in the batch")
-            m.seed = gr.Number(0, label="Which pairs (seed)", precision=0, minimum=0)
-            m.pair = gr.Slider(1, 8, 1, step=1, label="Pair shown in the square masks")
+            m.n_pairs = PAIRS.slider(4, step=1)
+            m.seed = MASK_SEED.number(0)
+            m.pair = PAIR_SHOWN.slider(1, step=1, label="Pair shown in the square masks")
         m.note = gr.Markdown()
         m.padding_plot = gr.Plot(show_label=False, elem_id="inside-padding-mask")
         with gr.Row():
@@ -211,9 +211,8 @@ def batching_panel() -> SimpleNamespace:
     b = SimpleNamespace()
     with gr.Accordion("Batching by length", open=True, elem_id="inside-batching-view"):
         with gr.Row():
-            b.batch_tokens = gr.Number(0, label="Batch tokens (0 = the model's training setting)", precision=0,
-                                       minimum=0, step=512)
-            b.seed = gr.Number(0, label="Shuffle seed", precision=0, minimum=0)
+            b.batch_tokens = BATCH_TOKENS.number(0, label="Batch tokens (0 = the model's training setting)", step=512)
+            b.seed = SHUFFLE_SEED.number(0)
         b.note = gr.Markdown()
         b.plot = gr.Plot(show_label=False, elem_id="inside-batching")
     return b
@@ -223,10 +222,22 @@ def embeddings_panel() -> SimpleNamespace:
     """The token embeddings on a 2-D map."""
     e = SimpleNamespace()
     with gr.Accordion("Token embeddings", open=True, elem_id="inside-embeddings-view"):
-        e.n_tokens = gr.Slider(20, 500, 150, step=10, label="Tokens")
+        e.n_tokens = TOKENS.slider(150, step=10)
         e.note = gr.Markdown()
         e.plot = gr.Plot(show_label=False, elem_id="inside-embeddings")
     return e
+
+
+def number_checks(session: gr.State, m: SimpleNamespace, b: SimpleNamespace, e: SimpleNamespace) -> dict:
+    """The range of each numeric control; the pair shown is one of the batch's."""
+    def shown_pair(v: dict) -> Range:
+        pairs = v[m.n_pairs]
+        top = PAIR_SHOWN.high if PAIRS.problem(pairs) else int(pairs)
+        data = v[session].data
+        return PAIR_SHOWN.upto(min(top, max(len(data.pairs), 1)) if data is not None else top)
+
+    return {m.n_pairs: PAIRS, m.seed: MASK_SEED, m.pair: shown_pair, b.batch_tokens: BATCH_TOKENS,
+            b.seed: SHUFFLE_SEED, e.n_tokens: TOKENS}
 
 
 def build(session: gr.State, library: Library) -> InsideTab:
@@ -235,16 +246,18 @@ def build(session: gr.State, library: Library) -> InsideTab:
     model, _ = model_picker(library, session, "inside_models")
     p, m, b, e = positional_panel(), masks_panel(), batching_panel(), embeddings_panel()
 
-    # a view that cannot be drawn says why in its own note; the others keep what they show
+    # a view that cannot be drawn says why in its own note; the others keep what they show; a number out of its
+    # range is said beside its control, and no view is drawn for it
+    checks = number_checks(session, m, b, e)
     views = [
         dict(**answers(bind(show_positional, library), [p.heatmap, p.curves, p.dimensions, p.note], p.note),
              inputs=[session, model, p.side, p.dimensions], api_name="positional_encoding"),
         dict(**answers(bind(show_masks, library), [m.padding_plot, m.self_mask_plot, m.look_ahead_plot, m.note],
-                       m.note), inputs=[session, model, m.n_pairs, m.seed, m.pair], api_name="masks"),
+                       m.note), **checked([session, model, m.n_pairs, m.seed, m.pair], checks), api_name="masks"),
         dict(**answers(bind(show_batching, library), [b.plot, b.note], b.note),
-             inputs=[session, model, b.batch_tokens, b.seed], api_name="batching"),
+             **checked([session, model, b.batch_tokens, b.seed], checks), api_name="batching"),
         dict(**answers(bind(show_embeddings, library), [e.plot, e.note], e.note),
-             inputs=[session, model, e.n_tokens], api_name="embeddings"),
+             **checked([session, model, e.n_tokens], checks), api_name="embeddings"),
     ]
     # each view redraws when its own controls are edited (.input: not when a handler sets them) ...
     for view, controls in zip(views, [(p.side, p.dimensions), (m.n_pairs, m.seed, m.pair), (b.batch_tokens, b.seed),

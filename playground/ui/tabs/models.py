@@ -13,10 +13,11 @@ import pandas as pd
 
 from playground.errors import PackageError
 from playground.packages.info import summary_of
+from playground.serving import work
 from playground.serving.library import Library
 from playground.settings import KB, MB
 from playground.ui.caches import package_info
-from playground.ui.handlers import answers, bind, friendly
+from playground.ui.handlers import answers, bind, friendly, quick_call
 from playground.ui.pickers import default_model, model_dropdown, model_names, package_folder
 from playground.ui.state import Session, visitor_of
 from playground.ui.tabs import hub_panel
@@ -59,6 +60,18 @@ def models_frame(library: Library, session: Session | None) -> pd.DataFrame:
             round(summary.size_bytes / MB, 2), saved,
         ])
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def models_table(library: Library, session: Session | None):
+    """models_frame as the page shows it: counts with thousands separators (1,251,584 parameters), still sorted as
+    numbers (a Styler formats what is shown, the values stay)."""
+    def shown(value) -> str:
+        return "" if value is None or pd.isna(value) else f"{value:g}" if isinstance(value, float) else str(value)
+
+    def count(value) -> str:
+        return f"{int(value):,}" if pd.notna(value) else ""
+
+    return models_frame(library, session).style.format(shown).format(count, subset=["parameters", "steps"])
 
 
 def file_size(n_bytes: int) -> str:
@@ -112,7 +125,7 @@ def storage_note(library: Library) -> str:
 @friendly
 def refresh_all(library: Library, session: Session, keep: str | None = None):
     """All packages with their metrics (newest first), and the picker's choices."""
-    return models_frame(library, session), model_dropdown(library, session, keep)
+    return models_table(library, session), model_dropdown(library, session, keep)
 
 
 @friendly
@@ -135,6 +148,10 @@ def export_model(library: Library, session: Session, name: str, with_state: bool
                           with_state=bool(with_state)))
 
 
+# an upload's tokenizer is parsed by native code, its weights loaded: in a worker process (playground.serving.work)
+checked_in_worker = quick_call(work.check_upload, "Upload a smaller package.")
+
+
 @friendly
 def import_model(library: Library, session: Session, file):
     """Add a package from a zip file (checked before anything is written to the models folder)."""
@@ -147,7 +164,7 @@ def import_model(library: Library, session: Session, file):
     visitor = visitor_of(library, session)
     reserved = library.add(safe_stem(path.stem), visitor, zip_bytes(path))  # quotas checked, name reserved
     try:
-        folder = import_zip(path, library.models_dir, name=reserved.name)
+        folder = import_zip(path, library.models_dir, name=reserved.name, check=checked_in_worker)
     finally:
         library.forget(reserved.name)  # dropped only when nothing was imported
     gr.Info(f"Imported {folder.name}.")
@@ -216,7 +233,7 @@ def files_column(session: gr.State, library: Library, model: gr.Dropdown) -> Sim
 def build(session: gr.State, library: Library) -> ModelsTab:
     gr.Markdown(storage_note(library), elem_id="models-storage")
     with gr.Row():
-        table = gr.Dataframe(models_frame(library, None), label="Model packages (click a row)",
+        table = gr.Dataframe(models_table(library, None), label="Model packages (click a row)",
                              interactive=False, wrap=True, scale=5, column_widths=COLUMN_WIDTHS)
         refresh = gr.Button("↻ Refresh", scale=0, min_width=100)
     with gr.Row():
@@ -244,4 +261,6 @@ def build(session: gr.State, library: Library) -> ModelsTab:
                     api_visibility="private")
     deleted.then(**unticked)
     model.change(**unticked)
+    # the zip of the model picked before is not offered for this one
+    model.change(lambda: None, None, [f.download], queue=False, show_progress="hidden", api_visibility="private")
     return ModelsTab(table, model, [imported, deleted], {**show_card, "api_visibility": "private"})

@@ -193,6 +193,7 @@ class Panels:
     resume_btn: gr.Button
     resume_from: gr.Dropdown
     continue_btns: tuple  # ZeroGPU: (on the GPU, on the CPU); else empty
+    run_note: gr.Markdown  # beside the buttons: why a press did not start a run
     status: gr.Markdown
     outputs: list  # what a run updates: status, loss, validation, LR and metrics charts, samples
 
@@ -229,7 +230,8 @@ def run_buttons(library: Library) -> tuple:
         with gr.Row():
             continue_btns = (gr.Button("▶ Continue on the GPU", scale=1), gr.Button("▶ Continue on the CPU", scale=1))
             gr.Markdown(texts.continue_note(CPU_RUN_MAX_PARAMS))
-    return start_btn, stop_btn, resume_btn, resume_from, continue_btns
+    run_note = gr.Markdown(elem_id="train-run-note")
+    return start_btn, stop_btn, resume_btn, resume_from, continue_btns, run_note
 
 
 def run_panel(first_lr) -> list:
@@ -290,6 +292,34 @@ def wire_previews(p: Panels, session: gr.State, library: Library, page: gr.Tab) 
           api_visibility="private")
 
 
+def ready_line(session: Session, status: str | None):
+    """Before any run, the status line says what is still missing: the data, or nothing (a run's line stays)."""
+    if not (status or "").startswith(texts.BEFORE_RUN):
+        return gr.skip()
+    return texts.TRAIN_START if session.data is None else texts.train_ready(session.description)
+
+
+def running_note(session: Session) -> str:
+    return (f"⚠️ This tab is already training `{Path(session.run_dir or '').name}`: a new run starts when it ends. "
+            "Press **■ Stop** to end it now (it is saved).")
+
+
+def before_run(waiting: str, session: Session) -> tuple:
+    """What Start and Resume say at once: beside the buttons, that this tab is already training (that run goes on,
+    its charts too); else the wait for a training slot, with the last run's charts cleared."""
+    if session.trainer is not None:
+        return gr.skip(), running_note(session), *(gr.skip(),) * 4
+    return (waiting, "", plots.loss_figure([], []), plots.val_loss_figure([]), plots.metrics_figure([]),
+            pd.DataFrame(columns=SAMPLE_COLUMNS))
+
+
+def busy(session: Session, *others, **controls) -> list:
+    """Start or Resume during this tab's own run: refused before it is queued (queued, it would wait for that run to
+    end, then start one; an API client gets the note). One verdict per input, the session's first."""
+    running = session.trainer is not None
+    return [gr.validate(not running, running_note(session) if running else ""), *[None] * (len(others) + len(controls))]
+
+
 def wire_runs(p: Panels, session: gr.State, library: Library) -> TrainTab:
     """Start and Resume (the run's queue position said at once), Stop, and on ZeroGPU Continue."""
     slots = training_slots()
@@ -298,11 +328,16 @@ def wire_runs(p: Panels, session: gr.State, library: Library) -> TrainTab:
     train_kwargs = dict(show_progress="full", show_progress_on=[p.status], concurrency_limit=slots,
                         concurrency_id="train")
 
+    status, loss_plot, val_plot, _, metrics_plot, samples = p.outputs
+
     def run_button(button: gr.Button, handler, picked, api_name: str):
-        return button.click(lambda: waiting, None, [p.status], queue=False, api_visibility="private",
-                            show_progress="hidden").then(
+        run = button.click(bind(before_run, waiting), [session], [status, p.run_note, loss_plot, val_plot,
+                                                                  metrics_plot, samples],
+                           queue=False, api_visibility="private", show_progress="hidden").then(
             **answers(bind(handler, library), p.outputs, p.status), inputs=[session, picked], api_name=api_name,
-            inputs_kwargs=p.controls, **train_kwargs)
+            inputs_kwargs=p.controls, validator=busy, **train_kwargs)
+        run.then(lambda: "", None, p.run_note, queue=False, api_visibility="private", show_progress="hidden")
+        return run
 
     start_event = run_button(p.start_btn, train, p.model_name, "train")
     resume_event = run_button(p.resume_btn, resume, p.resume_from, "resume")
@@ -318,5 +353,7 @@ def wire_runs(p: Panels, session: gr.State, library: Library) -> TrainTab:
 
 def build(session: gr.State, library: Library, page: gr.Tab) -> TrainTab:
     panels = layout(library)
+    page.select(ready_line, [session, panels.status], [panels.status], queue=False, show_progress="hidden",
+                api_visibility="private")
     wire_previews(panels, session, library, page)
     return wire_runs(panels, session, library)

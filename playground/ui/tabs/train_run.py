@@ -1,9 +1,10 @@
 """A Train tab run: its data and package reserved, its trainer built (chunked on ZeroGPU), its events turned into
 throttled UI updates. Start, Resume and Continue all end in `run`.
 
-The handler that drives a run is a generator that iterates `Trainer.run()` itself and yields UI updates a few times
-a second. The trainer sits in the session state so Stop can call `trainer.stop()`; when the browser tab closes,
-Gradio closes the generator, which closes `run()`, whose `finally` saves the package.
+The handler that drives a run is a generator that iterates the run's events (playground.training.chunked.ChunkedRun:
+the trainer in a process of its own, or in ZeroGPU's GPU calls) and yields UI updates a few times a second. The run
+sits in the session state so Stop can call `stop()`; when the browser tab closes, Gradio closes the generator, which
+closes `run()`, whose `finally` has the trainer validate and save the package.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from playground.errors import DataError, PackageError, TrainingError
 from playground.insight import plots
 from playground.packages.info import summary_of
 from playground.serving.library import Library
-from playground.serving.zerogpu import CPU_RUN_MAX_PARAMS, gpu_chunk_seconds, on_zerogpu
+from playground.serving.zerogpu import CPU_RUN_MAX_PARAMS, gpu_chunk_seconds
 from playground.training.events import StopReason
 from playground.ui.caches import package_info
 from playground.ui.state import Session, visitor_of
@@ -42,19 +43,14 @@ def split_data(session: Session, seed: int):
 
 
 def make_trainer(cfg, data, folder: Path, resume_from: Path | None = None, in_one_piece: bool = False):
-    """A Trainer, or on ZeroGPU (or with PLAYGROUND_GPU_CHUNK_S) a ChunkedRun whose calls each fit a GPU call, each
-    declaring the seconds the run gave it (chunk_duration). `in_one_piece` (the CPU): one call, and on ZeroGPU in a
-    fresh process, away from the torch that `spaces` patched here."""
-    from playground.runtime.foreground import yield_to_quick_calls
-    from playground.training.trainer import Trainer
-
-    chunk_s = gpu_chunk_seconds()
-    if chunk_s is None or (in_one_piece and not on_zerogpu()):
-        # a visitor's translate goes first on a shared CPU (runtime/foreground.py)
-        return Trainer(cfg, data, folder, resume_from=resume_from, between_steps=yield_to_quick_calls)
+    """The run as a ChunkedRun: on ZeroGPU (or with PLAYGROUND_GPU_CHUNK_S) calls that each fit a GPU call, each
+    declaring the seconds the run gave it (chunk_duration), in `spaces`' own processes; elsewhere, and on ZeroGPU's
+    CPU (`in_one_piece`), one piece in a process of its own (in_fresh_process), where a crash or a runaway allocation
+    costs this run only and its package keeps its last save."""
     from playground.training.chunked import ChunkedRun, chunk_duration, in_fresh_process, train_chunk
 
-    if in_one_piece:
+    chunk_s = gpu_chunk_seconds()
+    if chunk_s is None or in_one_piece:
         return ChunkedRun(cfg, data, folder, resume_from, chunk_s=math.inf, run_chunk=in_fresh_process)
     return ChunkedRun(cfg, data, folder, resume_from, chunk_s=chunk_s / duration_factor(),  # what a call is charged
                       run_chunk=gpu(train_chunk, duration=chunk_duration))

@@ -13,10 +13,12 @@ import pandas as pd
 from playground.errors import PlaygroundError
 from playground.insight import decoding_plots
 from playground.packages.info import summary_of
+from playground.serving import work
 from playground.serving.library import Library
-from playground.ui.caches import MODELS, package_info
+from playground.ui.caches import package_info
 from playground.ui.handlers import answers, bind, friendly, quick_call, request_lines
-from playground.ui.pickers import DEMO_MODEL, model_picker, package_folder
+from playground.ui.numbers import Range, checked, watch
+from playground.ui.pickers import DEMO_MODEL, model_picker, package_folder, picked_shape
 from playground.ui.state import Session
 from playground.ui.tabs import steps_view
 
@@ -34,6 +36,19 @@ DEMO_EXAMPLES = ["Today a student swims.", "She follows a child.", "The friend c
                  "A cupboard is white."]
 NEXT_COLUMNS = ["step", "chosen token", "p(chosen)", "top candidates"]
 NEXT_WIDTHS = ["56px", "20%", "96px", "52%"]  # the candidates wrap inside the table at 1024 px
+
+# the numeric controls (playground.ui.numbers): each range draws its control and checks what is typed into it
+TEMPERATURE = Range("Temperature", 0.05, 2.0)
+TOP_K_SAMPLING = Range("Top-k", 0, None, whole=True)
+TOP_P = Range("Top-p", 0.05, 1.0)
+SEED = Range("Seed", 0, 2**63 - 1, whole=True)  # torch's generators take 64-bit seeds
+BEAM_SIZE = Range("Beam size", 1, 16, whole=True)
+LENGTH_PENALTY = Range("Length penalty α", 0.0, 2.0)
+NBEST = Range("n-best", 1, 8, whole=True)
+SAMPLES = Range("Samples per sentence", 1, 8, whole=True)
+MAX_OUTPUT = Range("Max output tokens", 0, None, whole=True)  # its top: the model's positions (output_top)
+ROW = Range("Table row", 1, None, whole=True)  # its top: the rows of the last results
+CANDIDATES = Range("Candidates per step", 1, MAX_TOP_K, whole=True)
 
 
 @dataclass
@@ -63,75 +78,44 @@ def model_summary(library: Library, session: Session | None, name: str | None) -
 
 def decode_options(method: str, temperature: float, top_k: int, top_p: float, seed: int, beam_size: int,
                    length_penalty: float, nbest: int, max_len: int):
+    """The DecodeOptions of the chosen method: the settings of the other methods (hidden on the page, and not
+    checked there) keep their defaults."""
     from playground.core.decode import DecodeOptions
 
-    return DecodeOptions(
-        method=method, max_output_tokens=int(max_len) if max_len else None, temperature=float(temperature),
-        top_k=int(top_k or 0), top_p=float(top_p), seed=int(seed) if seed is not None else None,
-        beam_size=int(beam_size), length_penalty=float(length_penalty),
-        nbest=int(nbest) if method == "beam" else 1)
+    options = dict(method=method, max_output_tokens=int(max_len) if max_len else None)
+    if method == "sample":
+        options.update(temperature=float(temperature), top_k=int(top_k or 0), top_p=float(top_p),
+                       seed=int(seed) if seed is not None else None)
+    if method == "beam":
+        options.update(beam_size=int(beam_size), length_penalty=float(length_penalty), nbest=int(nbest))
+    return DecodeOptions(**options)
 
 
-def run_translation(folder: str, sentences: list[str], opts, samples: int = 1):
-    """translate() with the package in `folder`; for sampling with samples > 1, one draw per seed (seed, seed+1, …),
-    ranked by score."""
-    from dataclasses import replace
-
-    from playground.core.decode import source_ids, translate
-    from playground.runtime.request_bounds import check_decode_work, server_bounds
-
-    package, bounds = MODELS.get(folder), server_bounds()
-    draws = samples if opts.method == "sample" else 1
-    ids = source_ids(package.tokenizer, sentences, package.model.cfg, bounds)
-    check_decode_work(package.model.cfg, ids, opts, draws)
-    results = translate(package.model, package.tokenizer, sentences, opts, bounds)
-    if opts.method == "sample" and samples > 1:
-        for i in range(1, samples):
-            more = translate(package.model, package.tokenizer, sentences, replace(opts, seed=(opts.seed or 0) + i),
-                             bounds)
-            for t, extra in zip(results, more, strict=True):
-                t.hypotheses.extend(extra.hypotheses)
-        for t in results:
-            t.hypotheses.sort(key=lambda h: h.score, reverse=True)
-    return results
-
-
-def next_token_rows(folder: str, src_ids: list[int], out_ids: list[int], k: int) -> list[dict]:
-    """playground.insight.inspection.next_token_table for the package in `folder` (plain lists in and out)."""
-    from playground.insight.inspection import next_token_table
-
-    package = MODELS.get(folder)
-    return next_token_table(package.model, package.tokenizer, src_ids, out_ids, k)
+# in a worker process (playground.serving.work); a training step waits for them (playground.runtime.foreground)
+quick_translation = quick_call(work.translations, TOO_SLOW)
+quick_next_rows = quick_call(work.next_token_rows, TOO_SLOW)
+quick_steps = quick_call(work.decoding_steps, "Lower the max output length or the beam size.")
 
 
 def check_candidates(k) -> int:
     """Candidates per step, 1 to MAX_TOP_K."""
-    if not 1 <= int(k) <= MAX_TOP_K:
-        raise PlaygroundError(f"Candidates per step must be from 1 to {MAX_TOP_K}, not {k}.")
-    return int(k)
+    return CANDIDATES.check(k)
 
 
-def decode_steps(folder: str, first: str, opts, k: int) -> tuple:
-    """The step-by-step view of the first sentence: figure, table and note."""
-    from playground.core.decode import source_ids
-    from playground.runtime.request_bounds import check_decode_work, server_bounds
-
-    package = MODELS.get(folder)
-    check_decode_work(package.model.cfg, source_ids(package.tokenizer, [first], package.model.cfg, server_bounds()),
-                      opts)
+def steps_figure(steps_of: tuple, first: str, opts, k: int) -> tuple:
+    """The step-by-step view's figure, table and note from a worker's steps (playground.serving.work.decoding_steps)."""
+    name, steps = steps_of
     if opts.method == "beam":
-        return steps_view.beam_view(package, first, opts)
-    return steps_view.sampling_view(package, first, opts, k)
+        return steps_view.beam_view(name, steps, first, opts)
+    return steps_view.sampling_view(name, steps, opts, k)
 
 
-def next_token_view(library: Library, session: Session, row: int, k: int = TOP_K, rows_of=next_token_rows):
+def next_token_view(library: Library, session: Session, row: int, k: int = TOP_K, rows_of=quick_next_rows):
     """Figure and table of the model's top-k next tokens at each step of one output row (1 = the first row). The
     row's model is looked up again by name: it may have been deleted, or its name taken by somebody else's since."""
     if not session.translations:
         return decoding_plots.next_token_figure([]), pd.DataFrame(columns=NEXT_COLUMNS)
-    row, k = int(row), check_candidates(k)
-    if not 1 <= row <= len(session.translations):
-        raise PlaygroundError(f"There is no row {row}: the table has {len(session.translations)} rows (1 = the first).")
+    row, k = ROW.upto(len(session.translations)).check(row), check_candidates(k)
     entry = session.translations[row - 1]
     rows = rows_of(str(package_folder(library, session, entry["model"])), entry["src_ids"], entry["out_ids"], int(k))
     title = f"Row {row}: “{entry['text'][:60]}” — top {int(k)} next tokens at each step"
@@ -139,11 +123,6 @@ def next_token_view(library: Library, session: Session, row: int, k: int = TOP_K
                            ", ".join(f"{tok} ({p:.2f})" for tok, p in r["top"])] for r in rows], columns=NEXT_COLUMNS)
     return decoding_plots.next_token_figure(rows, title), table
 
-
-# on the CPU on ZeroGPU too (playground.ui.zerogpu); a training step waits for them (playground.runtime.foreground)
-quick_translation = quick_call(run_translation, TOO_SLOW)
-quick_next_rows = quick_call(next_token_rows, TOO_SLOW)
-quick_steps = quick_call(decode_steps, "Lower the max output length or the beam size.")
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -180,7 +159,7 @@ def translate_text(library: Library, session: Session, model: str, text: str, me
     if cut:
         note += "\n\n" + cut
     return (pd.DataFrame(rows, columns=RESULT_COLUMNS), note, 1,
-            *next_token_view(library, session, 1, TOP_K, quick_next_rows))
+            *next_token_view(library, session, 1, TOP_K))
 
 
 def result_rows(session: Session, model: str, results: list) -> tuple[list[list], int]:
@@ -206,14 +185,14 @@ def result_rows(session: Session, model: str, results: list) -> tuple[list[list]
 def next_tokens(library: Library, session: Session, row: int = 1, k: int = TOP_K):
     """The top-k next tokens (teacher-forced on the output) at each step of a row of the last results.
     Rows count from 1, as in the table."""
-    return next_token_view(library, session, row, k, quick_next_rows)
+    return next_token_view(library, session, row, k)
 
 
 @friendly
 def pick_row(library: Library, session: Session, k: int, evt: gr.SelectData):
     """The row clicked in the results table, and its next-token view."""
     row = (evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index) + 1
-    return (row, *next_token_view(library, session, row, k, quick_next_rows))
+    return (row, *next_token_view(library, session, row, k))
 
 
 @friendly
@@ -225,8 +204,14 @@ def step_through(library: Library, session: Session, model: str, text: str, meth
     folder = package_folder(library, session, model)
     lines, cut = request_lines(text)
     opts = decode_options(method, temperature, top_k, top_p, seed, beam_size, length_penalty, 1, max_len)
-    figure, table, note = quick_steps(str(folder), lines[0] if lines else "", opts, check_candidates(k))
+    first, k = lines[0] if lines else "", check_candidates(k)
+    figure, table, note = steps_figure(quick_steps(str(folder), first, opts, k), first, opts, k)
     return figure, table, note + (cut and "\n\n" + cut)
+
+
+def demo_examples(model: str | None):
+    """The demo's example sentences, shown for the demo model only."""
+    return gr.update(visible=model == DEMO_MODEL)
 
 
 @friendly
@@ -250,25 +235,23 @@ def decoding_controls(session: gr.State, library: Library) -> SimpleNamespace:
     c.model_info = gr.Markdown(model_summary(library, None, c.model.value))
     c.text = gr.Textbox("\n".join(DEMO_EXAMPLES[:2]) if demo else "", label="Source sentences (one per line)",
                         lines=5, placeholder="Type in the model's source language, one sentence per line.")
-    if demo:
-        gr.Examples([[line] for line in DEMO_EXAMPLES], [c.text], label="Sentences the demo model has never "
-                    "seen (English → German): click one, then Translate")
+    c.examples = gr.Examples([[line] for line in DEMO_EXAMPLES], [c.text], label="Sentences the demo model has "
+                             "never seen (English → German): click one, then Translate", visible=demo)
     c.method = gr.Radio(["greedy", "sample", "beam"], value="greedy", label="Decoding")
     with gr.Row(visible=False) as c.sample_row:
-        c.temperature = gr.Slider(0.05, 2.0, 1.0, step=0.05, label="Temperature", elem_id="translate-temperature")
-        c.top_k = gr.Number(0, label="Top-k (0 = off)", precision=0, minimum=0)
-        c.top_p = gr.Slider(0.05, 1.0, 1.0, step=0.05, label="Top-p")
-        c.seed = gr.Number(0, label="Seed", precision=0)
+        c.temperature = TEMPERATURE.slider(1.0, step=0.05, elem_id="translate-temperature")
+        c.top_k = TOP_K_SAMPLING.number(0, label="Top-k (0 = off)")
+        c.top_p = TOP_P.slider(1.0, step=0.05)
+        c.seed = SEED.number(0)
     with gr.Row(visible=False) as c.beam_row:
-        c.beam_size = gr.Slider(1, 16, 5, step=1, label="Beam size",
-                                info="keep this many partial translations at each step")
-        c.length_penalty = gr.Slider(0.0, 2.0, 1.0, step=0.1, label="Length penalty α",
-                                     info="a beam's score is log p / length^α: 0 favours short outputs, "
-                                          "1 = mean log-probability per token")
+        c.beam_size = BEAM_SIZE.slider(5, step=1, info="keep this many partial translations at each step")
+        c.length_penalty = LENGTH_PENALTY.slider(1.0, step=0.1,
+                                                 info="a beam's score is log p / length^α: 0 favours short outputs, "
+                                                      "1 = mean log-probability per token")
     with gr.Row():
-        c.nbest = gr.Slider(1, 8, 1, step=1, label="n-best", visible=False,
-                            info="how many of the best finished beams to list per sentence")
-        c.max_len = gr.Number(0, label="Max output tokens (0 = auto)", precision=0, minimum=0)
+        c.nbest = NBEST.slider(1, step=1, visible=False,
+                               info="how many of the best finished beams to list per sentence")
+        c.max_len = MAX_OUTPUT.number(0, label="Max output tokens (0 = auto)")
     c.translate_btn = gr.Button("Translate", variant="primary")
     return c
 
@@ -280,8 +263,8 @@ def results_panel() -> SimpleNamespace:
     r.results = gr.Dataframe(pd.DataFrame(columns=RESULT_COLUMNS), label="Translations", interactive=False,
                              wrap=True, column_widths=RESULT_WIDTHS)
     with gr.Row():
-        r.row = gr.Number(1, label="Table row for the next-token view (1 = first)", precision=0, minimum=1, scale=2)
-        r.k = gr.Slider(2, 10, TOP_K, step=1, label="Candidates per step", scale=2)
+        r.row = ROW.number(1, label="Table row for the next-token view (1 = first)", scale=2)
+        r.k = CANDIDATES.slider(TOP_K, step=1, scale=2)
         r.show_row = gr.Button("Show", scale=1)
     gr.Markdown("The next-token view is *teacher-forced*: the model is fed the row's own output as its "
                 "previous tokens (not its own guesses) and shows the next tokens it scored highest at each "
@@ -309,6 +292,31 @@ def steps_panel() -> SimpleNamespace:
     return s
 
 
+def output_top(library: Library, session: Session | None, name: str | None) -> int | None:
+    """The most output tokens the model makes (its positions, less the one `<bos>` takes); None when the model
+    cannot be read (the handler says why)."""
+    shape = picked_shape(library, session, name)
+    return shape["max_len"] - 1 if shape else None
+
+
+def number_checks(library: Library, session: gr.State, c: SimpleNamespace, r: SimpleNamespace) -> dict:
+    """The range of each numeric control; the sampling and beam settings only count for their own method."""
+    def of(method: str, rule: Range):
+        return lambda v: rule if v[c.method] == method else None
+
+    def nbest(v: dict) -> Range | None:
+        if v[c.method] != "beam":
+            return SAMPLES if v[c.method] == "sample" else None
+        beams = v[c.beam_size]
+        return NBEST.upto(min(NBEST.high, int(beams))) if not BEAM_SIZE.problem(beams) else NBEST
+
+    return {c.temperature: of("sample", TEMPERATURE), c.top_k: of("sample", TOP_K_SAMPLING),
+            c.top_p: of("sample", TOP_P), c.seed: of("sample", SEED), c.beam_size: of("beam", BEAM_SIZE),
+            c.length_penalty: of("beam", LENGTH_PENALTY), c.nbest: nbest,
+            c.max_len: lambda v: MAX_OUTPUT.upto(output_top(library, v[session], v[c.model])),
+            r.row: lambda v: ROW.upto(len(v[session].translations) or None), r.k: CANDIDATES}
+
+
 def build(session: gr.State, library: Library) -> TranslateTab:
     with gr.Row():
         with gr.Column(scale=1):
@@ -321,16 +329,21 @@ def build(session: gr.State, library: Library) -> TranslateTab:
                     show_progress="hidden")
     c.model.change(bind(model_summary, library), [session, c.model], [c.model_info], api_visibility="private",
                    show_progress="hidden")
+    c.model.change(demo_examples, [c.model], [c.examples.dataset], queue=False, api_visibility="private",
+                   show_progress="hidden")
     settings = [c.method, c.temperature, c.top_k, c.top_p, c.seed, c.beam_size, c.length_penalty]
+    checks = number_checks(library, session, c, r)
     translation = answers(bind(translate_text, library), [r.results, r.note, r.row, r.next_plot, r.next_table],
                           r.note)
-    inputs = [session, c.model, c.text, *settings, c.nbest, c.max_len]
-    translated = c.translate_btn.click(**translation, inputs=inputs, api_name="translate")
-    c.text.submit(**translation, inputs=inputs, api_visibility="private")
+    inputs = checked([session, c.model, c.text, *settings, c.nbest, c.max_len], checks)
+    translated = c.translate_btn.click(**translation, **inputs, api_name="translate")
+    c.text.submit(**translation, **inputs, api_visibility="private")
     r.results.select(**answers(bind(pick_row, library), [r.row, r.next_plot, r.next_table], r.row_note),
-                     inputs=[session, r.k], api_visibility="private")
+                     **checked([session, r.k], checks), api_visibility="private")
     r.show_row.click(**answers(bind(next_tokens, library), [r.next_plot, r.next_table], r.row_note),
-                     inputs=[session, r.row, r.k], api_name="next_tokens")
+                     **checked([session, r.row, r.k], checks), api_name="next_tokens")
     s.button.click(**answers(bind(step_through, library), [s.plot, s.table, s.note], s.note),
-                   inputs=[session, c.model, c.text, *settings, c.max_len, r.k], api_name="decode_steps")
+                   **checked([session, c.model, c.text, *settings, c.max_len, r.k], checks), api_name="decode_steps")
+    # n-best's range follows the beam size and the method, Max output tokens' the model
+    watch(checks, [session, c.model, c.method, c.beam_size, c.nbest, c.max_len], changes=(c.method, c.model))
     return TranslateTab(c.model, c.text, translated)

@@ -1,0 +1,26 @@
+"""Int8 weights for decoding on a CPU: every linear layer of a copy of the model quantized dynamically (weights stored
+as int8 with one scale per output row, each step's activations quantized on the fly, int8 matrix products by
+fbgemm/oneDNN). The output projection and the feed-forward layers read a quarter of the bytes per step; measured in
+bench/decode_speed.py ("int8" rows) and its BLEU against fp32's in docs/BENCHMARKS.md. Inference only: the copy has
+no gradients, and the model it came from is left as it was.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+
+import torch
+import torch.nn as nn
+from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+from playground.core.model import Transformer
+
+
+def int8_linears(model: Transformer) -> Transformer:
+    """A CPU copy of `model` (in eval mode) whose nn.Linear layers hold int8 weights, one scale per output row."""
+    cpu_copy = copy.deepcopy(model).cpu().eval()
+    with warnings.catch_warnings():
+        # torch.ao's eager quantization warns that it is deprecated in favour of torchao; it is what 2.8-2.13 ship
+        warnings.simplefilter("ignore")
+        return quantize_dynamic(cpu_copy, {nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8)

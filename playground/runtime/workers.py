@@ -1,0 +1,295 @@
+"""Untrusted work in worker processes with hard limits: a crash, a runaway allocation or a loop ends one request, never
+the process that serves everybody.
+
+A `WorkerPool` keeps a few worker processes, each a fresh Python (`python -m playground.runtime.workers MODULE...`,
+spawned, not forked: nothing of the server's threads, locks or patched libraries comes along) that imports the work's
+modules once and then answers calls over a socket. Each worker:
+
+- may grow by `memory_bytes` beyond what it had when it started (RLIMIT_AS, set in the worker itself): an allocation
+  past it fails there (MemoryError, or the native library's abort), not in the web process;
+- runs one call at a time, under a wall-clock deadline the parent enforces by killing it (SIGKILL: no loop, native or
+  not, outlives it) and starting a fresh one for the next call;
+- sends back at most `max_result_bytes` of pickled result;
+- keeps what its module globals cache (loaded models) from one call to the next, until it is killed; a killed worker
+  is replaced at once, in the background, so the next call finds one ready.
+
+`call` raises WorkStopped (a PlaygroundError: said beside the control) when the worker crashed, ran out of its memory,
+passed its deadline or its result was too large, and re-raises a PlaygroundError the work raised as itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import queue
+import resource
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Callable
+
+from playground import limits
+from playground.errors import PlaygroundError, is_rust_panic
+from playground.runtime.threads import available_cpus
+
+log = logging.getLogger("playground.workers")
+
+POLL_S = 0.2  # how often a waiting caller checks whether its client has gone
+START_S = 120  # the longest a new worker may take to import its modules (seconds on a busy 2-core machine)
+RETRY_S = 5  # between tries to start a worker that could not start
+READY = b"ready"  # what a worker says once it has imported its modules: a call's deadline starts after that
+
+
+class WorkStopped(PlaygroundError):
+    """A worker's call was stopped: it crashed, ran out of memory, passed its deadline, or answered too much."""
+
+
+def _settings() -> dict[str, str]:
+    """The operator's PLAYGROUND_* settings as this process sees them now: a worker reads the same limits."""
+    return {k: v for k, v in os.environ.items() if k.startswith("PLAYGROUND_")}
+
+
+def _adopt(settings: dict[str, str]) -> None:
+    for key in [k for k in os.environ if k.startswith("PLAYGROUND_") and k not in settings]:
+        del os.environ[key]
+    os.environ.update(settings)
+
+
+def _out_of_memory(err: BaseException) -> bool:
+    """MemoryError, or PyTorch's allocator failing under the address-space limit."""
+    return isinstance(err, MemoryError) or (isinstance(err, RuntimeError) and "can't allocate memory" in str(err))
+
+
+def _answer(fn: Callable, args: tuple, kwargs: dict) -> tuple:
+    """One call's outcome as a tuple that pickles: ("ok", value), ("refused", kind, message), ("memory",) or
+    ("failed", what)."""
+    try:
+        return ("ok", fn(*args, **kwargs))
+    except PlaygroundError as err:
+        return ("refused", type(err), str(err))
+    except BaseException as err:  # noqa: BLE001 - a Rust panic is a BaseException; the worker stays up
+        if _out_of_memory(err):
+            return ("memory",)
+        if not (isinstance(err, Exception) or is_rust_panic(err)):
+            raise
+        log.exception("unexpected error in a worker")  # the worker's stderr is the server's log
+        return ("failed", type(err).__name__)
+
+
+def limit_growth(memory_bytes: int) -> None:
+    """Let this process allocate at most `memory_bytes` more than it has mapped now (RLIMIT_AS; never above a hard
+    limit it was started under): past it an allocation fails here, in this process only."""
+    grown = (limits._status_bytes("VmSize") or 0) + memory_bytes
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (grown if hard == resource.RLIM_INFINITY else min(grown, hard), hard))
+
+
+def serve(conn, memory_bytes: int, max_result_bytes: int, threads: int, warm_up: str = "-") -> None:
+    """A worker's life: its share of the CPUs, warmed up ("module:function", "-" for none), its own address space
+    limited, then calls answered until its parent closes the socket."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in the server's terminal is the server's to handle
+    if "torch" in sys.modules:  # imported by the work's modules
+        sys.modules["torch"].set_num_threads(threads)
+    if warm_up != "-":
+        module, name = warm_up.split(":")
+        try:
+            getattr(sys.modules[module], name)()
+        except Exception:  # noqa: BLE001 - a worker that could not warm up still works, only its first call is slower
+            log.exception("a worker's warm-up failed")
+    limit_growth(memory_bytes)
+    conn.send_bytes(READY)
+    while True:
+        try:
+            fn, args, kwargs, settings = conn.recv()
+        except (EOFError, OSError):
+            return
+        _adopt(settings)
+        outcome = _answer(fn, args, kwargs)
+        try:
+            data = pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # noqa: BLE001 - a result that does not pickle is the work's bug
+            log.exception("a worker's result does not pickle")
+            data = pickle.dumps(("failed", "an unpicklable result"))
+        if len(data) > max_result_bytes:
+            data = pickle.dumps(("too large", len(data)))
+        conn.send_bytes(data)
+
+
+def python_command(module: str, *args: str) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment that run `python -m module args...` with this checkout's playground, from any
+    working directory: how a worker (and a training process, playground.training.chunked) is started."""
+    checkout = str(Path(__file__).resolve().parents[2])
+    path = os.pathsep.join(filter(None, [checkout, os.environ.get("PYTHONPATH")]))
+    return [sys.executable, "-m", module, *args], {**os.environ, "PYTHONPATH": path}
+
+
+@dataclass
+class Worker:
+    process: subprocess.Popen
+    conn: Connection
+    calls: int = 0
+
+
+class WorkerPool:
+    """`size` worker processes, started in the background when the pool is made; `call(fn, ...)` runs fn(*args) in
+    a free one, waiting for one when all are busy. A worker that is killed is replaced in the background, so there are
+    always `size` of them working, waiting or starting. fn, its arguments and its result cross by pickle: fn must be a
+    module-level function of a module the workers can import (those in `preload` each worker imports when it starts,
+    then it calls `warm_up`: what a first call would otherwise spend its deadline on)."""
+
+    def __init__(self, size: int, memory_bytes: int, max_result_bytes: int, preload: list[str] = (),
+                 warm_up: Callable[[], object] | None = None):
+        self.size, self.memory_bytes, self.max_result_bytes = size, memory_bytes, max_result_bytes
+        self.preload = list(preload)
+        self.warm_up = f"{warm_up.__module__}:{warm_up.__qualname__}" if warm_up else "-"
+        self.ready: queue.Queue[Worker] = queue.Queue()
+        self.lock = threading.Lock()
+        self.started = 0  # workers started so far (replacements included), for tests and logs
+        self.closed = False
+        for _ in range(size):
+            self.replace()
+
+    def start(self) -> Worker:
+        """A new worker, once it has imported its modules and warmed up; WorkStopped when it cannot start."""
+        ours, theirs = socket.socketpair()
+        threads = max(1, available_cpus() // self.size)  # the workers share the CPUs
+        command, env = python_command(__name__, str(theirs.fileno()), str(self.memory_bytes),
+                                      str(self.max_result_bytes), str(threads), self.warm_up, *self.preload)
+        with theirs:
+            process = subprocess.Popen(command, env=env, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)
+        worker = Worker(process, Connection(ours.detach()))
+        try:
+            if not worker.conn.poll(START_S) or worker.conn.recv_bytes() != READY:
+                raise EOFError
+        except (EOFError, OSError):
+            self.kill(worker)
+            raise WorkStopped("A worker process could not start on this server (its log says why); try again in a "
+                              "minute.") from None
+        with self.lock:
+            self.started += 1
+        return worker
+
+    def replace(self) -> None:
+        """Start a worker in the background (at first, and for each one killed): a Python importing PyTorch takes a
+        few seconds. One that cannot start is tried again a little later."""
+        def ready() -> None:
+            while not self.closed:
+                try:
+                    self.ready.put(self.start())
+                    return
+                except WorkStopped:
+                    log.warning("a worker could not start; trying again")
+                    time.sleep(RETRY_S)
+        threading.Thread(target=ready, daemon=True, name="playground-worker-start").start()
+
+    def take(self) -> Worker:
+        """A free worker that is alive (one that died while it waited is replaced)."""
+        while True:
+            try:
+                worker = self.ready.get(timeout=START_S)
+            except queue.Empty:
+                raise WorkStopped("Every worker of this server is busy or starting; try again in a minute.") from None
+            if worker.process.poll() is None:
+                return worker
+            self.end(worker)
+
+    @staticmethod
+    def kill(worker: Worker) -> None:
+        worker.process.kill()
+        worker.process.wait()
+        worker.conn.close()
+
+    def end(self, worker: Worker) -> None:
+        """Kill a worker (a deadline, a client gone, a crash), reap it, and start its replacement."""
+        self.kill(worker)
+        self.replace()
+
+    def call(self, fn: Callable, *args, seconds: float, advice: str = "", gone: Callable[[], bool] | None = None,
+             **kwargs):
+        """fn(*args, **kwargs) in a worker, stopped after `seconds` of work (or as soon as `gone()` says the client
+        has left); `advice` says what to make smaller when it is stopped."""
+        worker = self.take()
+        try:
+            worker.conn.send((fn, args, kwargs, _settings()))
+            data = self.wait(worker, seconds, advice, gone)
+        except BaseException:
+            self.end(worker)  # whatever went wrong on this side, the worker's state is unknown
+            raise
+        worker.calls += 1
+        self.ready.put(worker)
+        return self.outcome(pickle.loads(data))
+
+    def wait(self, worker: Worker, seconds: float, advice: str, gone: Callable[[], bool] | None) -> bytes:
+        """The worker's answer, read within the deadline; WorkStopped when it dies or passes the deadline."""
+        deadline = time.monotonic() + seconds
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise WorkStopped(limits.time_limit_message(seconds, advice))
+            if worker.conn.poll(min(left, POLL_S)):
+                try:
+                    return worker.conn.recv_bytes()
+                except (EOFError, OSError):
+                    raise WorkStopped(self.crash_message(worker)) from None
+            if gone is not None and gone():
+                raise WorkStopped("The page that asked for this has closed, so the work was stopped.")
+
+    def crash_message(self, worker: Worker) -> str:
+        code = worker.process.wait()
+        killed = code is not None and code < 0 and -code in signal.valid_signals()
+        how = f"signal {signal.Signals(-code).name}" if killed else f"exit code {code}"
+        log.warning("a worker died (%s) during a call", how)
+        return (f"The work for this request crashed ({how}) and was stopped; the server goes on. This happens when a "
+                f"package's files make a native library fail, or when the work needs more memory than one request "
+                f"may use here ({self.memory_bytes // 2**20:,} MB; the operator sets PLAYGROUND_WORKER_MB). Check "
+                "the package (load it with `python -m playground info`), or send less.")
+
+    def outcome(self, answer: tuple):
+        match answer:
+            case ("ok", value):
+                return value
+            case ("refused", kind, message):
+                try:
+                    error = kind(message)
+                except TypeError:  # a subclass with another constructor
+                    error = PlaygroundError(message)
+                raise error
+            case ("memory",):
+                raise WorkStopped(f"This request needed more memory than one request may use here "
+                                  f"({self.memory_bytes // 2**20:,} MB; the operator sets PLAYGROUND_WORKER_MB) and "
+                                  "was stopped; the server goes on. Send less, or pick a smaller model.")
+            case ("too large", size):
+                raise WorkStopped(f"The answer to this request would be {size / 2**20:,.1f} MB, more than one request "
+                                  f"may return here ({self.max_result_bytes // 2**20:,} MB; the operator sets "
+                                  "PLAYGROUND_MAX_RESULT_MB). Send less.")
+            case ("failed", what):
+                raise WorkStopped(f"Something went wrong while computing this ({what}); the details are in the "
+                                  "server's log. Try again, or change the settings you just changed.")
+        raise WorkStopped("A worker answered something this server does not understand.")
+
+    def close(self) -> None:
+        """End the idle workers (those at work end when their call returns and finds the socket closed)."""
+        self.closed = True
+        while not self.ready.empty():
+            worker = self.ready.get()
+            worker.conn.close()  # the worker's recv ends: it returns
+            try:
+                worker.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.kill(worker)
+
+
+if __name__ == "__main__":  # a worker: python -m playground.runtime.workers FD MEMORY RESULT THREADS WARM_UP MODULE...
+    import importlib
+
+    fd, memory, result, threads, warm_up, *modules = sys.argv[1:]
+    for module in modules:
+        importlib.import_module(module)
+    serve(Connection(int(fd)), int(memory), int(result), int(threads), warm_up)

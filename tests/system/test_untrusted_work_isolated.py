@@ -1,0 +1,137 @@
+"""Issue 32's rows A, C, D and G against the whole app in a subprocess under an address-space limit: the untrusted
+work runs in worker processes (playground.runtime.workers), so a native abort, a runaway allocation or a long
+tokenization ends that one request with a clear message, the server keeps serving other visitors, and its memory
+comes back near where it was."""
+
+from __future__ import annotations
+
+import base64
+import json
+import statistics
+import time
+from pathlib import Path
+
+import pytest
+from helpers import PAIRS, app_in_subprocess, client_of, make_package, refusal_of, spoil_tokenizer, zip_folder
+
+from playground.core.tokenizer import PairTokenizer, train_tokenizer
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+MEMORY_LIMIT = 6 * 1024**3  # the issue's attacks ran against a 6 GiB limit
+QUICK_CALL_S = 3  # short, so that a stopped call shows within the test
+SHAPE = dict(d_model=16, n_heads=2, d_ff=16, n_encoder_layers=1, n_decoder_layers=1)
+# a SentencePiece charsmap whose trie claims 2**32 - 1 bytes: 🤗 tokenizers asks for 8 GB while parsing it and aborts
+GARBAGE_CHARSMAP = {"type": "Precompiled",
+                    "precompiled_charsmap": base64.b64encode(b"\xff\xff\xff\xff" + bytes(64)).decode()}
+
+
+def status_bytes(pid: int, field: str) -> int:
+    return int(Path(f"/proc/{pid}/status").read_text().split(field + ":")[1].split()[0]) * 1024
+
+
+def byte_fallback(tokenizer: PairTokenizer) -> PairTokenizer:
+    """The tokenizer with byte fallback: a character it has never seen becomes its UTF-8 bytes (4 tokens an emoji)."""
+    spec = json.loads(tokenizer.to_json_strings()[0])
+    vocab = spec["model"]["vocab"]
+    vocab.update({f"<0x{b:02X}>": len(vocab) + b for b in range(256)})
+    spec["model"]["byte_fallback"] = True
+    return PairTokenizer.from_json_strings(json.dumps(spec))
+
+
+def unbounded_words(tokenizer: PairTokenizer) -> PairTokenizer:
+    """A WordPiece tokenizer that splits a word of any length into pieces (max_input_chars_per_word 10**9, no
+    fixed-length pre-tokenizer): 2,000 letters are 2,000 tokens."""
+    spec = json.loads(tokenizer.to_json_strings()[0])
+    spec["model"]["max_input_chars_per_word"] = 10**9
+    steps = spec["pre_tokenizer"]["pretokenizers"]
+    spec["pre_tokenizer"]["pretokenizers"] = [s for s in steps if s["type"] != "FixedLength"]
+    return PairTokenizer.from_json_strings(json.dumps(spec))
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory, tokenizer):
+    root = tmp_path_factory.mktemp("isolated")
+    models = root / "models"
+    make_package(models / "bytes", byte_fallback(tokenizer), max_len=4096, d_model=64, n_heads=4, d_ff=64,
+                 n_encoder_layers=2, n_decoder_layers=1)
+    make_package(models / "pieces", unbounded_words(train_tokenizer(PAIRS, kind="wordpiece", vocab_size=120)),
+                 max_len=4096, **SHAPE)
+    with app_in_subprocess(models, MEMORY_LIMIT, PLAYGROUND_QUICK_CALL_S=str(QUICK_CALL_S)) as (server, client, url):
+        translate(client, "Today a student swims.")  # every visitor's first call starts the workers
+        yield server, client, url, root, status_bytes(server.pid, "VmRSS")
+
+
+def translate(client, text: str, model: str = "demo-en-de", max_len: int = 0):
+    return client.predict(model, text, "greedy", 1.0, 0, 1.0, 0, 5, 1.0, 1, max_len, api_name="/translate")
+
+
+def timed(call):
+    start = time.monotonic()
+    result = call()
+    return result, time.monotonic() - start
+
+
+def stopped(note: str) -> bool:
+    """The note of a request stopped in its worker: past its deadline, or past its memory."""
+    return (f"longer than the {QUICK_CALL_S} s one request may run" in note
+            or "needed more memory than one request may use" in note)
+
+
+def test_row_a_a_tokenizer_that_aborts_its_parser_costs_its_upload_only(app, tokenizer):
+    from gradio_client import handle_file
+
+    server, client, url, root, _ = app
+    bomb = spoil_tokenizer(make_package(root / "uploads" / "charsmap", tokenizer, **SHAPE), "normalizer",
+                           GARBAGE_CHARSMAP)
+    (message, *_), seconds = timed(lambda: client.predict(handle_file(str(zip_folder(bomb, root / "charsmap.zip"))),
+                                                          api_name="/import_model"))
+    assert refusal_of((message, *_)) and seconds < 30
+    assert server.poll() is None and "charsmap" not in client.predict(None, api_name="/list_models")[1]["choices"][0]
+    assert translate(client, "Today a student swims.")[0]["data"][0][3]
+
+
+def test_row_c_an_emoji_flood_is_stopped_at_its_deadline_and_a_victim_is_served(app):
+    server, client, url, root, _ = app
+    flood = "\n".join(["😀" * 2000] * 24)  # 8,000 byte tokens a line, at the model's 4,096 positions
+    attackers = [client_of(url) for _ in range(2)]
+    jobs = [a.submit("bytes", flood, "greedy", 1.0, 0, 1.0, 0, 5, 1.0, 1, 1, api_name="/translate")
+            for a in attackers]
+    time.sleep(0.5)
+    victim = client_of(url)
+    latencies = []
+    for _ in range(5):
+        (table, note, *_), seconds = timed(lambda: translate(victim, "She follows a child."))
+        assert table["data"][0][3], note
+        latencies.append(seconds)
+    print(f"\nrow C: a victim's one-sentence translate took p50 {statistics.median(latencies):.2f} s, "
+          f"max {max(latencies):.2f} s (quick-call limit {QUICK_CALL_S} s)")
+    for job in jobs:
+        (table, note, *_), seconds = timed(lambda job=job: job.result(timeout=60))
+        assert stopped(note) or "could decode up to" in note, note
+    assert max(latencies) < 60  # never minutes (the issue: 269 s): the floods are stopped at their deadline
+    assert server.poll() is None
+
+
+def test_row_d_words_of_2000_letters_are_stopped_at_the_deadline(app):
+    server, client, url, root, _ = app
+    (table, note, *_), seconds = timed(lambda: translate(client, "\n".join(["a" * 2000] * 24), "pieces", max_len=1))
+    assert stopped(note) or "could decode up to" in note, note
+    assert seconds < QUICK_CALL_S + 15 and server.poll() is None
+    assert translate(client, "Today a student swims.")[0]["data"][0][3]
+
+
+def test_row_g_megabytes_of_lines_are_refused_and_the_memory_comes_back(app):
+    import httpx
+
+    server, client, url, root, before = app
+    started = time.monotonic()
+    with pytest.raises(httpx.HTTPStatusError, match="413"):  # the body is refused before Gradio reads it whole
+        translate(client, "\n".join(["x" * 5_000_000] * 20))
+    assert time.monotonic() - started < 30
+    (table, note, *_) = translate(client, "\n".join(["x" * 200_000] * 10))  # within the body's bound: cut by its text
+    assert "one request may send at most 50,000" in note
+    assert translate(client, "Today a student swims.")[0]["data"][0][3]
+    after = status_bytes(server.pid, "VmRSS")
+    print(f"\nrow G: server RSS {before / 1e6:.0f} MB before the rows, {after / 1e6:.0f} MB after")
+    assert server.poll() is None and after - before < 100e6

@@ -1,0 +1,56 @@
+"""The worker pool (playground.runtime.workers) on its own: a call that aborts, segfaults, allocates past the worker's
+memory limit, loops past its deadline or after its client has gone, or answers too much ends with a clear message,
+the worker is replaced, and the pool goes on answering."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import worker_tasks as tasks
+from helpers import REPO
+
+from playground.errors import PackageError
+from playground.runtime.workers import WorkerPool, WorkStopped
+
+MB = 1024**2
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYTHONPATH", str(REPO / "tests"))  # the workers import the tasks from tests/worker_tasks.py
+        workers = WorkerPool(1, memory_bytes=256 * MB, max_result_bytes=1 * MB, preload=["worker_tasks"])
+        yield workers
+    workers.close()
+
+
+def test_a_crash_a_runaway_allocation_a_loop_or_a_huge_answer_costs_one_call(pool):
+    first = pool.call(tasks.worker_pid, seconds=60)
+    assert pool.call(tasks.worker_pid, seconds=60) == first  # one worker answers call after call
+
+    for crash in (tasks.abort_now, tasks.read_address_zero):
+        with pytest.raises(WorkStopped, match=r"crashed \(signal SIG(ABRT|SEGV)\) and was stopped; the server goes on"):
+            pool.call(crash, seconds=60)
+    with pytest.raises(WorkStopped, match=r"needed more memory than one request may use here \(256 MB"):
+        pool.call(tasks.allocate, 512 * MB, seconds=60)
+    assert pool.call(tasks.allocate, 16 * MB, seconds=60) == 16 * MB  # within the limit: fine
+
+    started = time.monotonic()
+    with pytest.raises(WorkStopped, match="longer than the 1 s one request may run.*Send less"):
+        pool.call(tasks.spin_forever, seconds=1, advice="Send less.")
+    assert time.monotonic() - started < 5  # killed at the deadline, not when the loop ends (never)
+
+    left = time.monotonic() + 1  # the client leaves a second after it asked
+    with pytest.raises(WorkStopped, match="The page that asked for this has closed"):
+        pool.call(tasks.spin_forever, seconds=60, gone=lambda: time.monotonic() > left)
+    assert time.monotonic() - left < 5  # stopped when it left, not at the deadline
+
+    with pytest.raises(WorkStopped, match=r"would be 2\.0 MB, more than one request may return here \(1 MB"):
+        pool.call(tasks.bytes_of, 2 * MB, seconds=60)
+    with pytest.raises(PackageError, match="^no such tokenizer$"):  # the work's own refusal, as itself
+        pool.call(tasks.refuse, "no such tokenizer", seconds=60)
+
+    # each crash, the deadline and the client gone cost their worker; a replacement answers, in a new process
+    assert pool.call(tasks.worker_pid, seconds=60) != first
+    assert pool.started >= 5  # the first, and one for each of the two crashes, the deadline and the client gone
