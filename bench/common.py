@@ -39,9 +39,9 @@ from playground.core.model import TransformerConfig  # noqa: E402
 from playground.data.batching import collate, make_batches, pad_multiple  # noqa: E402
 from playground.data.load import load_parallel  # noqa: E402
 from playground.datasets.catalog import DATASETS_DIR  # noqa: E402
+from playground.packages.settings import SETTINGS  # noqa: E402
 from playground.runtime.device import sync  # noqa: E402
 from playground.training import events  # noqa: E402
-from playground.training.config import setting_types  # noqa: E402
 from playground.training.inputs import TrainData  # noqa: E402
 from playground.training.presets import preset_config  # noqa: E402
 from playground.training.trainer import Trainer  # noqa: E402
@@ -71,12 +71,12 @@ def base_parser(description: str, data_required: bool) -> argparse.ArgumentParse
 
 
 def setting(text: str) -> tuple[str, object]:
-    """--set KEY=VALUE: one TrainConfig field over the preset's, parsed to the field's type."""
+    """--set KEY=VALUE: one setting over the preset's, parsed to its type."""
     key, _, value = text.partition("=")
-    types = setting_types()
-    if key not in types or types[key] is tuple:
+    if key not in SETTINGS or SETTINGS[key].kind is tuple:
         raise argparse.ArgumentTypeError(f"{key!r} is not a settable training setting")
-    return key, (value.lower() in ("1", "true", "yes")) if types[key] is bool else types[key](value)
+    kind = SETTINGS[key].kind
+    return key, (value.lower() in ("1", "true", "yes")) if kind is bool else kind(value)
 
 
 def machine_info() -> dict:

@@ -52,7 +52,7 @@ def main() -> None:
     rates = {name: [w.tokens_per_s for w in ws] for name, ws in windows.items()}
     medians = {name: common.median(r) for name, r in rates.items()}
     speedup = medians[mine.name] / medians[stock.name]
-    common.print_table(f"Dropout masks in the training step (small preset, dropout {trainer.cfg.dropout}, "
+    common.print_table(f"Dropout masks in the training step (small preset, dropout {trainer.cfg.model.dropout}, "
                        f"{trainer.precision}; {args.windows} windows x {args.steps_per_window} steps each)",
                        ["masks", "tokens/s (median)", "min", "max"],
                        [[name, medians[name], min(r), max(r)] for name, r in rates.items()])

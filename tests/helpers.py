@@ -71,7 +71,7 @@ def tiny_cfg(**changes) -> TrainConfig:
     values = dict(d_model=32, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=64, dropout=0.0,
                   tokenizer="word", vocab_size=50, max_len=16, batch_tokens=256, schedule="inverse_sqrt", lr=3e-3,
                   warmup_steps=10, max_steps=12, eval_every=6, eval_sentences=8, precision="fp32", device="cpu")
-    return TrainConfig(**{**values, **changes})
+    return TrainConfig.of(**{**values, **changes})
 
 
 # the same tiny model as CLI flags (the tokenizer included), for tests that train through `python -m playground train`
@@ -108,7 +108,7 @@ def train_two_runs(folder: Path) -> Path:
                     warmup_steps=4, max_steps=8, eval_every=4, eval_sentences=4, precision="fp32", device="cpu")
     data = TrainData(pairs, pairs[:4], "seq", "rev", "reversal")
     for name, lr in (("slow", 1e-3), ("fast", 3e-3)):
-        events = list(run_training(TrainConfig(lr=lr, **settings), data, folder / name))
+        events = list(run_training(TrainConfig.of(lr=lr, **settings), data, folder / name))
         assert isinstance(events[-1], Done), events[-1]
     return folder
 

@@ -26,7 +26,7 @@ DEFAULT_PRESET = "tiny"
 
 
 def add_train_command(sub: argparse._SubParsersAction) -> None:
-    """`train`: the data, the package, the budgets, then one flag per hyperparameter (add_config_flags)."""
+    """`train`: the data and the package, then one flag per setting (add_config_flags)."""
     t = sub.add_parser("train", help="train a model on parallel text and save a package",
                        description="Train an encoder-decoder Transformer on sentence pairs. DATA is a TSV/CSV/JSONL "
                                    "file (optionally .gz), or two aligned files (--data + --data-tgt), or "
@@ -43,12 +43,8 @@ def add_train_command(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--preset", choices=["tiny", "small", "base"],
                    help=f"starting hyperparameters of a new run (default {DEFAULT_PRESET}); with --resume, the "
                         "package's own settings are the start and a preset's settings count as changes")
-    t.add_argument("--max-steps", type=int, help="stop after N optimizer steps")
-    t.add_argument("--max-epochs", type=float, help="stop after N passes over the data")
-    t.add_argument("--max-minutes", type=float, help="stop after M minutes")
     t.add_argument("--resume", help="continue training this package from its saved step, with its saved settings; "
                                      "budgets given are added to what it has done")
-    t.add_argument("--device", help="auto, cpu, cuda or mps")
     t.add_argument("--json", action="store_true", help="print the result as one JSON object on the last line")
     t.add_argument("--tensorboard", metavar="DIR",
                    help="also log loss, learning rate, gradient norm, tokens/s and validation scores for TensorBoard "
@@ -70,20 +66,38 @@ def load_data(path: str, tgt_path: str | None, src_lang: str | None, tgt_lang: s
 
 
 def add_config_flags(p: argparse.ArgumentParser) -> None:
-    """One flag per TrainConfig field, so every hyperparameter can be set (the preset gives the defaults)."""
-    from playground.training.config import BUDGETS, setting_types
+    """One flag per setting (playground.packages.settings), checked as it is parsed with the words the Train tab
+    says beside its field; the preset gives the defaults, a resumed run its package."""
+    from playground.packages.settings import GROUPS, SETTINGS
 
-    g = p.add_argument_group("hyperparameters (defaults come from the preset; a resumed run's from its package)")
-    for name, kind in setting_types().items():
-        flag = "--" + name.replace("_", "-")
-        if name in BUDGETS or name == "device":
-            continue  # declared with the budgets below
-        if kind is bool:
-            g.add_argument(flag, action=argparse.BooleanOptionalAction, default=None)
-        elif kind is tuple:  # betas
-            g.add_argument(flag, type=float, nargs=2, default=None, metavar=("B1", "B2"), help="Adam betas (0.9 0.98)")
-        else:
-            g.add_argument(flag, type=kind, default=None)
+    for group in GROUPS:
+        g = p.add_argument_group(f"{group} settings (defaults come from the preset; a resumed run's from its package)")
+        for s in (s for s in SETTINGS.values() if s.group == group):
+            words = s.help or s.label
+            if s.kind is bool:
+                g.add_argument(s.flag, action=argparse.BooleanOptionalAction, default=None, help=words)
+            elif s.kind is tuple:  # betas
+                g.add_argument(s.flag, type=flag_type(s, float), nargs=2, default=None, metavar=("B1", "B2"),
+                               help=words)
+            else:
+                g.add_argument(s.flag, type=flag_type(s, s.kind), default=None, choices=s.choices or None,
+                               help=words + ("" if not s.optional or "0 =" in words else " (0 = not set)"))
+
+
+def flag_type(setting, kind: type):
+    """The flag's parser: text to the setting's type (0 = None where it may be unset), or argparse's error in the
+    setting's own words."""
+    def parse(text: str):
+        try:
+            value = kind(text) if kind is not int or text.lstrip("-").isdigit() else float(text)
+        except ValueError:
+            value = text  # refused below, in the setting's words
+        found = setting.number_problem(value, float) if setting.kind is tuple else setting.problem(value)
+        if found:
+            raise argparse.ArgumentTypeError(f"{setting.label} {found}")
+        return None if setting.optional and value == 0 else int(value) if kind is int else value
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
 
 
 def train_config(args: argparse.Namespace) -> TrainConfig:
@@ -91,10 +105,10 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
     the flags given as changes (playground.training.checkpoint.resume_config: budgets added, the model's settings
     kept)."""
     from playground.training.checkpoint import resume_config
-    from playground.training.config import BUDGETS, setting_types
+    from playground.training.config import BUDGETS, SETTING_NAMES
     from playground.training.presets import PRESETS, preset_config
 
-    flags = {name: getattr(args, name, None) for name in setting_types()}
+    flags = {name: getattr(args, name, None) for name in SETTING_NAMES}
     budgets = {k: flags.pop(k) for k in BUDGETS}
     if args.resume:
         preset = PRESETS[args.preset].settings if args.preset else {}

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from playground.errors import PackageError
 from playground.limits import MAX_POSITIONS, max_attention_cells
+from playground.packages.settings import MAX_VOCAB, SETTINGS
 
 MAX_DEPTH = 16  # the deepest real file (training.json's attention probes) nests 5 levels
 
@@ -213,7 +214,7 @@ def validate(data, schema: Obj, what: str) -> None:
 # ----------------------------------------------------------------------------------------------------------
 # The package files
 
-VOCAB, SIZE, LAYERS = Int(4, 1_000_000), Int(1, 1_000_000), Int(1, 1000)
+VOCAB, SIZE, LAYERS = Int(4, MAX_VOCAB), Int(1, 1_000_000), Int(1, 1000)
 MODEL = Obj({
     "src_vocab_size": VOCAB, "tgt_vocab_size": VOCAB, "d_model": SIZE, "n_heads": Int(1, 10_000),
     "n_encoder_layers": LAYERS, "n_decoder_layers": LAYERS, "d_ff": SIZE, "activation": Str(20),
@@ -228,20 +229,12 @@ CONFIG = Obj({
     "num_parameters": Int(), "saved_at": Str(64), "versions": Obj({}, extra=True),
 }, required=frozenset({"format_version", "src_lang", "tgt_lang", "model", "tokenizer", "num_parameters"}))
 
-# A training record's `config`: the settings of the run (resuming builds a TrainConfig from them). The table of their
-# types is the file format's, kept here below training; playground.training.config reads its setting types from it.
-TRAIN_SETTINGS = {
-    "d_model": Int(), "n_heads": Int(), "n_encoder_layers": Int(), "n_decoder_layers": Int(), "d_ff": Int(),
-    "activation": Str(100), "dropout": Num(), "attention_dropout": Num(), "positional_encoding": Str(100),
-    "norm_placement": Str(100), "tie_embeddings": Bool(), "max_len": Int(),
-    "tokenizer": Str(100), "vocab_size": Int(), "joint_vocab": Bool(), "bpe_dropout": Num(),
-    "optimizer": Str(100), "lr": Num(), "betas": List(Num(), 2), "eps": Num(), "weight_decay": Num(),
-    "schedule": Str(100), "warmup_steps": Int(), "label_smoothing": Num(), "clip_norm": Num(), "batch_tokens": Int(),
-    "accumulate": Int(),
-    "max_steps": Opt(Int()), "max_epochs": Opt(Num()), "max_minutes": Opt(Num()), "eval_every": Opt(Int()),
-    "eval_sentences": Int(), "early_stop_metric": Str(100), "patience": Opt(Int()), "average_last": Int(),
-    "device": Str(100), "precision": Str(100), "seed": Int(),
-}
+# A training record's `config`: the settings of the run by name (resuming builds a TrainConfig from them), typed from
+# their one declaration (playground.packages.settings). Types only: a package saved before a range was tightened
+# still loads, and a run resumed from it is checked when its TrainConfig is built.
+RECORD_TYPES = {int: Int(), float: Num(), str: Str(100), bool: Bool(), tuple: List(Num(), 2)}
+TRAIN_SETTINGS = {name: Opt(RECORD_TYPES[s.kind]) if s.optional else RECORD_TYPES[s.kind]
+                  for name, s in SETTINGS.items()}
 
 SCORES = {"step": Int(), "val_loss": Num(), "val_ppl": Num(), "bleu": Num(0, 100), "chrf": Num(0, 100),
           "exact_match": Num(0, 1), "sentences": Int()}

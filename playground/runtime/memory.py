@@ -21,6 +21,10 @@ ARENA_MAX = 2  # one per core of the 2-core machines the presets are sized for; 
 # new shapes, and the cache grew by ~7 MB a step (measured over the first 35 steps). 64 holds one step's shapes.
 ONEDNN_KERNELS_KEPT = "64"
 
+# 🤗 tokenizers' BPE trainer reserves tables for the vocabulary it is asked for, before it reads the text: asked for
+# 10^9 tokens it allocated 70,866,960,400 bytes at once (WordPiece alike, Unigram 32), and a failed allocation aborts
+# the whole process. Measured under `ulimit -v`; at most 72 bytes per asked token.
+TOKENIZER_BYTES_PER_TOKEN = 72
 BYTES = 4  # fp32 master weights, gradients, Adam moments and logits (the loss is computed in fp32)
 HEADROOM = 0.9  # leave a tenth of the free memory to the rest of the process
 
@@ -45,6 +49,20 @@ def position_table(cfg: TransformerConfig) -> int:
     return 2 * cfg.max_len * cfg.d_model if cfg.positional_encoding == "sinusoidal" else 0
 
 
+def tokenizer_training_bytes(vocab_size: int) -> int:
+    """What training a tokenizer of `vocab_size` tokens reserves at once, at most (TOKENIZER_BYTES_PER_TOKEN)."""
+    return vocab_size * TOKENIZER_BYTES_PER_TOKEN
+
+
+def check_tokenizer_fits(vocab_size: int) -> None:
+    """Refuse a vocabulary whose tokenizer training would not fit in this process's memory: the trainer's failed
+    allocation would end the process, not raise."""
+    free, need = limits.available_memory_bytes(), tokenizer_training_bytes(vocab_size)
+    if free is not None and need > HEADROOM * free:
+        raise TrainingError(f"Training a tokenizer of {vocab_size:,} tokens needs about {need / GB:,.1f} GB, but this "
+                            f"server has {free / GB:.1f} GB free: lower the vocabulary size.")
+
+
 def free_memory_bytes(device: torch.device) -> int | None:
     """Free memory on the device (for the CPU: what this process's cgroup or rlimit leaves, at most the host's
     MemAvailable), or None where it cannot be read."""
@@ -59,20 +77,19 @@ def check_parameter_limit(params: int, error: type[Exception] = TrainingError) -
     """Refuse a model beyond the operator's limit, before it is built."""
     limit = limits.max_parameters()
     if params > limit:
-        raise error(f"This model has {params:,} parameters; this server allows at most {limit:,} "
-                    "(the operator sets PLAYGROUND_MAX_PARAMETERS). Make it smaller: d_model, d_ff, layers or "
-                    "the vocabulary.")
+        raise error(f"This model has {params:,} parameters; this server allows at most {limit:,}. Make it smaller: "
+                    "d_model, d_ff, layers or the vocabulary.")
 
 
 def check_shape_limits(cfg: TransformerConfig, error: type[Exception] = TrainingError) -> None:
     """Refuse heads, layers or positions beyond what this server serves: each request's attention maps, decoding
     caches and tables grow with them (playground.limits), so a model past them could only be refused call by call."""
-    shape = {"heads": (cfg.n_heads, limits.max_heads(), "PLAYGROUND_MAX_HEADS"),
-             "encoder layers": (cfg.n_encoder_layers, limits.max_layers(), "PLAYGROUND_MAX_LAYERS"),
-             "decoder layers": (cfg.n_decoder_layers, limits.max_layers(), "PLAYGROUND_MAX_LAYERS"),
-             "positions (max_len)": (cfg.max_len, limits.max_positions(), "PLAYGROUND_MAX_POSITIONS")}
-    over = [f"{value:,} {name} (at most {allowed:,}; the operator sets {env})"
-            for name, (value, allowed, env) in shape.items() if value > allowed]
+    # the operator sets each limit (PLAYGROUND_MAX_HEADS, _LAYERS, _POSITIONS); a visitor is told the number only
+    shape = {"heads": (cfg.n_heads, limits.max_heads()),
+             "encoder layers": (cfg.n_encoder_layers, limits.max_layers()),
+             "decoder layers": (cfg.n_decoder_layers, limits.max_layers()),
+             "positions (max_len)": (cfg.max_len, limits.max_positions())}
+    over = [f"{value:,} {name} (at most {allowed:,})" for name, (value, allowed) in shape.items() if value > allowed]
     if over:
         raise error(f"This model has {'; '.join(over)}: more than this server serves.")
 

@@ -47,4 +47,4 @@ def preset_config(name: str, **overrides) -> TrainConfig:
     if name not in PRESETS:
         raise TrainingError(f"Unknown preset {name!r}: choose one of {', '.join(PRESETS)}.")
     settings = {**PRESETS[name].settings, **{k: v for k, v in overrides.items() if v is not None}}
-    return TrainConfig(**settings)
+    return TrainConfig.of(**settings)

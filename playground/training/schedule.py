@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Protocol
 
-SCHEDULES = ("noam", "inverse_sqrt", "cosine", "constant")
+from playground.core.model import TransformerConfig
 
 
 class ScheduleSettings(Protocol):
@@ -19,7 +19,7 @@ class ScheduleSettings(Protocol):
 
     schedule: str
     lr: float
-    d_model: int
+    model: TransformerConfig  # noam scales the rate by its d_model
     warmup_steps: int
     max_steps: int | None
     max_epochs: float | None
@@ -41,7 +41,7 @@ def learning_rate(cfg: ScheduleSettings, step: int, total_steps: int | None = No
     step = max(step, 1)
     warmup = max(cfg.warmup_steps if warmup is None else warmup, 1)
     if cfg.schedule == "noam":  # the paper: d^-0.5 * min(step^-0.5, step * warmup^-1.5)
-        return cfg.lr * cfg.d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+        return cfg.lr * cfg.model.d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
     if cfg.schedule == "inverse_sqrt":
         return cfg.lr * min(step / warmup, math.sqrt(warmup / step))
     if cfg.schedule == "cosine":

@@ -10,7 +10,7 @@ import contextlib
 import math
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Generator, Iterator
 
@@ -37,12 +37,20 @@ from playground.training.checkpoint import (
     save_run,
 )
 from playground.training.config import TrainConfig
+from playground.training.cost import check_run_cost
 from playground.training.distributed import SINGLE, Ranks, agree, check_same_on_all_ranks, rank_device, seed_rank
-from playground.training.evaluation import is_better, perplexity, probe_attention, translation_scores, validation_loss
+from playground.training.evaluation import (
+    is_better,
+    judging_metric,
+    perplexity,
+    probe_attention,
+    translation_scores,
+    validation_loss,
+)
 from playground.training.events import StopReason
 from playground.training.inputs import TrainData, encode_epoch, epoch_batch_list, global_batch, run_fingerprint
 from playground.training.schedule import eval_interval, planned_steps
-from playground.training.step import Optimization, time_one_step
+from playground.training.step import Optimization, faster_precision, time_one_step
 
 if TYPE_CHECKING:
     from playground.training.prepared import Prepared
@@ -97,6 +105,8 @@ class Trainer:
         import torch._dynamo  # noqa: F401 - the first optimizer imports it (~3 s once per process): the process's
         # start-up, not this run's work, so before the clock starts
         self.setup_started = time.perf_counter()  # the time cap counts the tokenizer, the encoding and the loading
+        if cfg.early_stop_metric == "auto":  # settled on the data: BLEU cannot judge references under four words
+            cfg = replace(cfg, early_stop_metric=judging_metric(cfg.early_stop_metric, data.val))
         self.cfg, self.data, self.out_dir, self.ranks = cfg, data, Path(out_dir), ranks
         self.between_steps = between_steps
         self.cut = ""  # what the time cap cut from a validation, for the summary
@@ -116,10 +126,12 @@ class Trainer:
         if resume_from is not None:
             self.resume(Path(resume_from))  # every rank loads the weights and the optimizer state
         else:
+            check_run_cost(cfg, self.device, self.precision)  # before the tokenizer's trainer reserves its tables
             self.start_model(prepared.tokenizer if prepared else self.shared_tokenizer())
         self.model.draw_dropout_from(self.dropout_rng)
         seed_rank(self.dropout_rng, cfg.seed, ranks, self.step)
         self.encode_data(prepared)
+        self.precision_seconds = self.choose_precision()
         self.average_dir = self.out_dir.with_name(average_name(self.out_dir.name))
         self.snapshots = self.snapshot_store()
 
@@ -415,6 +427,24 @@ class Trainer:
         rng = self.dropout_rng.get_state()
         seconds, self.one_thread = time_one_step(self.optimization, self.global_batch(start), self.device)
         self.dropout_rng.set_state(rng)
+        return seconds
+
+    def choose_precision(self) -> dict[str, float]:
+        """'auto' on a GPU trains in bf16 or fp32, whichever steps faster here on a real batch (step.faster_precision)
+        and fits in its memory; returns the seconds each took ({} where nothing was timed: another device, a
+        precision chosen by hand, or several ranks, which would each choose). The dropout stream is put back."""
+        if self.cfg.precision != "auto" or self.device.type != "cuda" or self.ranks.distributed \
+                or self.precision == "fp32":
+            return {}
+        try:
+            check_training_fits(self.model.cfg, self.cfg.batch_tokens, self.device, "fp32")
+        except TrainingError:
+            return {}
+        start = min(self.batch_in_epoch, len(self.batches) - self.batches_per_step)
+        rng = self.dropout_rng.get_state()
+        seconds = faster_precision(self.optimization, self.global_batch(start), (self.precision, "fp32"))
+        self.dropout_rng.set_state(rng)
+        self.precision = self.optimization.precision
         return seconds
 
     def device_text(self) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import re
 import typing
 from typing import Callable
 
@@ -72,8 +73,7 @@ def request_lines(text: str | None, what: str = "text") -> tuple[list[str], str]
     if cut:
         named = ", ".join(map(str, cut[:5])) + (" …" if len(cut) > 5 else "")
         note = (f"✂️ Line{'s' if len(cut) > 1 else ''} {named} of the {what} {'were' if len(cut) > 1 else 'was'} cut "
-                f"to {per_line:,} characters (the most one line may have here; the operator sets "
-                "PLAYGROUND_MAX_LINE_CHARS).")
+                f"to {per_line:,} characters (the most one line may have here).")
     return [line[:per_line] for line in lines], note
 
 
@@ -115,11 +115,24 @@ def cleared_export() -> tuple:
 # The one error wrapper: people see a sentence, never a traceback
 
 
+# What a message says for the operator and the command line, left out of the page: a visitor can neither set the
+# server's variables nor run its commands (the CLI and the server log keep the whole message)
+OPERATOR_ONLY = [re.compile(r";? ?the operator (?:sets|can raise the limit with) PLAYGROUND_[A-Z0-9_]+"),
+                 re.compile(r"[,;]? (?:or )?(?:use|files go through) `python -m playground[^`]*`(?: for files)?")]
+
+
+def for_people(message: str) -> str:
+    """A refusal as the page says it: without the operator's variables and the CLI's commands."""
+    for pattern in OPERATOR_ONLY:
+        message = pattern.sub("", message)
+    return message.replace(" ()", "")
+
+
 def _as_gradio_error(err: BaseException) -> gr.Error:
     if isinstance(err, gr.Error):
         return err
     if isinstance(err, PlaygroundError):
-        error = gr.Error(str(err), print_exception=False)
+        error = gr.Error(for_people(str(err)), print_exception=False)
         error.refused = err  # answers() shows it beside the control instead
         return error
     log.exception("unexpected error in a UI handler")  # the details stay in the server log, never reach the page
@@ -152,7 +165,7 @@ def friendly(fn: Callable) -> Callable:
 def refusal(err: PlaygroundError) -> str:
     """How a refused action reads next to the control that caused it (in Markdown, where a message's `<TAB>` would
     open an HTML tag and hide the rest)."""
-    return "⚠️ " + str(err).replace("&", "&amp;").replace("<", "&lt;")
+    return "⚠️ " + for_people(str(err)).replace("&", "&amp;").replace("<", "&lt;")
 
 
 def answers(fn: Callable, outputs: list, note) -> dict:

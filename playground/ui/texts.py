@@ -12,6 +12,17 @@ GLOSSARY = """**The articles** this playground follows: *Grokking Transformers*;
 post building on *The Annotated Transformer*; *Transformer Networks* (Bits&Brains); *Demystifying Transformer!* — all
 explaining Vaswani et al., *Attention Is All You Need* (2017).
 
+- **d_model**: the width of the vector every token is carried as through the model (the paper: 512); the embeddings,
+  every attention and feed-forward sublayer read and write vectors of this size.
+- **d_ff**: the hidden width of each position-wise feed-forward network, between its two linear maps (the paper:
+  2048, four times d_model).
+- **Adam β₁, β₂, ε**: Adam keeps a running mean of the gradients (β₁, the paper 0.9: how much of the past it keeps)
+  and of their squares (β₂, 0.98); ε (10⁻⁹) is added to the square root of the latter so a tiny one does not divide
+  by almost nothing.
+- **BPE-dropout**: while training, each merge of the byte-pair tokenizer is skipped with this chance, so a word is
+  split differently from epoch to epoch; the model learns its pieces, not one segmentation (Provilkov et al., 2020).
+- **Principal components** (the embedding map): the directions along which the token vectors differ most; the map
+  draws each token at its coordinates on the first two, so tokens the model treats alike land close together.
 - **Post-LN / Pre-LN**: where LayerNorm sits in each layer. Post-LN (the paper) normalises after adding a sublayer's
   output to its input; Pre-LN normalises the input of each sublayer, which trains more steadily at high learning rates.
 - **Noam**: the paper's learning-rate schedule (after Noam Shazeer): a linear warmup, then a decay with 1/√step.
@@ -26,7 +37,9 @@ explaining Vaswani et al., *Attention Is All You Need* (2017).
 - **Length penalty α**: a beam's score is log p / length^α; without it (α = 0) short outputs win, α = 1 scores the
   mean log-probability per token.
 - **BLEU / chrF**: how close the translations of validation sentences are to their references, 0–100: BLEU counts
-  matching word n-grams (1 to 4 words), chrF matching character n-grams, which is kinder to small models.
+  matching word n-grams (1 to 4 words), chrF matching character n-grams, which is kinder to small models. BLEU
+  reads 0 on references shorter than four words (single words, numbers): the early-stopping metric "auto" then
+  picks chrF.
 - **bf16 / fp16 / fp32**: number formats; 16-bit ones halve memory and are fast on recent GPUs, but on a CPU bf16 is
   often slower than fp32 (precision "auto" measures it). **"(bf16)" after a CPU** means "auto" measured bf16 matrix
   products faster than fp32 on this CPU (it has bf16 units) and trains in it; the weights are still kept in fp32.

@@ -1,5 +1,6 @@
-"""What a newcomer hit the second time round, in a real browser at 1024 px: a value typed outside its range is
-refused beside its field (never clamped), and the next-token and Compare tables fit inside their containers.
+"""What a newcomer hit the second and third time round, in a real browser at 1024 px: a value typed outside its range
+is refused beside its field (never clamped, every number field of the Train tab, a vocabulary of 10^9 with its cost)
+while the rest of the page keeps its values, and the next-token and Compare tables fit inside their containers.
 Uses the browser tests' server (tests/system/conftest.py: the app on a copy of the demo model) and
 their helpers (tests/system/browser.py)."""
 
@@ -10,10 +11,13 @@ import re
 import shutil
 
 import pytest
-from browser import CHROMIUM, SHOTS, expect, no_error_toasts, open_tab, opened
+from browser import CHROMIUM, SHOTS, expect, no_error_badges, no_error_toasts, open_tab, opened, wait_idle
+
+from playground.training.form import FIELDS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow,
               pytest.mark.skipif(CHROMIUM is None, reason="no `chromium` on PATH")]
+NUMBERS = [name for name, s in FIELDS.items() if s.kind in (int, float)]  # the Train form's number fields
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +60,75 @@ def test_a_dropout_out_of_range_is_refused_beside_it_and_nothing_starts(narrow_p
     dropout.fill("0.1")
     dropout.press("Tab")
     expect(block).not_to_contain_text("must be from")
+
+
+def out_of_range(name: str) -> str:
+    s = FIELDS[name]
+    return "-1" if s.optional or s.low <= 0 else str(int(s.low) - 1)
+
+
+def page_state(page) -> dict:
+    """What the Train tab shows besides the form's notes: every field's value, the status and the LR chart."""
+    values = {name: page.get_by_role("spinbutton", name=FIELDS[name].label, exact=True).input_value()
+              for name in NUMBERS}
+    lr_chart = page.evaluate("""() => { const el = document.querySelector('#train-lr-plot .js-plotly-plot');
+                                        return el ? JSON.stringify(el.data.map(d => d.y.length)) : null; }""")
+    return {"values": values, "status": page.locator("#train-status").inner_text(), "lr chart": lr_chart}
+
+
+def advanced_form(page):
+    """The Train tab with its Advanced accordion open."""
+    open_tab(page, "2 · Train")
+    if not page.get_by_role("spinbutton", name="Dropout", exact=True).is_visible():
+        page.get_by_text("Advanced: every hyperparameter").click()
+    wait_idle(page)
+    return page
+
+
+def test_a_vocabulary_of_a_billion_and_the_issue_s_values_are_refused_as_typed(narrow_page):
+    page = advanced_form(narrow_page)
+    for label, typed, words in [
+        ("Vocabulary size", "1000000000", "not 1,000,000,000: training its tokenizer alone would reserve about "
+                                          "67.1 GB; that is a model of"),
+        ("Max tokens per sentence", "999999", "must be from 1 to 4,094, not 999,999"),
+        ("Seed", "-1", "must be from 0 to 9,223,372,036,854,775,807, not -1"),
+        ("Learning rate", "-1", "Learning rate must be above 0, not -1"),
+    ]:
+        box = page.get_by_role("spinbutton", name=label, exact=True)
+        old = box.input_value()
+        box.fill(typed)
+        box.press("Tab")
+        expect(page.locator("label", has=box)).to_contain_text(words)
+        if label == "Vocabulary size":
+            page.screenshot(path=str(SHOTS / "i34-vocabulary-refused.png"), full_page=True)
+        box.fill(old)
+        box.press("Tab")
+        expect(page.locator("label", has=box)).not_to_contain_text("⚠️")
+    no_error_badges(page)
+
+
+def test_each_number_out_of_range_is_refused_beside_it_and_nothing_else_changes(narrow_page):
+    page = advanced_form(narrow_page)
+    before = page_state(page)
+    typed = {name: out_of_range(name) for name in NUMBERS}
+    for name, value in typed.items():
+        box = page.get_by_role("spinbutton", name=FIELDS[name].label, exact=True)
+        box.fill(value)
+        box.press("Tab")
+    for name, value in typed.items():  # each refused beside itself, in the words the CLI uses
+        box = page.get_by_role("spinbutton", name=FIELDS[name].label, exact=True)
+        words = re.escape(f"⚠️ {FIELDS[name].label} must be") + r".*not " + re.escape(value)
+        expect(page.locator("label", has=box)).to_contain_text(re.compile(words))
+    wait_idle(page)
+    after = page_state(page)
+    assert after["values"] == {**before["values"], **typed}  # as typed, never clamped; no other field moved
+    assert (after["status"], after["lr chart"]) == (before["status"], before["lr chart"])  # the run panel as it was
+    no_error_badges(page)
+    page.screenshot(path=str(SHOTS / "i34-every-number-refused.png"), full_page=True)
+    box = page.get_by_role("spinbutton", name=FIELDS["lr"].label, exact=True)
+    box.fill(before["values"]["lr"])  # a value put right loses its note at once
+    box.press("Tab")
+    expect(page.locator("label", has=box)).not_to_contain_text("⚠️")
 
 
 def test_the_next_token_and_compare_tables_fit_at_1024_px(narrow_page, server):

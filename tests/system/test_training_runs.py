@@ -13,7 +13,6 @@ from helpers import DATA, events_of, tiny_cfg
 from playground.data.batching import encode_pairs
 from playground.packages.store import load_package
 from playground.training import events as ev
-from playground.training.config import TrainConfig
 from playground.training.estimate import estimate_training
 from playground.training.events import Step
 from playground.training.inputs import TrainData
@@ -124,21 +123,3 @@ def test_a_short_minutes_budget_leaves_warmup_and_validates_along_the_way(tmp_pa
     assert lrs[-1] < max(lrs)  # ... and the rate decays after it
     assert len([s for s in evals if s < steps]) >= 3, (evals, steps)  # validations during the run, not only at the end
     assert done.summary["first_plan"] and steps > 20
-
-
-def test_the_setting_types_are_train_config_s_annotations():
-    """The training record's schema declares the types of TrainConfig's fields, which the CLI's flags and the
-    Train tab's fields are made from: the two agree field by field."""
-    import types
-    import typing
-
-    from playground.training.config import optional_settings, setting_types
-
-    hints = typing.get_type_hints(TrainConfig)
-    assert list(setting_types()) == [f.name for f in dataclasses.fields(TrainConfig)]
-    for name, kind in setting_types().items():
-        hint = hints[name]
-        optional = isinstance(hint, types.UnionType) and type(None) in typing.get_args(hint)
-        if optional:
-            hint = next(a for a in typing.get_args(hint) if a is not type(None))
-        assert (typing.get_origin(hint) or hint, optional) == (kind, name in optional_settings()), name

@@ -64,8 +64,8 @@ def test_the_memory_limit_comes_from_the_cgroup_then_the_host(monkeypatch):
     from playground.training.config import TrainConfig
     from playground.training.estimate import estimate_training
 
-    cfg = TrainConfig(d_model=1536, n_heads=8, n_encoder_layers=6, n_decoder_layers=6, d_ff=2048, vocab_size=8000,
-                      max_steps=10, device="cpu", precision="fp32")
+    cfg = TrainConfig.of(d_model=1536, n_heads=8, n_encoder_layers=6, n_decoder_layers=6, d_ff=2048, vocab_size=8000,
+                         max_steps=10, device="cpu", precision="fp32")
     with pytest.raises(TrainingError, match=r"needs about \d+\.\d GB but cpu has 5\.0 GB free"):
         check_training_fits(cfg.model_config(8000, 8000, True), cfg.batch_tokens, torch.device("cpu"), "fp32")
     start = time.perf_counter()
@@ -73,4 +73,4 @@ def test_the_memory_limit_comes_from_the_cgroup_then_the_host(monkeypatch):
         estimate_training(cfg)  # refused before the model is built, let alone stepped
     assert time.perf_counter() - start < 3
     with pytest.raises(TrainingError, match="this server allows at most 300,000,000"):
-        estimate_training(TrainConfig(d_model=65536, n_heads=8, max_steps=10, device="cpu"))
+        estimate_training(TrainConfig.of(d_model=65536, n_heads=8, max_steps=10, device="cpu"))

@@ -181,9 +181,10 @@ def test_snapshots_count_toward_the_quotas_and_go_with_their_package(tmp_path, t
 
 
 def test_average_last_is_capped():
-    from playground.training.config import MAX_AVERAGE_LAST, TrainConfig
+    from playground.packages.settings import MAX_AVERAGE_LAST
+    from playground.training.config import TrainConfig
 
-    with pytest.raises(TrainingError, match=f"average-last from 0 to {MAX_AVERAGE_LAST}"):
+    with pytest.raises(TrainingError, match=f"must be from 0 to {MAX_AVERAGE_LAST}, not 1,000"):
         TrainConfig(max_steps=1, average_last=1000)
 
 

@@ -55,7 +55,7 @@ def test_cli_resume_keeps_the_packages_settings_not_the_default_preset(tmp_path,
 def test_cli_resume_without_any_flag_finishes_a_stopped_run(tmp_path, data_file):
     cfg = preset_config("small", lr=0.0007, max_steps=4, eval_every=100, eval_sentences=2, precision="fp32",
                         device="cpu", d_model=32, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=64,
-                        tokenizer="word", vocab_size=50)
+                        tokenizer="word", vocab_size=50, early_stop_metric="bleu")  # as saved (not "auto")
     trainer = Trainer(cfg, DATA, tmp_path / "run")
     for event in trainer.run():
         if isinstance(event, Step) and event.step == 2:

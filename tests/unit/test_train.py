@@ -22,7 +22,7 @@ from playground.training.trainer import Trainer
 
 
 def test_noam_schedule_values_match_the_paper():
-    cfg = TrainConfig(d_model=512, warmup_steps=4000, schedule="noam", lr=1.0, max_steps=1)
+    cfg = TrainConfig.of(d_model=512, warmup_steps=4000, schedule="noam", lr=1.0, max_steps=1)
     assert learning_rate(cfg, 1) == pytest.approx(512**-0.5 * 4000**-1.5)
     assert learning_rate(cfg, 4000) == pytest.approx(512**-0.5 * 4000**-0.5)  # the peak, ~7.0e-4
     assert learning_rate(cfg, 16000) == pytest.approx(512**-0.5 * 16000**-0.5)

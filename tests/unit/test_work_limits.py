@@ -146,7 +146,7 @@ def test_the_time_cap_covers_tokenizer_training_and_cuts_validations(tmp_path, m
      r"special token ids must be inside the vocabulary of \d+ tokens, not eos_id 5000"),
     (lambda m: m.update(bos_id=200), "not bos_id 200"),
     (lambda m: m.update(eos_id=5), r"eos_id 5 \(the tokenizer's is 3\)"),
-    (lambda m: m.update(n_heads=128, d_model=128), r"128 heads \(at most 64; the operator sets PLAYGROUND_MAX_HEADS\)"),
+    (lambda m: m.update(n_heads=128, d_model=128), r"128 heads \(at most 64\)"),
     (lambda m: m.update(n_decoder_layers=100), "100 decoder layers"),
 ])
 def test_special_ids_and_shapes_are_checked_at_import(tmp_path, tokenizer, change, message):

@@ -109,8 +109,8 @@ def cut_note(att: dict) -> str:
 
     sources, targets = att["cut"]
     return (f"\n\n✂️ The maps of all {sources} source tokens and {targets} target inputs would pass the "
-            f"{limits.max_attention_cells():,} attention weights one request may draw here (the operator sets "
-            f"PLAYGROUND_MAX_ATTENTION_CELLS): they were computed for the first {len(att['src_tokens'])} and "
+            f"{limits.max_attention_cells():,} attention weights one request may draw here: they were computed for "
+            f"the first {len(att['src_tokens'])} and "
             f"{len(att['tgt_tokens'])}. Shorten the sentence to see all of it.")
 
 

@@ -262,8 +262,11 @@ def build(session: gr.State) -> DataTab:
                  api_name="load_files")
     files.clear(friendly(forget_files), [session], [summary], api_visibility="private", show_progress="hidden")
     swap.click(**answers(swap_direction, outputs, note), inputs=[session], api_name="swap_direction")
+    # always_last: a target typed right after the source blurs while the source's call still runs; the default
+    # ("once") dropped that second call, and the run was saved "en → tgt"
     gr.on([src_lang.blur, src_lang.submit, tgt_lang.blur, tgt_lang.submit], friendly(set_languages),
-          [session, src_lang, tgt_lang], [summary, preview, lengths], api_name="set_languages", show_progress="hidden")
+          [session, src_lang, tgt_lang], [summary, preview, lengths], api_name="set_languages", show_progress="hidden",
+          trigger_mode="always_last")
     val_fraction.change(friendly(set_val_fraction), **checked([session, val_fraction], checks), outputs=[summary],
                         api_name="set_val_fraction", show_progress="hidden", trigger_mode="always_last")
     return DataTab(summary, preview, dropped, lengths, src_lang, tgt_lang, val_fraction)

@@ -23,7 +23,7 @@ from playground.serving.zerogpu import (
     on_zerogpu,
     training_slots,
 )
-from playground.training.form import FIELD_RANGES, build_config, field_problem, label_of, preset_values
+from playground.training.form import FIELDS, build_config, checked_config, field_note, preset_values
 from playground.ui import texts
 from playground.ui.handlers import answers, bind, friendly
 from playground.ui.state import Session, visitor_of
@@ -55,12 +55,15 @@ class TrainTab:
 # Settings <-> TrainConfig
 
 
-def range_note(name: str, info: str | None):
-    """The handler that shows a field's refusal (with its range) in place of its info line, and puts the info back."""
-    def note(value):
-        problem = field_problem(name, value)
-        return gr.update(info=f"⚠️ {label_of(name)} {problem}." if problem else info or "")  # None would keep it
-    return note
+def field_notes(**values) -> list:
+    """Each number field's note: its refusal (in the words the CLI uses, with what a size out of range would cost)
+    in place of its help line, or the help line back."""
+    return [gr.update(info=f"⚠️ {note}." if (note := field_note(name, values)) else FIELDS[name].help)
+            for name in number_fields(values)]
+
+
+def number_fields(controls: dict) -> list[str]:
+    return [name for name in controls if FIELDS[name].kind in (int, float)]
 
 
 ESTIMATING = "  \n⏱ Estimating the duration on this machine…"
@@ -70,12 +73,12 @@ STALE_ZEROGPU = ("  \n⏱ Press **Estimate duration** to time this configuration
 
 
 def previews(session: Session, values: dict, note: str) -> tuple[str, object]:
-    """The parameter line (then `note`) and the LR preview for the settings on the form; a setting that does not
-    work shows its error in both."""
+    """The parameter line (then `note`) and the LR preview for the settings on the form; settings that do not work
+    are said in the line, and the preview keeps the last that did."""
     try:
-        cfg = build_config(values)
+        cfg = checked_config(values)  # its cost too: a vocabulary of 10^9 is refused here, not by the tokenizer
     except TrainingError as err:
-        return f"⚠️ {err}{note}", plots.empty_figure(str(err), "Learning rate")
+        return f"⚠️ {err}{note}", gr.skip()
     return parameter_line(cfg) + note, lr_preview_figure(session, cfg)
 
 
@@ -93,7 +96,7 @@ def apply_preset(fields: list[str], session: Session, preset: str):
     """The preset's settings in every field, its description, parameter count and LR preview."""
     # `fields`: the form's setting names, in the order of its components (the docstring is the API's description)
     vals = preset_values(preset)
-    return (*[gr.update(value=vals[k]) for k in fields], preset_line(preset),
+    return (*[gr.update(value=vals[k], info=FIELDS[k].help) for k in fields], preset_line(preset),
             *previews(session, vals, stale_note() if on_zerogpu() else ESTIMATING))
 
 
@@ -105,7 +108,7 @@ def refresh_preview(session: Session, **values):
 def estimate(library: Library, time_steps, session: Session, **values):
     """Time a few training steps of this configuration on this machine; estimate the whole run."""
     # time_steps: playground.training.estimate.estimate_training as a ZeroGPU call (the settings in, numbers out)
-    cfg = build_config(values)
+    cfg = checked_config(values)
     library.keeper.check_size(visitor_of(library, session), package_bytes(cfg))  # before building anything to time
     seq_len, epoch_steps = data_shape(session, cfg.tokenizer, cfg.batch_tokens)
     est = time_steps(cfg, seq_len=seq_len, epoch_steps=epoch_steps)
@@ -126,7 +129,7 @@ def first_estimate(library: Library, time_steps, session: Session, **values):
 def train(library: Library, session: Session, model_name: str, **values):
     """Train a new model on this session's data; yields status, charts and sample translations as it runs.
     (On ZeroGPU the run is a sequence of GPU calls: see make_trainer.)"""
-    yield from start_run(session, library, model_name, build_config(values))
+    yield from start_run(session, library, model_name, checked_config(values))
 
 
 def resume(library: Library, session: Session, resume_from: str, **values):
@@ -263,10 +266,9 @@ def wire_previews(p: Panels, session: gr.State, library: Library, page: gr.Tab) 
     """Preset, preview and estimate: a field out of range is said beside it, an edit redraws the previews and drops
     a timing still waiting, a preset or (the first time) the tab opening times the configuration."""
     controls, lr_plot = p.controls, p.outputs[3]
-    for name, control in controls.items():  # a value out of its range is refused beside it, as it is typed
-        if name in FIELD_RANGES:
-            control.input(range_note(name, control.info), [control], [control], queue=False, show_progress="hidden",
-                          api_visibility="private")
+    numbers = [controls[name] for name in number_fields(controls)]  # a value out of range is refused beside it
+    gr.on([c.input for c in controls.values()], field_notes, None, numbers, inputs_kwargs=controls, queue=False,
+          show_progress="hidden", api_visibility="private", trigger_mode="always_last")
     from playground.training.estimate import estimate_training
 
     time_steps = gpu(estimate_training, duration=ESTIMATE_GPU_S)  # a ZeroGPU call: the settings in, numbers out

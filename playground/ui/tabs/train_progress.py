@@ -100,6 +100,9 @@ def done_line(name: str, e, estimated: int | None = None) -> str:
                f"{final.get('val_loss', float('nan')):.3f}" if final else "no validation")
     if best:
         metrics += f" (best BLEU {best.get('bleu', 0):.1f} at step {best.get('step', '?')})"
+    if final and not final.get("bleu") and (final.get("chrf") or final.get("exact_match")):
+        metrics += (" — BLEU counts runs of up to four words and reads 0 on shorter references, so chrF and exact "
+                    "match judge this data")
     return (f"✅ **Done** ({e.reason}): {s['steps']:,} steps, {s['epochs']:.2f} epochs in {clock(s['wall_s'])}, "
             f"{s['tokens_per_s']:,.0f} tokens/s on {s['device']}; {metrics}.  \nSaved as **`{name}`**: try it "
             "on the Translate and Attention tabs."
