@@ -37,7 +37,7 @@ TOKENIZER_FILE = "tokenizer.json"  # the joint tokenizer, or the source side whe
 TGT_TOKENIZER_FILE = "tokenizer.tgt.json"  # the target side, only when separate
 SPACE_MARKER = "▁"  # U+2581, what Metaspace writes for a space
 
-_MAX_WORDPIECE_CHARS = 100  # WordPiece maps longer words to <unk>; we cut them into pieces of this size instead
+MAX_WORDPIECE_CHARS = 100  # WordPiece maps longer words to <unk>; we cut them into pieces of this size instead
 _CJK_CHARACTER = Regex(r"[\p{Han}\p{Hiragana}\p{Katakana}]")  # no spaces between words: one token each (as BERT)
 _MODEL_KINDS = {"BPE": "bpe", "WordPiece": "wordpiece", "Unigram": "unigram", "WordLevel": "word"}
 
@@ -300,7 +300,7 @@ def _model(kind: str) -> models.Model:
         return models.BPE(unk_token=unk)
     if kind == "wordpiece":
         return models.WordPiece(unk_token=unk, continuing_subword_prefix="",
-                                max_input_chars_per_word=_MAX_WORDPIECE_CHARS)
+                                max_input_chars_per_word=MAX_WORDPIECE_CHARS)
     if kind == "unigram":
         return models.Unigram()
     return models.WordLevel(unk_token=unk)  # word and char
@@ -330,7 +330,7 @@ def pre_tokenizer(kind: str) -> pre_tokenizers.PreTokenizer:
         pre_tokenizers.Split(_CJK_CHARACTER, behavior="isolated"),
     ]
     if kind == "wordpiece":
-        splits.append(pre_tokenizers.FixedLength(length=_MAX_WORDPIECE_CHARS))  # long runs (Thai, URLs) stay usable
+        splits.append(pre_tokenizers.FixedLength(length=MAX_WORDPIECE_CHARS))  # long runs (Thai, URLs) stay usable
     return pre_tokenizers.Sequence(splits)
 
 

@@ -13,7 +13,14 @@ from pathlib import Path
 from tokenizers import Tokenizer
 
 from playground import limits
-from playground.core.tokenizer import TOKENIZER_KINDS, PairTokenizer, pre_tokenizer, text_decoder, text_normalizer
+from playground.core.tokenizer import (
+    MAX_WORDPIECE_CHARS,
+    TOKENIZER_KINDS,
+    PairTokenizer,
+    pre_tokenizer,
+    text_decoder,
+    text_normalizer,
+)
 from playground.errors import PackageError
 from playground.packages.format import read_limited
 
@@ -79,3 +86,22 @@ def check_tokenizer_cost(path: Path, vocab_size: int) -> None:
     if entries > vocab_size:
         raise PackageError(f"{what} has {entries:,} tokens but config.json says the vocabulary has {vocab_size:,}. "
                            "It was not loaded.")
+    check_parsing_cost(tokenizer, what)
+
+
+def check_parsing_cost(tokenizer: dict, what: str) -> None:
+    """Refuse, in the tokenizer's JSON before the library parses it, a normalizer the playground does not write (a
+    Precompiled charsmap is parsed by native code that may ask for gigabytes and abort: issue 32's row A) and a
+    WordPiece model that tries words of more than MAX_WORDPIECE_CHARS characters (its longest-match search costs
+    the cube of a word's length: 24 words of 2,000 letters held a worker for a minute, row D)."""
+    normalizer = tokenizer.get("normalizer")
+    if normalizer not in written_pipeline()["normalizer"]:
+        kind = normalizer.get("type", "set") if isinstance(normalizer, dict) else "set"
+        raise PackageError(f"{what}: its normalizer ({kind}) is not one the playground writes, so what it costs to "
+                           "read is unknown; it was not loaded. Train a new tokenizer with the playground.")
+    model = tokenizer["model"]
+    word = model.get("max_input_chars_per_word", MAX_WORDPIECE_CHARS) if model.get("type") == "WordPiece" else 0
+    if not isinstance(word, int) or word > MAX_WORDPIECE_CHARS:
+        raise PackageError(f"{what}: its WordPiece model splits words of up to {word!r} characters; the playground's "
+                           f"split at most {MAX_WORDPIECE_CHARS} (the search costs the cube of a word's length). It "
+                           "was not loaded. Train a new tokenizer with the playground.")
