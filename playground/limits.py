@@ -114,6 +114,11 @@ def max_decode_bytes() -> int:
     return env_megabytes("PLAYGROUND_MAX_DECODE_MB", 256)
 
 
+def max_encoder_flops() -> int:
+    """Floating-point operations the encoder may spend on one request's sources (PLAYGROUND_MAX_ENCODER_GFLOP)."""
+    return env_int("PLAYGROUND_MAX_ENCODER_GFLOP", 100) * 10**9
+
+
 def max_attention_cells() -> int:
     return env_int("PLAYGROUND_MAX_ATTENTION_CELLS", 1_000_000)
 

@@ -8,7 +8,14 @@ from playground.core.attention_maps import attention_cells
 from playground.core.decode import DecodeBounds, DecodeOptions, one_sentence_cache_bytes, output_limit
 from playground.core.model import TransformerConfig
 from playground.errors import PlaygroundError
-from playground.limits import check_time, max_attention_cells, max_decode_bytes, max_decode_tokens, max_line_chars
+from playground.limits import (
+    check_time,
+    max_attention_cells,
+    max_decode_bytes,
+    max_decode_tokens,
+    max_encoder_flops,
+    max_line_chars,
+)
 from playground.settings import MB
 
 FEWEST_ATTENTION_TOKENS = 4  # a model whose maps cannot show this many tokens is refused rather than drawn
@@ -26,10 +33,30 @@ def decode_tokens(cfg: TransformerConfig, ids: list[list[int]], opts: DecodeOpti
     return sum(output_limit(cfg, len(i), opts.max_output_tokens) for i in ids) * opts.beams * draws
 
 
+def encoder_flops(cfg: TransformerConfig, ids: list[list[int]]) -> int:
+    """What encoding these sources costs, in multiply-adds x 2: per layer and sentence of n tokens, the attention's
+    four projections (8 n d^2), the feed-forward (4 n d d_ff) and the attention itself (4 n^2 d), which grows with
+    the square of a sentence's length (24 lines of 4,095 byte tokens on the demo's shape: 730 GFLOP)."""
+    d = cfg.d_model
+    return cfg.n_encoder_layers * sum(8 * n * d * d + 4 * n * d * cfg.d_ff + 4 * n * n * d for n in map(len, ids))
+
+
+def check_encoder_work(flops: int, what: str) -> None:
+    """Refuse encoding that costs more than max_encoder_flops() before it starts (`what`: the sources, said)."""
+    allowed = max_encoder_flops()
+    if flops > allowed:
+        raise PlaygroundError(
+            f"Encoding {what} would take {flops / 1e9:,.0f} GFLOP; one request may take at most {allowed / 1e9:,.0f} "
+            "here (the operator sets PLAYGROUND_MAX_ENCODER_GFLOP). Send fewer or shorter sentences.")
+
+
 def check_decode_work(cfg: TransformerConfig, ids: list[list[int]], opts: DecodeOptions, draws: int = 1) -> None:
     """Refuse a quick call whose decoding could take more than max_decode_tokens(), or more decoder memory for
     one sentence than max_decode_bytes(), before it starts: the sentences, the output length (the request's, else
     the package's positions) and the beams together."""
+    longest = max(map(len, ids))
+    check_encoder_work(encoder_flops(cfg, ids), f"{len(ids)} sentence{'s' if len(ids) > 1 else ''} of up to "
+                                                f"{longest - 1:,} tokens")
     tokens, allowed = decode_tokens(cfg, ids, opts, draws), max_decode_tokens()
     if tokens > allowed:
         longest = max(output_limit(cfg, len(i), opts.max_output_tokens) for i in ids)

@@ -43,7 +43,9 @@ from playground.runtime.request_bounds import (
     attention_cell_limit,
     check_decode_memory,
     check_decode_work,
+    check_encoder_work,
     decode_tokens,
+    encoder_flops,
     server_bounds,
 )
 from playground.training.config import TrainConfig
@@ -108,10 +110,13 @@ def warm_up() -> None:
             MODELS.get(SHIPPED_MODELS_DIR / name)
 
 
-def run(task: Callable, *args, advice: str = "", seconds: float | None = None, gone: Callable[[], bool] | None = None):
+def run(task: Callable, *args, advice: str = "", seconds: float | None = None, gone: Callable[[], bool] | None = None,
+        owner: str = ""):
     """task(*args) in a worker, stopped after `seconds` (the quick-call limit, PLAYGROUND_QUICK_CALL_S) or as soon as
-    `gone()` says its client has left; a task stopped at its deadline says `advice` (what to make smaller)."""
-    return pool().call(task, *args, seconds=seconds or limits.quick_call_seconds(), advice=advice, gone=gone)
+    `gone()` says its client has left; a task stopped at its deadline says `advice` (what to make smaller). The calls
+    of one `owner` (a client's address) take one worker at a time."""
+    return pool().call(task, *args, seconds=seconds or limits.quick_call_seconds(), advice=advice, gone=gone,
+                       owner=owner)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -232,6 +237,8 @@ def greedy_columns(folders: list[str], lines: list[str]) -> dict[str, list[str]]
     ids = [source_ids(p.tokenizer, lines, p.model.cfg, bounds) for p in packages]
     for package, package_ids in zip(packages, ids):
         check_decode_memory(package.model.cfg, package_ids, opts)
+    check_encoder_work(sum(encoder_flops(p.model.cfg, package_ids) for p, package_ids in zip(packages, ids)),
+                       f"these {len(lines)} sentences with {len(folders)} models")
     tokens = sum(decode_tokens(p.model.cfg, package_ids, opts) for p, package_ids in zip(packages, ids))
     if tokens > limits.max_decode_tokens():
         raise PlaygroundError(f"Translating these {len(lines)} sentences with {len(folders)} models could decode up "
