@@ -37,3 +37,22 @@ def refuse(message: str) -> None:
     from playground.errors import PackageError
 
     raise PackageError(message)
+
+
+def nice_after(seconds: float) -> int:
+    """Busy for `seconds`, then the nice value of the thread that ran this."""
+    import threading
+    import time
+
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+    return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+
+def finish_after(seconds: float) -> float:
+    """Sleep `seconds`; when it ended (time.time, comparable across processes)."""
+    import time
+
+    time.sleep(seconds)
+    return time.time()

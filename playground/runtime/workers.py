@@ -9,9 +9,12 @@ modules once and then answers calls over a socket. Each worker:
   past it fails there (MemoryError, or the native library's abort), not in the web process;
 - runs one call at a time, under a wall-clock deadline the parent enforces by killing it (SIGKILL: no loop, native or
   not, outlives it) and starting a fresh one for the next call;
+- runs each call in a thread of its own, lowered in CPU priority once it has run LONG_CALL_S (its nice value + 10): a
+  long call goes on, but a fresh short one in another worker gets the cores first;
 - sends back at most `max_result_bytes` of pickled result;
 - keeps what its module globals cache (loaded models) from one call to the next, until it is killed; a killed worker
-  is replaced at once, in the background, so the next call finds one ready.
+  is replaced at once, in the background, and the pool keeps one worker more than may work at once (`spare`), so
+  the next call finds one ready rather than waiting for a start-up.
 
 `call` raises WorkStopped (a PlaygroundError: said beside the control) when the worker crashed, ran out of its memory,
 passed its deadline or its result was too large, and re-raises a PlaygroundError the work raised as itself.
@@ -19,6 +22,7 @@ passed its deadline or its result was too large, and re-raises a PlaygroundError
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pickle
@@ -45,6 +49,8 @@ POLL_S = 0.2  # how often a waiting caller checks whether its client has gone
 START_S = 120  # the longest a new worker may take to import its modules (seconds on a busy 2-core machine)
 RETRY_S = 5  # between tries to start a worker that could not start
 READY = b"ready"  # what a worker says once it has imported its modules: a call's deadline starts after that
+LONG_CALL_S = 1.0  # a call that has run this long yields the CPUs to fresh ones (a one-sentence translate: 0.15 s)
+LOWER_NICE = 10  # what its threads' nice value grows by then: a thread 10 below another gets ~9 times its share
 
 
 class WorkStopped(PlaygroundError):
@@ -83,6 +89,27 @@ def _answer(fn: Callable, args: tuple, kwargs: dict) -> tuple:
         return ("failed", type(err).__name__)
 
 
+def _threads() -> set[int]:
+    return {int(tid) for tid in os.listdir("/proc/self/task")} if os.path.isdir("/proc/self/task") else set()
+
+
+def _answer_yielding(fn: Callable, args: tuple, kwargs: dict) -> tuple:
+    """_answer in a thread of its own; past LONG_CALL_S the threads this call started (its own, and the pools of
+    the libraries it called for the first time) are lowered by LOWER_NICE. Linux keeps a nice value per thread and
+    an unprivileged process cannot raise one back: the worker's main thread stays as it was, and so does the next
+    call's thread, which it starts."""
+    before, outcome = _threads(), []
+    thread = threading.Thread(target=lambda: outcome.append(_answer(fn, args, kwargs)), name="playground-call")
+    thread.start()
+    thread.join(LONG_CALL_S)
+    if thread.is_alive():
+        for tid in _threads() - before:
+            with contextlib.suppress(OSError):  # a thread that has just ended
+                os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + LOWER_NICE))
+        thread.join()
+    return outcome[0] if outcome else ("failed", "an exception that ended the call's thread")
+
+
 def limit_growth(memory_bytes: int) -> None:
     """Let this process allocate at most `memory_bytes` more than it has mapped now (RLIMIT_AS; never above a hard
     limit it was started under): past it an allocation fails here, in this process only."""
@@ -111,7 +138,7 @@ def serve(conn, memory_bytes: int, max_result_bytes: int, threads: int, warm_up:
         except (EOFError, OSError):
             return
         _adopt(settings)
-        outcome = _answer(fn, args, kwargs)
+        outcome = _answer_yielding(fn, args, kwargs)
         try:
             data = pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception:  # noqa: BLE001 - a result that does not pickle is the work's bug
@@ -138,28 +165,33 @@ class Worker:
 
 
 class WorkerPool:
-    """`size` worker processes, started in the background when the pool is made; `call(fn, ...)` runs fn(*args) in
-    a free one, waiting for one when all are busy. A worker that is killed is replaced in the background, so there are
-    always `size` of them working, waiting or starting. fn, its arguments and its result cross by pickle: fn must be a
-    module-level function of a module the workers can import (those in `preload` each worker imports when it starts,
-    then it calls `warm_up`: what a first call would otherwise spend its deadline on)."""
+    """Worker processes, started in the background when the pool is made; `call(fn, ...)` runs fn(*args) in a free
+    one. At most `size` calls work at once, and each caller (`owner`: a client's address) has at most one of them:
+    its other calls wait behind it, not in front of other callers'. The pool keeps `size` + `spare` workers, so a
+    call never waits for a start-up while fewer than `spare` are starting; a worker that is killed is replaced in
+    the background. fn, its arguments and its result cross by pickle: fn must be a module-level function of a module
+    the workers can import (those in `preload` each worker imports when it starts, then it calls `warm_up`: what a
+    first call would otherwise spend its deadline on)."""
 
     def __init__(self, size: int, memory_bytes: int, max_result_bytes: int, preload: list[str] = (),
-                 warm_up: Callable[[], object] | None = None):
+                 warm_up: Callable[[], object] | None = None, spare: int = 1):
         self.size, self.memory_bytes, self.max_result_bytes = size, memory_bytes, max_result_bytes
         self.preload = list(preload)
         self.warm_up = f"{warm_up.__module__}:{warm_up.__qualname__}" if warm_up else "-"
-        self.ready: queue.Queue[Worker] = queue.Queue()
+        self.ready: queue.LifoQueue[Worker] = queue.LifoQueue()  # the last used first: its models are loaded
         self.lock = threading.Lock()
+        self.working = threading.BoundedSemaphore(size)
+        self.turns = threading.Condition()
+        self.owners: set[str] = set()  # callers with a call at work or waiting for a worker
         self.started = 0  # workers started so far (replacements included), for tests and logs
         self.closed = False
-        for _ in range(size):
+        for _ in range(size + spare):
             self.replace()
 
     def start(self) -> Worker:
         """A new worker, once it has imported its modules and warmed up; WorkStopped when it cannot start."""
         ours, theirs = socket.socketpair()
-        threads = max(1, available_cpus() // self.size)  # the workers share the CPUs
+        threads = max(1, available_cpus() // self.size)  # the working ones share the CPUs
         command, env = python_command(__name__, str(theirs.fileno()), str(self.memory_bytes),
                                       str(self.max_result_bytes), str(threads), self.warm_up, *self.preload)
         with theirs:
@@ -212,9 +244,39 @@ class WorkerPool:
         self.replace()
 
     def call(self, fn: Callable, *args, seconds: float, advice: str = "", gone: Callable[[], bool] | None = None,
-             **kwargs):
+             owner: str = "", **kwargs):
         """fn(*args, **kwargs) in a worker, stopped after `seconds` of work (or as soon as `gone()` says the client
-        has left); `advice` says what to make smaller when it is stopped."""
+        has left); `advice` says what to make smaller when it is stopped. Calls of one `owner` ("": nobody's) run
+        one after another."""
+        with self.turn(owner, gone):
+            if not self.working.acquire(timeout=START_S):
+                raise WorkStopped("Every worker of this server is busy; try again in a minute.")
+            try:
+                return self.work(fn, args, kwargs, seconds, advice, gone)
+            finally:
+                self.working.release()
+
+    @contextlib.contextmanager
+    def turn(self, owner: str, gone: Callable[[], bool] | None):
+        """Wait until `owner` has no other call at work or waiting (none for the owner ""), then hold its turn."""
+        if not owner:
+            yield
+            return
+        with self.turns:
+            while owner in self.owners:
+                if gone is not None and gone():
+                    raise WorkStopped("The page that asked for this has closed, so the work was stopped.")
+                self.turns.wait(POLL_S)
+            self.owners.add(owner)
+        try:
+            yield
+        finally:
+            with self.turns:
+                self.owners.discard(owner)
+                self.turns.notify_all()
+
+    def work(self, fn: Callable, args: tuple, kwargs: dict, seconds: float, advice: str,
+             gone: Callable[[], bool] | None):
         worker = self.take()
         try:
             worker.conn.send((fn, args, kwargs, _settings()))

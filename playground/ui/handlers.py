@@ -29,14 +29,28 @@ def quick_call(task: Callable, advice: str) -> Callable:
     """A quick call (translate, attention, steps, compare, Inside views, checking an upload): `task` (a function of
     playground.serving.work) runs in a worker process under the time limit one may take (limits.quick_call_seconds();
     past it the worker is killed, the call says `advice`, and the next call gets a fresh worker), and is marked so
-    that a CPU training step in this process waits for it (foreground.quick)."""
+    that a CPU training step in this process waits for it (foreground.quick). A client's calls take one worker at a
+    time (work_owner)."""
     from playground.runtime.foreground import quick
     from playground.serving import work
 
     @functools.wraps(task)
     def in_worker(*args):
-        return work.run(task, *args, advice=advice, gone=client_gone())
+        return work.run(task, *args, advice=advice, gone=client_gone(), owner=work_owner())
     return quick(in_worker)
+
+
+def work_owner() -> str:
+    """Whose turn a quick call on this thread takes in the worker pool: its client's address (the rightmost-hop rule
+    of playground.serving.visitors); "" (nobody's: no turn) for an internal one, which in personal mode and behind
+    a proxy that says nothing is everybody's, and outside an event."""
+    from gradio.context import LocalContext
+
+    from playground.serving.visitors import internal
+    from playground.ui.sessions import request_address
+
+    address = request_address(LocalContext.request.get(None))
+    return "" if internal(address) else address
 
 
 def client_gone() -> Callable[[], bool] | None:

@@ -4,6 +4,7 @@ the worker is replaced, and the pool goes on answering."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -54,3 +55,39 @@ def test_a_crash_a_runaway_allocation_a_loop_or_a_huge_answer_costs_one_call(poo
     # each crash, the deadline and the client gone cost their worker; a replacement answers, in a new process
     assert pool.call(tasks.worker_pid, seconds=60) != first
     assert pool.started >= 5  # the first, and one for each of the two crashes, the deadline and the client gone
+
+
+def test_a_long_call_yields_the_cpus_and_a_kill_finds_a_warm_spare(pool):
+    from playground.runtime.workers import LONG_CALL_S, LOWER_NICE
+
+    started_at = os.getpriority(os.PRIO_PROCESS, 0)  # the workers' nice value: this process's
+    assert pool.call(tasks.nice_after, LONG_CALL_S + 0.5, seconds=60) == min(19, started_at + LOWER_NICE)
+    assert pool.call(tasks.nice_after, 0, seconds=60) == started_at  # the next call's thread starts as the worker
+
+    time.sleep(1)  # both workers (1 + the spare) idle
+    idle = {worker.process.pid for worker in list(pool.ready.queue)}
+    assert len(idle) == 2
+    with pytest.raises(WorkStopped):
+        pool.call(tasks.spin_forever, seconds=0.5)
+    assert pool.call(tasks.worker_pid, seconds=60) in idle  # the spare answered, not a worker still starting
+
+
+def test_a_callers_calls_wait_behind_its_own_not_in_front_of_others():
+    from concurrent.futures import ThreadPoolExecutor
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYTHONPATH", str(REPO / "tests"))
+        workers = WorkerPool(2, memory_bytes=256 * MB, max_result_bytes=1 * MB, preload=["worker_tasks"], spare=0)
+    try:
+        workers.call(tasks.worker_pid, seconds=60)
+        with ThreadPoolExecutor(3) as threads:
+            started = time.time()
+            first, second = [threads.submit(workers.call, tasks.finish_after, 1.5, seconds=60, owner="198.51.100.1")
+                             for _ in range(2)]
+            time.sleep(0.2)
+            other = threads.submit(workers.call, tasks.finish_after, 1.5, seconds=60, owner="198.51.100.2")
+            ends = sorted([first.result() - started, second.result() - started])
+            # two workers, but the first caller's second call waits for its first: the other caller's starts at once
+            assert other.result() - started < ends[1] - 0.5 and ends[1] >= 3.0
+    finally:
+        workers.close()
