@@ -2,12 +2,15 @@
 (bench/shared_load.py measures another visitor's translate meanwhile). Each row is a function of the app's URL, the
 attacker's gradio_client Client and a folder for its files, which it makes when missing, replayed again and again;
 it returns what the attacker was answered. PREPARE runs once before a row's replays where the row needs it.
-The hostile packages are the shipped demo with one file changed: bytes on disk, no training."""
+The hostile packages are the shipped demo with one file changed (bytes on disk), or, for rows C and D, untrained
+models of the demo's shape with 4,096 positions and the tokenizer the row needs (random weights: no training)."""
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
+import re
 import threading
 import zipfile
 from pathlib import Path
@@ -55,8 +58,110 @@ def post(url: str, path: str, head: bytes, declared: int, sent: int) -> str:
         connection.close()
 
 
+def untrained_zip(folder: Path, name: str, spec: dict) -> Path:
+    """A package of the demo's shape with 4,096 positions, random weights and the tokenizer `spec` (JSON), zipped."""
+    import torch
+
+    from playground.core.model import Transformer, TransformerConfig
+    from playground.core.tokenizer import PairTokenizer
+    from playground.packages.store import save_package
+
+    tokenizer = PairTokenizer.from_json_strings(json.dumps(spec))
+    shape = {**demo_json("config.json")["model"], "src_vocab_size": tokenizer.src_vocab_size,
+             "tgt_vocab_size": tokenizer.tgt_vocab_size, "max_len": 4096}
+    torch.manual_seed(0)
+    save_package(folder / name, Transformer(TransformerConfig(**shape)).eval(), tokenizer, src_lang="en",
+                 tgt_lang="de", training={"steps": 1, "wall_s": 1.0})
+    dest = folder / f"{name}.zip"
+    with zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted((folder / name).iterdir()):
+            zf.write(path, f"{name}/{path.name}")
+    return dest
+
+
+PAIRS = [("the cat sees the dog", "die Katze sieht den Hund"), ("a dog runs", "ein Hund läuft")] * 3
+# a SentencePiece charsmap whose trie claims 2**32 - 1 bytes: 🤗 tokenizers asks for 8 GB while parsing it and aborts
+GARBAGE_CHARSMAP = {"type": "Precompiled",
+                    "precompiled_charsmap": base64.b64encode(b"\xff\xff\xff\xff" + bytes(64)).decode()}
+
+
+def byte_fallback_tokenizer() -> dict:
+    """A small BPE tokenizer with byte fallback: a character it has never seen becomes its UTF-8 bytes (an emoji 4)."""
+    from playground.core.tokenizer import train_tokenizer
+
+    spec = json.loads(train_tokenizer(PAIRS, kind="bpe", vocab_size=120).to_json_strings()[0])
+    vocab = spec["model"]["vocab"]
+    vocab.update({f"<0x{b:02X}>": len(vocab) + b for b in range(256)})
+    spec["model"]["byte_fallback"] = True
+    return spec
+
+
+def unbounded_wordpiece() -> dict:
+    """A WordPiece tokenizer that splits a word of any length (max_input_chars_per_word 10**9, no fixed-length
+    pre-tokenizer): its longest-match search costs the cube of a word's length."""
+    from playground.core.tokenizer import train_tokenizer
+
+    spec = json.loads(train_tokenizer(PAIRS, kind="wordpiece", vocab_size=120).to_json_strings()[0])
+    spec["model"]["max_input_chars_per_word"] = 10**9
+    steps = spec["pre_tokenizer"]["pretokenizers"]
+    spec["pre_tokenizer"]["pretokenizers"] = [step for step in steps if step["type"] != "FixedLength"]
+    return spec
+
+
 # ----------------------------------------------------------------------------------------------------------
 # The rows
+
+
+def row_a(url, client, folder: Path) -> str:
+    """The demo whose tokenizer.json has a Precompiled normalizer with a garbage charsmap, imported."""
+    from gradio_client import handle_file
+
+    if not (folder / "charsmap.zip").is_file():
+        demo_zip(folder, "charsmap", {"tokenizer.json": dict(demo_json("tokenizer.json"), normalizer=GARBAGE_CHARSMAP)})
+    return client.predict(handle_file(str(folder / "charsmap.zip")), api_name="/import_model")[0]
+
+
+def translate_flood(client, model: str, line: str) -> str:
+    """24 lines of `line` translated greedily at max output length 1 with `model`: what the attacker is answered."""
+    table, note, *_ = client.predict(model, "\n".join([line] * 24), "greedy", 1.0, 0, 1.0, 0, 5, 1.0, 1, 1,
+                                     api_name="/translate")
+    return note or f"{len(table['data'])} lines translated"
+
+
+IMPORTED: dict[tuple[int, str], str] = {}  # (id of an attacker's client, package) -> the name its import got
+
+
+def import_untrained(client, folder: Path, name: str, spec: dict) -> str:
+    """untrained_zip imported by `client`: each visitor sees its own uploads, and a name taken gets a suffix."""
+    from gradio_client import handle_file
+
+    if not (folder / f"{name}.zip").is_file():
+        untrained_zip(folder, name, spec)
+    answer = client.predict(handle_file(str(folder / f"{name}.zip")), api_name="/import_model")[0]
+    imported = re.search(r"Imported \*\*(.+?)\*\*", answer)
+    IMPORTED[id(client), name] = imported.group(1) if imported else name
+    return answer
+
+
+def import_bytes(url, client, folder: Path) -> str:
+    """Row C's package: the demo's shape at 4,096 positions with a byte-fallback tokenizer, imported."""
+    return import_untrained(client, folder, "bytes", byte_fallback_tokenizer())
+
+
+def row_c(url, client, folder: Path) -> str:
+    """24 lines of 2,000 emoji (8,000 byte tokens each, cut to the 4,096 positions) at max output length 1."""
+    return translate_flood(client, IMPORTED.get((id(client), "bytes"), "bytes"), "😀" * 2000)
+
+
+def import_pieces(url, client, folder: Path) -> str:
+    """Row D's package: the demo's shape at 4,096 positions with unbounded_wordpiece, imported."""
+    return import_untrained(client, folder, "pieces", unbounded_wordpiece())
+
+
+def row_d(url, client, folder: Path) -> str:
+    """24 lines of one 2,000-letter word with row D's package (a letter of its vocabulary: a word with a character it
+    lacks is one unknown token at once)."""
+    return translate_flood(client, IMPORTED.get((id(client), "pieces"), "pieces"), "a" * 2000)
 
 
 def row_b(url, client, folder: Path) -> None:
@@ -148,5 +253,7 @@ def row_k(url, client, folder: Path) -> str:
     return f"{len(json.loads(loss['plot'])['data'][0]['x'])} points a curve drawn"
 
 
-PREPARE = {"K": import_long_histories}  # once before a row's replays; the others are their own preparation
-ROWS = {"B": row_b, "E": row_e, "F": row_f, "G": row_g, "H": row_h, "I": row_i, "K": row_k}
+# once before a row's replays; the others are their own preparation
+PREPARE = {"C": import_bytes, "D": import_pieces, "K": import_long_histories}
+ROWS = {"A": row_a, "B": row_b, "C": row_c, "D": row_d, "E": row_e, "F": row_f, "G": row_g, "H": row_h, "I": row_i,
+        "K": row_k}

@@ -12,9 +12,10 @@ visitor, each from its own client address:
    the decode-token limit lets through at the demo model's longest output (at most MAX_SENTENCES; beam 5 by default);
    once the run is training, the translator sends the same requests again.
 
-3. under attack (--rows, issue 32): for each row of bench/attacks.py, an attacker from its own address replays it
-   again and again (each row is run once before, to make its files and import its packages) while the translator
-   sends the same requests; the server's resident memory is read before and after.
+3. under attack (--rows, issue 32): for each row of bench/attacks.py, an attacker from its own address (or
+   --attackers of them, each from its own) replays it again and again (each row is run once before, to make its
+   files and import its packages) while the translator sends the same requests;
+   the server's resident memory is read before and after.
 
 Prints p50 / p95 / max per phase and their ratio; --json puts them on the last line. The issue's target: p95 under
 1 s while loaded or attacked (never over 3 s), on 2 cores. The app's torch threads are what it sets itself (the
@@ -86,15 +87,16 @@ def rss_mb(pid: int) -> float:
         return int(status.read().split("VmRSS:")[1].split()[0]) / 1024
 
 
-def under_attack(url: str, pid: int, translator, row: str, requests: int, pause_s: float) -> dict:
-    """The translator's latencies while an attacker replays `row` (bench/attacks.py) over and over; the replays, how
-    long one took, how many raised, and the server's RSS before and after."""
-    attacker, folder = client(url, f"203.0.113.{ord(row)}"), RESULTS_DIR / "attacks"
+def under_attack(url: str, pid: int, translator, row: str, requests: int, pause_s: float, attackers: int = 1) -> dict:
+    """The translator's latencies while `attackers`, each from its own address, replay `row` (bench/attacks.py) over
+    and over; the replays, how long one took, how many raised, and the server's RSS before and after."""
+    clients, folder = [client(url, f"203.0.{113 + i}.{ord(row)}") for i in range(attackers)], RESULTS_DIR / "attacks"
     folder.mkdir(exist_ok=True)
-    PREPARE.get(row, ROWS[row])(url, attacker, folder)  # its files made, its packages imported
+    for attacker in clients:  # its files made, its packages imported (each visitor sees its own uploads)
+        PREPARE.get(row, ROWS[row])(url, attacker, folder)
     before, done, replays, failures, outcome = rss_mb(pid), threading.Event(), [], [], [None]
 
-    def replay() -> None:
+    def replay(attacker) -> None:
         while not done.is_set():
             start = time.perf_counter()
             try:
@@ -103,11 +105,13 @@ def under_attack(url: str, pid: int, translator, row: str, requests: int, pause_
                 failures.append(repr(err)[:300])
             replays.append(time.perf_counter() - start)
 
-    attack = threading.Thread(target=replay, daemon=True)
-    attack.start()
+    threads = [threading.Thread(target=replay, args=(attacker,), daemon=True) for attacker in clients]
+    for thread in threads:
+        thread.start()
     latencies = translate_times(translator, requests, pause_s)
     done.set()
-    attack.join(timeout=600)
+    for thread in threads:
+        thread.join(timeout=600)
     return {**summary(latencies), "replays": len(replays), "replay_s": statistics.median(replays) if replays else None,
             "raised": failures[:1], "answered": outcome[0], "rss_before_mb": before, "rss_after_mb": rss_mb(pid)}
 
@@ -134,6 +138,8 @@ def main() -> None:
     parser.add_argument("--heavy-words", type=int, default=40, help="words per line of the heavy requests")
     parser.add_argument("--heavy-method", default="beam", choices=["greedy", "beam"])
     parser.add_argument("--rows", default=",".join(ROWS), help="issue 32's rows to replay (bench/attacks.py)")
+    parser.add_argument("--attackers", default="1", help="attackers replaying each row at once, each from its own "
+                        "address; several counts (1,2) replay each row once per count")
     parser.add_argument("--rows-only", action="store_true", help="skip the phase with a training run")
     args = parser.parse_args()
     info = start(args)
@@ -147,8 +153,9 @@ def main() -> None:
         translator = client(url, "198.51.100.1")
         translate_times(translator, 3, 0)  # the demo model loaded and cached
         alone = translate_times(translator, args.requests, args.pause)
-        attacked = {row: under_attack(url, server.pid, translator, row, args.requests, args.pause)
-                    for row in filter(None, args.rows.split(","))}
+        attacked = {row + (f" x{count}" if count > 1 else ""):
+                    under_attack(url, server.pid, translator, row, args.requests, args.pause, count)
+                    for row in filter(None, args.rows.split(",")) for count in map(int, args.attackers.split(","))}
         if args.rows_only:
             return report_rows(args, info, alone, attacked)
 

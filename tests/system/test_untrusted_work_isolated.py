@@ -1,6 +1,7 @@
-"""Issue 32's rows A, C, D and G against the whole app in a subprocess under an address-space limit: the untrusted
-work runs in worker processes (playground.runtime.workers), so a native abort, a runaway allocation or a long
-tokenization ends that one request with a clear message, the server keeps serving other visitors, and its memory
+"""Issue 32's rows A, C, D and G against the whole app in a subprocess under an address-space limit: what they would
+cost is refused before the work (a normalizer the playground does not write, the encoder's FLOPs, WordPiece's word
+length), the untrusted work runs in worker processes (playground.runtime.workers), so what still goes wrong ends that
+one request with a clear message, the server keeps serving other visitors within the issue's latency, and its memory
 comes back near where it was."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import statistics
+import threading
 import time
 from pathlib import Path
 
@@ -72,12 +74,6 @@ def timed(call):
     return result, time.monotonic() - start
 
 
-def stopped(note: str) -> bool:
-    """The note of a request stopped in its worker: past its deadline, or past its memory."""
-    return (f"longer than the {QUICK_CALL_S} s one request may run" in note
-            or "needed more memory than one request may use" in note)
-
-
 def test_row_a_a_tokenizer_that_aborts_its_parser_costs_its_upload_only(app, tokenizer):
     from gradio_client import handle_file
 
@@ -86,38 +82,49 @@ def test_row_a_a_tokenizer_that_aborts_its_parser_costs_its_upload_only(app, tok
                            GARBAGE_CHARSMAP)
     (message, *_), seconds = timed(lambda: client.predict(handle_file(str(zip_folder(bomb, root / "charsmap.zip"))),
                                                           api_name="/import_model"))
-    assert refusal_of((message, *_)) and seconds < 30
+    assert "normalizer (Precompiled) is not one the playground writes" in refusal_of((message, *_))
+    assert seconds < 30  # refused in its JSON: the parser that aborts never runs
     assert server.poll() is None and "charsmap" not in client.predict(None, api_name="/list_models")[1]["choices"][0]
     assert translate(client, "Today a student swims.")[0]["data"][0][3]
 
 
-def test_row_c_an_emoji_flood_is_stopped_at_its_deadline_and_a_victim_is_served(app):
+def test_row_c_emoji_floods_are_refused_before_the_encoder_and_a_victim_is_served_within_3_s(app):
     server, client, url, root, _ = app
-    flood = "\n".join(["😀" * 2000] * 24)  # 8,000 byte tokens a line, at the model's 4,096 positions
-    attackers = [client_of(url) for _ in range(2)]
-    jobs = [a.submit("bytes", flood, "greedy", 1.0, 0, 1.0, 0, 5, 1.0, 1, 1, api_name="/translate")
-            for a in attackers]
-    time.sleep(0.5)
-    victim = client_of(url)
-    latencies = []
-    for _ in range(5):
-        (table, note, *_), seconds = timed(lambda: translate(victim, "She follows a child."))
-        assert table["data"][0][3], note
-        latencies.append(seconds)
-    print(f"\nrow C: a victim's one-sentence translate took p50 {statistics.median(latencies):.2f} s, "
-          f"max {max(latencies):.2f} s (quick-call limit {QUICK_CALL_S} s)")
-    for job in jobs:
-        (table, note, *_), seconds = timed(lambda job=job: job.result(timeout=60))
-        assert stopped(note) or "could decode up to" in note, note
-    assert max(latencies) < 60  # never minutes (the issue: 269 s): the floods are stopped at their deadline
+    flood = "\n".join(["😀" * 2000] * 24)  # 8,000 byte tokens a line, cut to the model's 4,096 positions
+    done, answers = threading.Event(), []
+
+    def attack() -> None:
+        attacker = client_of(url)
+        while not done.is_set():
+            answers.append(attacker.predict("bytes", flood, "greedy", 1.0, 0, 1.0, 0, 5, 1.0, 1, 1,
+                                            api_name="/translate")[1])
+
+    attackers = [threading.Thread(target=attack) for _ in range(2)]
+    for thread in attackers:
+        thread.start()
+    victim, latencies = client_of(url), []
+    try:
+        time.sleep(1)
+        for _ in range(8):
+            (table, note, *_), seconds = timed(lambda: translate(victim, "She follows a child."))
+            assert table["data"][0][3], note
+            latencies.append(seconds)
+    finally:
+        done.set()
+        for thread in attackers:
+            thread.join(timeout=60)
+    print(f"\nrow C: {len(answers)} floods; a victim's one-sentence translate took p50 "
+          f"{statistics.median(latencies):.2f} s, max {max(latencies):.2f} s")
+    assert answers and all("GFLOP; one request may take at most 100 here" in note for note in answers), answers[:1]
+    assert max(latencies) < 3  # the issue's bound (once 269 s, then a minute while floods ran to their deadline)
     assert server.poll() is None
 
 
-def test_row_d_words_of_2000_letters_are_stopped_at_the_deadline(app):
+def test_row_d_a_tokenizer_that_tries_words_of_any_length_is_refused(app):
     server, client, url, root, _ = app
     (table, note, *_), seconds = timed(lambda: translate(client, "\n".join(["a" * 2000] * 24), "pieces", max_len=1))
-    assert stopped(note) or "could decode up to" in note, note
-    assert seconds < QUICK_CALL_S + 15 and server.poll() is None
+    assert "its WordPiece model splits words of up to 1000000000 characters" in note, note
+    assert seconds < 10 and server.poll() is None  # it once held a worker for 30-51 s
     assert translate(client, "Today a student swims.")[0]["data"][0][3]
 
 
