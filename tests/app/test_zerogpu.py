@@ -6,6 +6,7 @@ never spend GPU time."""
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import timedelta
 
@@ -13,7 +14,7 @@ import gradio as gr
 import pytest
 import spaces_standin
 import torch
-from helpers import client_of, reverse_pairs, tiny_cfg
+from helpers import client_of, named, reverse_pairs, tiny_cfg
 
 from playground.packages.store import load_package
 from playground.training.chunked import ChunkedRun, chunk_duration, in_fresh_process, train_chunk
@@ -187,7 +188,8 @@ def test_a_spent_quota_pauses_the_run_which_goes_on_later_to_its_steps(tmp_path,
         first, second = client(), client()
         jobs = [train_job(first, "first", max_steps=steps), train_job(second, "second", max_steps=steps)]
         paused = [job.result()[0] for job in jobs]
-        for name, status in zip(["first", "second"], paused):
+        first_name, second_name = (named(os.listdir(tmp_path / "models"), n) for n in ("first", "second"))
+        for name, status in zip([first_name, second_name], paused):
             assert status.startswith("⏸ **Paused**: ZeroGPU gave no GPU time"), status
             assert f"You have exceeded your ZeroGPU quota ({chunk_s}s requested vs." in status
             assert "signing in" in status
@@ -200,18 +202,18 @@ def test_a_spent_quota_pauses_the_run_which_goes_on_later_to_its_steps(tmp_path,
         spaces.new_day()
         spaces.quota_s = 10_000
         for _ in range(4):  # a call that a busy machine lets run past its duration is aborted: press again
-            done = first.submit("first", api_name="/continue_on_gpu").result()[0]
+            done = first.submit(first_name, api_name="/continue_on_gpu").result()[0]
             if not done.startswith("⏸"):
                 break
             assert "GPU task aborted" in done, done
         assert done.startswith(f"✅ **Done** (step budget reached): {steps:,} steps"), done
         calls = len(spaces.calls)
-        done = second.submit("second", api_name="/continue_on_cpu").result()[0]
+        done = second.submit(second_name, api_name="/continue_on_cpu").result()[0]
         assert done.startswith(f"✅ **Done** (step budget reached): {steps:,} steps") and "on cpu" in done, done
         assert len(spaces.calls) == calls  # the CPU run spent no GPU time
     finally:
         demo.close()
-    for name in ("first", "second"):
+    for name in (first_name, second_name):
         training = load_package(tmp_path / "models" / name).training
         assert training["steps"] == steps and training["history"]["steps"] == list(range(1, steps + 1))
 
