@@ -413,3 +413,22 @@ def test_visitors_are_issued_by_the_server_and_bounded_per_address(tmp_path):
             attacker[3].predict(handle_file(str(upload)), api_name="/import_model"))
         assert holdings() == {"203.0.113.5": 2, "198.51.100.77": 2}
         assert newcomer.predict(None, api_name="/list_models")  # still serving
+
+
+def test_the_pickers_show_a_visitors_own_names_without_their_code(tmp_path):
+    from helpers import ALICE, BOB, shared_library
+
+    from playground.packages.format import RESUME_STATE
+    from playground.ui.pickers import model_dropdown
+    from playground.ui.state import Session
+    from playground.ui.tabs.train import resume_dropdown
+
+    library = shared_library(tmp_path / "models")
+    folder = tiny_package(library.add("enfr", ALICE, 10_000), history=10)
+    (folder / RESUME_STATE).write_text("{}")  # a run's package: "Resume from" offers it
+    alices = folder.name
+    session = Session(visitor=ALICE, run_dir=str(library.models_dir / alices))
+    picker = model_dropdown(library, session, alices)
+    assert picker["choices"] == [("enfr", alices), (DEMO, DEMO)] and picker["value"] == alices
+    assert resume_dropdown(library, session)["choices"] == [("enfr", alices)]
+    assert model_dropdown(library, Session(visitor=BOB))["choices"] == [(DEMO, DEMO)]
