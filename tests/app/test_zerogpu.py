@@ -135,6 +135,26 @@ def test_stop_within_a_call_and_between_calls(tmp_path, one_thread, monkeypatch)
     assert [e.step for e in events if isinstance(e, Step)] == list(range(1, steps + 1))
 
 
+def test_stop_during_a_calls_closing_save_ends_the_run_in_that_call(tmp_path, one_thread, monkeypatch):
+    """Issue 34: Stop pressed while a call saved its state to go on used to be seen only by the next call: one more
+    GPU call (a wait for a GPU, the package loaded, validated and saved again) before the run ended."""
+    spaces = spaces_standin.install(monkeypatch, quota_s=10_000)
+    run = ChunkedRun(config(max_steps=100_000, eval_every=10**6), DATA, tmp_path / "stopped", chunk_s=2,
+                     run_chunk=spaces.GPU(duration=chunk_duration)(train_chunk))
+    save = Trainer.save
+
+    def stop_while_saving(trainer, *args, **kwargs):  # no validations: the first save is the call's closing one
+        run.stop()
+        return save(trainer, *args, **kwargs)
+
+    monkeypatch.setattr(Trainer, "save", stop_while_saving)
+    events = list(run.run())
+    assert len(spaces.calls) == 1, spaces.calls
+    assert isinstance(events[-1], Done) and events[-1].reason == "stopped by the user"
+    steps = [e.step for e in events if isinstance(e, Step)]
+    assert load_package(tmp_path / "stopped").training["steps"] == events[-1].summary["steps"] == steps[-1] > 0
+
+
 def test_each_call_asks_for_the_seconds_the_run_has_left():
     run = ChunkedRun(config(max_steps=1000), DATA, "unused", chunk_s=60)
 
