@@ -18,7 +18,7 @@ def resolve_device(choice: str = "auto") -> torch.device:
     """'auto' picks CUDA, then Apple MPS, then CPU; an explicit choice must be available."""
     if choice in (None, "", "auto"):
         if torch.cuda.is_available():
-            return torch.device("cuda")
+            return fast_fp32(torch.device("cuda"))
         if torch.backends.mps.is_available():
             return torch.device("mps")
         return torch.device("cpu")
@@ -28,7 +28,17 @@ def resolve_device(choice: str = "auto") -> torch.device:
         raise TrainingError("MPS was requested but this machine has no Apple GPU; choose 'cpu' or 'auto'.")
     if choice not in ("cpu", "cuda", "mps"):
         raise TrainingError(f"Unknown device {choice!r}: use auto, cpu, cuda or mps.")
-    return torch.device(choice)
+    return fast_fp32(torch.device(choice))
+
+
+def fast_fp32(device: torch.device) -> torch.device:
+    """On a CUDA GPU, fp32 matmuls and convolutions on TF32 tensor cores (Ampere and newer; PyTorch's "high"
+    precision: a 10-bit mantissa in the products, fp32 sums): PyTorch leaves it off, and an fp32 run then uses a
+    fraction of the GPU. Returns `device`."""
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    return device
 
 
 @functools.lru_cache(maxsize=None)

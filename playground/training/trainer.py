@@ -50,7 +50,7 @@ from playground.training.evaluation import (
 from playground.training.events import StopReason
 from playground.training.inputs import TrainData, encode_epoch, epoch_batch_list, global_batch, run_fingerprint
 from playground.training.schedule import eval_interval, planned_steps
-from playground.training.step import Optimization, time_one_step
+from playground.training.step import Optimization, faster_precision, time_one_step
 
 if TYPE_CHECKING:
     from playground.training.prepared import Prepared
@@ -131,6 +131,7 @@ class Trainer:
         self.model.draw_dropout_from(self.dropout_rng)
         seed_rank(self.dropout_rng, cfg.seed, ranks, self.step)
         self.encode_data(prepared)
+        self.precision_seconds = self.choose_precision()
         self.average_dir = self.out_dir.with_name(average_name(self.out_dir.name))
         self.snapshots = self.snapshot_store()
 
@@ -438,6 +439,24 @@ class Trainer:
         rng = self.dropout_rng.get_state()
         seconds, self.one_thread = time_one_step(self.optimization, self.global_batch(start), self.device)
         self.dropout_rng.set_state(rng)
+        return seconds
+
+    def choose_precision(self) -> dict[str, float]:
+        """'auto' on a GPU trains in bf16 or fp32, whichever steps faster here on a real batch (step.faster_precision)
+        and fits in its memory; returns the seconds each took ({} where nothing was timed: another device, a
+        precision chosen by hand, or several ranks, which would each choose). The dropout stream is put back."""
+        if self.cfg.precision != "auto" or self.device.type != "cuda" or self.ranks.distributed \
+                or self.precision == "fp32":
+            return {}
+        try:
+            check_training_fits(self.model.cfg, self.cfg.batch_tokens, self.device, "fp32")
+        except TrainingError:
+            return {}
+        start = min(self.batch_in_epoch, len(self.batches) - self.batches_per_step)
+        rng = self.dropout_rng.get_state()
+        seconds = faster_precision(self.optimization, self.global_batch(start), (self.precision, "fp32"))
+        self.dropout_rng.set_state(rng)
+        self.precision = self.optimization.precision
         return seconds
 
     def device_text(self) -> str:

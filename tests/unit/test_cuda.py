@@ -1,7 +1,8 @@
-"""The CUDA path, on a machine with a CUDA GPU (marked `cuda`, skipped without one): automatic mixed precision picks
-bf16 and trains in it, decoding on the GPU gives what it gives on the CPU, the memory check reads the GPU's free
-memory (torch.cuda.mem_get_info), and a run trained on the GPU loads, translates and resumes on the CPU.
-bench/gpu_check.py runs them (`python -m pytest -m cuda`) on a GPU machine."""
+"""The CUDA path, on a machine with a CUDA GPU (marked `cuda`, skipped without one): bf16 where the GPU has it, a
+mixed-precision run learns, "auto" trains in whichever of bf16 and fp32 (TF32) steps faster, decoding on the GPU
+gives what it gives on the CPU, the memory check reads the GPU's free memory (torch.cuda.mem_get_info), and a run
+trained on the GPU loads, translates and resumes on the CPU. bench/gpu_check.py runs them
+(`python -m pytest tests/unit -m cuda`) on a GPU machine."""
 
 from __future__ import annotations
 
@@ -43,9 +44,9 @@ def test_auto_precision_is_bf16_where_the_gpu_has_it_and_autocast_computes_in_it
     assert {p.grad.dtype for p in package.model.parameters() if p.grad is not None} == {torch.float32}
 
 
-def train_on_cuda(folder, **changes) -> list:
-    """A tiny run on the GPU with automatic mixed precision; its events."""
-    events = list(run_training(tiny_cfg(device="cuda", precision="auto", **changes), DATA, folder))
+def train_on_cuda(folder, precision=AMP, **changes) -> list:
+    """A tiny run on the GPU, in mixed precision unless said; its events."""
+    events = list(run_training(tiny_cfg(device="cuda", precision=precision, **changes), DATA, folder))
     assert isinstance(events[-1], Done), events[-1]
     return events
 
@@ -57,6 +58,16 @@ def test_a_mixed_precision_run_on_cuda_learns(tmp_path):
     losses = [e.loss for e in events if isinstance(e, Step)]
     assert len(losses) == 60 and all(loss == loss for loss in losses)  # no NaN
     assert sum(losses[-5:]) / 5 < 0.6 * sum(losses[:5]) / 5
+
+
+def test_auto_on_a_gpu_trains_in_the_precision_that_stepped_faster_here(tmp_path):
+    trainer = Trainer(tiny_cfg(device="cuda", precision="auto", max_steps=5), DATA, tmp_path / "run")
+    assert set(trainer.precision_seconds) == {AMP, "fp32"}
+    assert trainer.precision == min(trainer.precision_seconds, key=trainer.precision_seconds.get)
+    assert trainer.optimization.precision == trainer.precision
+    assert torch.backends.cuda.matmul.allow_tf32  # fp32 on the tensor cores
+    start = next(e for e in trainer.run() if isinstance(e, Start))
+    assert start.precision == trainer.precision
 
 
 def test_a_run_trained_on_cuda_loads_translates_and_resumes_on_the_cpu(tmp_path):
