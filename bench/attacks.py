@@ -1,6 +1,7 @@
 """Issue 32's rows of "cost checked before work", as a stranger replays them against a running app
 (bench/shared_load.py measures another visitor's translate meanwhile). Each row is a function of the app's URL, the
-attacker's gradio_client Client and a folder for its files, made once by `prepare`, and replayed again and again.
+attacker's gradio_client Client and a folder for its files, which it makes when missing, replayed again and again;
+it returns what the attacker was answered. PREPARE runs once before a row's replays where the row needs it.
 The hostile packages are the shipped demo with one file changed: bytes on disk, no training."""
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ def demo_json(name: str) -> dict:
     return json.loads((DEMO / name).read_text())
 
 
-def post(url: str, path: str, head: bytes, declared: int, sent: int) -> int:
-    """POST `head` and `sent` more bytes of a body said to be `declared` bytes long; the status of the answer."""
+def post(url: str, path: str, head: bytes, declared: int, sent: int) -> str:
+    """POST `head` and `sent` more bytes of a body said to be `declared` bytes long; the answer's status and text."""
     host, port = url.split("//")[1].rstrip("/").split(":")
     connection = http.client.HTTPConnection(host, int(port), timeout=120)
     connection.putrequest("POST", path)
@@ -48,7 +49,8 @@ def post(url: str, path: str, head: bytes, declared: int, sent: int) -> int:
     except (BrokenPipeError, ConnectionResetError):
         pass  # refused before the rest was read
     try:
-        return connection.getresponse().status
+        answer = connection.getresponse()
+        return f"{answer.status} {answer.read().decode()[:120]}"
     finally:
         connection.close()
 
@@ -66,18 +68,21 @@ def row_b(url, client, folder: Path) -> None:
         training["history"]["probe"] = [{"step": 1, "cross": [[[0] * 2800] * 2800], "src_tokens": ["a"] * 2800,
                                          "tgt_tokens": ["b"] * 2800}]
         demo_zip(folder, "probe", {"training.json": training})
-    client.predict(handle_file(str(folder / "probe.zip")), api_name="/import_model")
+    refused = client.predict(handle_file(str(folder / "probe.zip")), api_name="/import_model")[0]
     client.predict("demo-en-de", 0, api_name="/attention_probe")
+    return refused
 
 
 def row_e(url, client, folder: Path) -> None:
     """Eight request bodies of 100 MB at once."""
-    senders = [threading.Thread(target=post, args=(url, "/gradio_api/queue/join", b'{"data": ["', 100_000_000,
-                                                   1 << 20)) for _ in range(8)]
+    answers = []
+    senders = [threading.Thread(target=lambda: answers.append(post(url, "/gradio_api/queue/join", b'{"data": ["',
+                                                                   100_000_000, 1 << 20))) for _ in range(8)]
     for sender in senders:
         sender.start()
     for sender in senders:
         sender.join()
+    return answers[-1]
 
 
 def row_f(url, client, folder: Path) -> None:
@@ -94,13 +99,13 @@ def row_f(url, client, folder: Path) -> None:
         demo_zip(folder, "added", {"tokenizer.json": added})
         vocabulary = dict(tokenizer, model=dict(tokenizer["model"], vocab={f"w{i}": i for i in range(1_000_000)}))
         demo_zip(folder, "vocabulary", {"tokenizer.json": vocabulary})
-    for name in ("big", "added", "vocabulary"):
-        client.predict(handle_file(str(folder / f"{name}.zip")), api_name="/import_model")
+    return " | ".join(client.predict(handle_file(str(folder / f"{name}.zip")), api_name="/import_model")[0]
+                      for name in ("big", "added", "vocabulary"))
 
 
 def row_g(url, client, folder: Path) -> None:
     """A translate request of 20 lines x 5 MB."""
-    post(url, "/gradio_api/call/translate", b'{"data": ["demo-en-de", "', 20 * 5_000_000, 1 << 20)
+    return post(url, "/gradio_api/call/translate", b'{"data": ["demo-en-de", "', 20 * 5_000_000, 1 << 20)
 
 
 def row_h(url, client, folder: Path) -> None:
@@ -108,29 +113,40 @@ def row_h(url, client, folder: Path) -> None:
     client.predict("demo-en-de", "A man rides a bike.", "the model's translation", "", "cross", "one head", 0, 0,
                    api_name="/attention")
     for _ in range(20):
-        client.predict("cross", "one head", 0, 0, True, api_name="/export_attention_html")
+        path, note = client.predict("cross", "one head", 0, 0, True, api_name="/export_attention_html")
+    return f"{Path(path).stat().st_size / 1e6:.1f} MB file {note}"
 
 
 def row_i(url, client, folder: Path) -> None:
     """A FileData whose path is an http URL, sent to /load_files."""
     body = json.dumps({"data": [[{"path": "http://198.51.100.7/pairs.tsv", "meta": {"_type": "gradio.FileData"}}],
                                 0.05]}).encode()
-    post(url, "/gradio_api/call/load_files", body, len(body), 0)
+    return post(url, "/gradio_api/call/load_files", body, len(body), 0)
 
 
-def row_k(url, client, folder: Path) -> None:
-    """Five packages with histories of HISTORY_POINTS steps (imported once), compared."""
+LONG = [f"long-{i}" for i in range(5)]
+
+
+def import_long_histories(url, client, folder: Path) -> str:
+    """Row K's five packages with histories of HISTORY_POINTS steps, imported."""
     from gradio_client import handle_file
 
-    names = [f"long-{i}" for i in range(5)]
-    if not (folder / f"{names[-1]}.zip").is_file():
+    if not (folder / f"{LONG[-1]}.zip").is_file():
         training = demo_json("training.json")
         training["history"].update(steps=list(range(1, HISTORY_POINTS + 1)), loss=[1] * HISTORY_POINTS,
                                    lr=[0] * HISTORY_POINTS, elapsed=[])
-        for name in names:
-            client.predict(handle_file(str(demo_zip(folder, name, {"training.json": training}))),
-                           api_name="/import_model")
-    client.predict(names, "step", api_name="/compare")
+        for name in LONG:
+            demo_zip(folder, name, {"training.json": training})
+    return " | ".join(client.predict(handle_file(str(folder / f"{name}.zip")), api_name="/import_model")[0]
+                      for name in LONG)
 
 
+def row_k(url, client, folder: Path) -> str:
+    """The five packages of import_long_histories compared."""
+    note, *_, loss, _, _, _, _ = client.predict(LONG, "step", api_name="/compare")
+    assert not note.startswith("⚠️"), note
+    return f"{len(json.loads(loss['plot'])['data'][0]['x'])} points a curve drawn"
+
+
+PREPARE = {"K": import_long_histories}  # once before a row's replays; the others are their own preparation
 ROWS = {"B": row_b, "E": row_e, "F": row_f, "G": row_g, "H": row_h, "I": row_i, "K": row_k}

@@ -31,7 +31,7 @@ import sys
 import threading
 import time
 
-from attacks import ROWS
+from attacks import PREPARE, ROWS
 from common import REPO_ROOT, RESULTS_DIR, base_parser, call_times, emit_json, print_table, start
 
 SENTENCE = "A man in a blue shirt is riding a bicycle down the street."
@@ -91,14 +91,14 @@ def under_attack(url: str, pid: int, translator, row: str, requests: int, pause_
     long one took, how many raised, and the server's RSS before and after."""
     attacker, folder = client(url, f"203.0.113.{ord(row)}"), RESULTS_DIR / "attacks"
     folder.mkdir(exist_ok=True)
-    ROWS[row](url, attacker, folder)  # its files made, its packages imported: the replays are the attack
-    before, done, replays, failures = rss_mb(pid), threading.Event(), [], []
+    PREPARE.get(row, ROWS[row])(url, attacker, folder)  # its files made, its packages imported
+    before, done, replays, failures, outcome = rss_mb(pid), threading.Event(), [], [], [None]
 
     def replay() -> None:
         while not done.is_set():
             start = time.perf_counter()
             try:
-                ROWS[row](url, attacker, folder)
+                outcome[0] = ROWS[row](url, attacker, folder)
             except Exception as err:  # noqa: BLE001 - a refusal the client raises is an answer too
                 failures.append(repr(err)[:300])
             replays.append(time.perf_counter() - start)
@@ -109,7 +109,7 @@ def under_attack(url: str, pid: int, translator, row: str, requests: int, pause_
     done.set()
     attack.join(timeout=600)
     return {**summary(latencies), "replays": len(replays), "replay_s": statistics.median(replays) if replays else None,
-            "raised": failures[:1], "rss_before_mb": before, "rss_after_mb": rss_mb(pid)}
+            "raised": failures[:1], "answered": outcome[0], "rss_before_mb": before, "rss_after_mb": rss_mb(pid)}
 
 
 def heaviest_lines(method: str) -> int:
@@ -209,6 +209,8 @@ def report_rows(args, info: dict, alone: list[float], attacked: dict, emit: bool
                                             "rss_after_mb": 0}), *attacked.items()]]
     print_table("One-sentence translate (demo-en-de, greedy) while an attacker replays each row of issue 32",
                 ["row", "n", "p50 s", "p95 s", "max s", "replays", "replay s", "server RSS MB"], rows)
+    for name, result in attacked.items():
+        print(f"{name}: {result['answered'] or result['raised']}")
     if emit:
         emit_json(args, {"alone": summary(alone), "attacked": attacked, "machine": info})
 

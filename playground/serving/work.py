@@ -1,7 +1,8 @@
 """The work a visitor's request makes a model or a native parser do, run in a worker process with hard limits
 (playground.runtime.workers): translating, decoding step by step, next tokens, attention maps, the Inside views' data,
-comparing translations, and checking an uploaded package (its tokenizer parsed by 🤗 tokenizers' Rust code). What
-the tasks need is imported with this module: a worker imports it before it says it is ready.
+comparing translations and training records, and checking an uploaded package (its tokenizer parsed by 🤗
+tokenizers' Rust code). What the tasks need is imported with this module: a worker imports it before it says it is
+ready.
 
 Each task is a module-level function of plain values (a package's folder, texts, options) that returns plain values
 (dataclasses, lists, numpy arrays); figures and tables are drawn from them in the web process. A worker keeps its
@@ -23,6 +24,7 @@ from playground import limits
 from playground.core.attention_maps import attention_maps
 from playground.core.decode import DecodeOptions, source_ids, translate
 from playground.errors import PackageError, PlaygroundError
+from playground.insight.compare import load_runs
 from playground.insight.inspection import (
     beam_steps,
     check_source,
@@ -240,6 +242,12 @@ def greedy_columns(folders: list[str], lines: list[str]) -> dict[str, list[str]]
     for folder, package in zip(folders, packages):
         columns[Path(folder).name] = [t.text for t in translate(package.model, package.tokenizer, lines, opts, bounds)]
     return columns
+
+
+def compared_runs(folders: list[str]) -> list:
+    """The runs of the packages in `folders` (insight.compare.load_runs): their training records parsed here, each
+    history thinned as it is read, so that five long ones cost a worker seconds, not the web process."""
+    return load_runs(folders)
 
 
 # ----------------------------------------------------------------------------------------------------------

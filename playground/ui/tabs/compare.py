@@ -74,6 +74,7 @@ def time_note(runs) -> str:
 
 
 # in a worker process (playground.serving.work); a training step waits for it (playground.runtime.foreground)
+quick_runs = quick_call(work.compared_runs, "Compare fewer models.")
 quick_columns = quick_call(work.greedy_columns, "Send fewer or shorter sentences, or compare fewer models.")
 
 
@@ -83,10 +84,10 @@ quick_columns = quick_call(work.greedy_columns, "Send fewer or shorter sentences
 
 def compare(library: Library, session: Session, names: list[str] | None, x_axis: str = "step"):
     """The comparison of the chosen packages; a wrong choice is said next to the button, the views stay."""
-    from playground.insight.compare import check_choice, load_runs
+    from playground.insight.compare import check_choice
 
     check_choice(list(names or []))  # before any name is resolved: a list of 100,000 names costs nothing
-    runs = load_runs([package_folder(library, session, name) for name in names or []])
+    runs = quick_runs([str(package_folder(library, session, name)) for name in names or []])
     note = time_note(runs) if x_axis == "wall time" else ""
     session.compared_runs = len(runs)
     return note, *tables(runs), *run_figures(runs, x_axis)
