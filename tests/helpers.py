@@ -311,6 +311,15 @@ def shared_library(models: Path) -> Library:
     return Library(models, shared=True, quotas=Quotas())
 
 
+def named(names, label: str) -> str:
+    """The one package in `names` that a shared app saved under `label`: a visitor's code, a dash, the label
+    (Library.name_tag); AssertionError when there is not exactly one."""
+    found = [n for n in names if len(n) == 7 + len(label) and n[6] == "-" and n.endswith(label)
+             and all(c in "0123456789abcdef" for c in n[:6])]
+    assert len(found) == 1, (label, list(names))
+    return found[0]
+
+
 class Bucket:
     """A Storage Bucket mounted into a Space, imitated in this process (see tests/unit/test_library_on_a_bucket.py):
     mkdir of an existing folder succeeds, chmod changes nothing, rename copies then deletes (`cut_next_rename` makes

@@ -19,6 +19,8 @@ mount.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 import tempfile
@@ -43,10 +45,11 @@ from playground.packages.names import (
 from playground.packages.store import list_packages, remove_package
 from playground.serving.mode import lagging_mount
 from playground.serving.quotas import QuotaKeeper, Quotas
-from playground.serving.visitors import Visitor
+from playground.serving.visitors import Visitor, server_secret
 
 REGISTRY = ".owners.json"
 REGISTRY_COPIES = ".owners-*.tmp"  # the whole new registry, written before it is renamed over the old one
+NAME_TAG_CHARS = 6  # hex characters of the code in front of a visitor's package names (shared mode)
 VISIBLE_WITHIN_S = 30.0  # a bucket mount shows another process's new files within ~10 s (hf-mount's metadata TTL)
 
 
@@ -120,6 +123,7 @@ class Library:
         self.keeper = QuotaKeeper(self.models_dir, quotas or Quotas.from_env(shared), shared=shared,
                                   running=self.running, pending=self.pending)
         self.visible_within_s = VISIBLE_WITHIN_S if lagging_mount(self.models_dir) else 0.0
+        self.secret = server_secret(self.models_dir) if shared else b""
 
     @property
     def quotas(self) -> Quotas:
@@ -179,12 +183,27 @@ class Library:
 
     # -- changing the set of packages ----------------------------------------------------------------------
 
+    def name_tag(self, visitor: Visitor) -> str:
+        """Shared mode: the short code in front of every package name this visitor makes, a keyed hash of who they
+        are (no visitor can work out another's), so two visitors' names never meet."""
+        digest = hmac.new(self.secret, b"package-names:" + visitor.key.encode(), hashlib.sha256).hexdigest()
+        return digest[:NAME_TAG_CHARS]
+
+    def label(self, name: str, visitor: Visitor) -> str:
+        """How a picker shows a package to this visitor: their own names without their code (shared mode)."""
+        return name.removeprefix(f"{self.name_tag(visitor)}-") if self.shared else name
+
     def add(self, base: str, visitor: Visitor, new_bytes: int, *, average: bool = False) -> Path:
         """Reserve a new package folder for this visitor: quotas checked, space made, the name recorded as theirs.
         `base`, or `base-2`, `base-3`… so no package (shipped or reserved) is ever overwritten: what the Train tab's
-        name field promises, in both modes (any suffix tells a visitor that the name is taken). `average`: a run that
-        also writes `<name>-avg` at the end; both names are free and both are reserved."""
+        name field promises. In shared mode the name starts with the visitor's code (name_tag), so the suffix
+        counts only their own names: what they get never depends on, nor tells of, anybody else's (two visitors
+        share a code about once in 16 million pairs; the name is then suffixed rather than overwritten).
+        `average`: a run that also writes `<name>-avg` at the end; both names are free and both are reserved."""
         check_name(average_name(base) if average else base)
+        if self.shared:
+            tag = self.name_tag(visitor)
+            base = f"{tag}-{base.removeprefix(f'{tag}-')}"[:64 - (4 if average else 0)]  # a re-imported zip's too
         with self.lock:
             registry = self.owners.read()
             self.keeper.check_quota(visitor, new_bytes, registry)

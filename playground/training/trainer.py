@@ -217,7 +217,9 @@ class Trainer:
                     return  # said in an Error event; the last good package is kept
                 yield step
                 yield from self.validate_if_due(loop)
-            if loop.reason != StopReason.PAUSED:  # a paused call only saves, below, to resume from
+            if loop.reason == StopReason.PAUSED:
+                yield from self.pause(loop)
+            if loop.reason != StopReason.PAUSED:  # a paused call only saves, to resume from
                 yield from self.finish(loop)
         finally:
             self.keep_work(loop)
@@ -294,6 +296,17 @@ class Trainer:
         if agree(self.cfg.patience is not None and self.bad_evals >= self.cfg.patience, self.ranks):
             loop.reason = StopReason.EARLY
 
+    def pause(self, loop: Loop) -> Iterator[events.Event]:
+        """The end of a call's time (ZeroGPU): the state saved to resume from, even a step just validated (the next
+        call then counts the time that validation took). A Stop pressed during that save, which the consumer passes
+        on between events, ends the run in this call, never in one more."""
+        if self.ranks.is_main:
+            yield events.Phase("saving", self.step)
+            path = self.save(self.elapsed_before + time.perf_counter() - loop.start)
+            yield events.Saved(str(path), self.step)
+        loop.saved_step = self.step
+        loop.reason = agree(self.stop_pressed(), self.ranks) or StopReason.PAUSED
+
     def finish(self, loop: Loop) -> Iterator[events.Event]:
         """The end of the run: a last validation and save (or, when this step was just validated, the save again:
         the package keeps the time that validation took, so a run that stopped on its minutes is saved as used up),
@@ -351,11 +364,10 @@ class Trainer:
         loop.planned_at = now - loop.start
 
     def keep_work(self, loop: Loop) -> None:
-        """However the loop ended (paused, or the consumer went away: a closed tab, Ctrl-C, a cancelled job), the
-        steps since the last save are saved, unless the run failed; a paused call saves even a step just validated,
-        so that the next call counts the time that validation took."""
-        unsaved = self.step != loop.saved_step or loop.reason == StopReason.PAUSED
-        if self.ranks.is_main and not (loop.reason and loop.reason.failed) and self.step > 0 and unsaved:
+        """However the loop ended (the consumer went away: a closed tab, Ctrl-C, a cancelled job), the steps since
+        the last save are saved, unless the run failed."""
+        if self.ranks.is_main and not (loop.reason and loop.reason.failed) and self.step > 0 \
+                and self.step != loop.saved_step:
             self.save(self.elapsed_before + time.perf_counter() - loop.start)
 
     def validate_and_save(self, elapsed: float, final: bool, sentences: int | None = None,

@@ -23,7 +23,7 @@ from playground.settings import env_int, env_str
 from playground.ui import sessions, texts
 from playground.ui.handlers import bind, friendly
 from playground.ui.http_bounds import RequestBounds
-from playground.ui.pickers import model_dropdown, model_names
+from playground.ui.pickers import labelled, model_dropdown, model_names
 from playground.ui.state import Session, oauth_available, release_session
 from playground.ui.tabs import attention as attention_tab
 from playground.ui.tabs import compare as compare_tab
@@ -202,7 +202,7 @@ def pickers(library: Library, session: Session, translate_model: str | None, att
     return (pick(translate_model), pick(attention_model), pick(ran or models_model),
             models_tab.models_table(library, session),
             train_tab.resume_dropdown(library, session, ran or resume_from), pick(ran or inside_model),
-            gr.update(choices=names, value=[n for n in compared or [] if n in names]))
+            gr.update(choices=labelled(library, session, names), value=[n for n in compared or [] if n in names]))
 
 
 def first_line(text: str | None, model: str | None):

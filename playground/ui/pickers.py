@@ -20,6 +20,13 @@ def model_names(library: Library, session: Session | None) -> list[str]:
     return library.names(visitor_of(library, session))
 
 
+def labelled(library: Library, session: Session | None, names: list[str]) -> list[tuple[str, str]]:
+    """A picker's choices: each package shown by its name without this visitor's own code (shared mode:
+    Library.label), picked by its whole name."""
+    visitor = visitor_of(library, session)
+    return [(library.label(name, visitor), name) for name in names]
+
+
 def default_model(names: list[str], keep: str | None = None) -> str | None:
     """`keep` if it still exists, else the demo model if present, else the newest package (None when there is none)."""
     if keep in names:
@@ -33,7 +40,7 @@ def model_dropdown(library: Library, session: Session, keep: str | None = None, 
     """A gr.update for a model picker: fresh choices (`names` when the caller has listed them already), the
     selection kept when possible."""
     names = model_names(library, session) if names is None else names
-    return gr.update(choices=names, value=default_model(names, keep))
+    return gr.update(choices=labelled(library, session, names), value=default_model(names, keep))
 
 
 def refreshed_picker(library: Library, session: Session, keep: str | None = None) -> dict:

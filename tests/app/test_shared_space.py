@@ -17,7 +17,7 @@ import httpx
 import pytest
 import torch
 from gradio_client import Client, handle_file
-from helpers import MB, client_of, launched, refusal_of, tiny_package, visitor
+from helpers import MB, client_of, launched, named, refusal_of, tiny_package, visitor
 
 from playground.core.model import Transformer, TransformerConfig
 from playground.core.tokenizer import train_tokenizer
@@ -91,8 +91,8 @@ def test_a_visitor_never_reaches_another_visitors_model(space):
         client.predict("reverse", 0.05, api_name="/load_builtin")
     done = alice.predict(model_name="alices", api_name="/train", **TINY)[0]
     assert done.startswith("✅ **Done** (step budget reached): 20 steps"), done
-    assert "alices" in names(alice) and DEMO in names(alice)
-    assert "alices" not in names(bob) and DEMO in names(bob)
+    alices = named(names(alice), "alices")  # saved under Alice's code
+    assert DEMO in names(alice) and alices not in names(bob) and DEMO in names(bob)
     picker = bob.predict(None, api_name="/translate_models")
     assert "alices" not in str(picker)
 
@@ -101,25 +101,25 @@ def test_a_visitor_never_reaches_another_visitors_model(space):
              "/attention": (("a b c",), {"target": ""}), "/decode_steps": (("a b c",), {}),
              "/positional_encoding": ((), {}), "/delete_model": ((True,), {})}
     for api_name, (args, kwargs) in calls.items():
-        theirs = refusal(bob, "alices", *args, api_name=api_name, **kwargs)
+        theirs = refusal(bob, alices, *args, api_name=api_name, **kwargs)
         missing = refusal(bob, "nobodys", *args, api_name=api_name, **kwargs)
-        assert "no model package named 'alices'" in theirs, (api_name, theirs)
-        assert theirs.replace("alices", "nobodys") == missing, api_name
-    theirs = refusal(bob, "alices", api_name="/resume", **TINY)
-    assert theirs.replace("alices", "nobodys") == refusal(bob, "nobodys", api_name="/resume", **TINY)
+        assert f"no model package named '{alices}'" in theirs, (api_name, theirs)
+        assert theirs.replace(alices, "nobodys") == missing, api_name
+    theirs = refusal(bob, alices, api_name="/resume", **TINY)
+    assert theirs.replace(alices, "nobodys") == refusal(bob, "nobodys", api_name="/resume", **TINY)
     # Alice's model is untouched and still hers
-    assert (models_dir / "alices" / "model.safetensors").is_file()
-    table, note, *_ = alice.predict("alices", "a b c", "greedy", api_name="/translate")
-    assert "**alices**" in note and len(table["data"]) == 1
-    # the same name for Bob is his own package beside hers, never an overwrite
-    bob.predict(model_name="alices", api_name="/train", **{**TINY, "max_steps": 5})
-    bobs = next(n for n in names(bob) if n.startswith("alices-"))  # the suffix the name field promises
-    assert bobs == "alices-2" and bobs not in names(alice)
+    assert (models_dir / alices / "model.safetensors").is_file()
+    table, note, *_ = alice.predict(alices, "a b c", "greedy", api_name="/translate")
+    assert f"**{alices}**" in note and len(table["data"]) == 1
+    # the same name for Bob is his own package beside hers, never an overwrite, and no suffix tells him of hers
+    done = bob.predict(model_name="alices", api_name="/train", **{**TINY, "max_steps": 5})[0]
+    bobs = named(names(bob), "alices")
+    assert bobs != alices and bobs not in names(alice) and f"Saved as **`{bobs}`**" in done, done
     # the registry lives beside the packages; an exported zip carries no visitor's identity
     owners = json.loads((models_dir / REGISTRY).read_text(encoding="utf-8"))
-    assert owners["alices"]["owner"] != owners[bobs]["owner"]
-    exported, _ = alice.predict("alices", api_name="/export_model")
-    assert owners["alices"]["owner"].split(":")[1].encode() not in Path(exported).read_bytes()
+    assert owners[alices]["owner"] != owners[bobs]["owner"]
+    exported, _ = alice.predict(alices, api_name="/export_model")
+    assert owners[alices]["owner"].split(":")[1].encode() not in Path(exported).read_bytes()
 
 
 def test_a_run_never_takes_over_another_visitors_averaged_name(space, package_zip, tmp_path):
@@ -128,16 +128,17 @@ def test_a_run_never_takes_over_another_visitors_averaged_name(space, package_zi
     victim = tmp_path / "victim-avg.zip"
     victim.write_bytes(package_zip.read_bytes())
     assert alice.predict(handle_file(str(victim)), api_name="/import_model")[0].startswith("✅ Imported")
-    weights = (models_dir / "victim-avg" / "model.safetensors").read_bytes()
+    victims = named(names(alice), "victim-avg")
+    weights = (models_dir / victims / "model.safetensors").read_bytes()
     bob.predict("reverse", 0.05, api_name="/load_builtin")
     done = bob.predict(model_name="victim", api_name="/train", **{**TINY, "average_last": 2})[0]
     assert done.startswith("✅ **Done**") and str(models_dir) not in done, done  # the package's name, no path
     run = re.search(r"Saved as \*\*`([^`]+)`\*\*", done).group(1)
-    assert run.startswith("victim-")
+    assert run == named([run], "victim")
     owners = json.loads((models_dir / REGISTRY).read_text(encoding="utf-8"))
-    assert owners["victim-avg"]["owner"] != owners[f"{run}-avg"]["owner"] == owners[run]["owner"]
-    assert (models_dir / "victim-avg" / "model.safetensors").read_bytes() == weights
-    assert "victim-avg" in names(alice) and "victim-avg" not in names(bob) and f"{run}-avg" in names(bob)
+    assert owners[victims]["owner"] != owners[f"{run}-avg"]["owner"] == owners[run]["owner"]
+    assert (models_dir / victims / "model.safetensors").read_bytes() == weights
+    assert victims in names(alice) and victims not in names(bob) and f"{run}-avg" in names(bob)
 
 
 def test_an_estimate_of_a_model_no_visitor_may_keep_is_refused(space):
@@ -180,7 +181,7 @@ def test_a_run_stops_at_the_length_cap_and_keeps_its_package(space):
     assert "(time budget reached)" in done and "This app ends a run after 0.04 minutes" in done, done
     assert time.monotonic() - began < 60
     steps = int(re.search(r"([\d,]+) steps", done).group(1).replace(",", ""))
-    assert load_package(models_dir / "endless").training["steps"] == steps > 0
+    assert load_package(models_dir / named(names(dave), "endless")).training["steps"] == steps > 0
 
 
 def test_a_second_run_of_the_same_visitor_waits_for_the_first(space):
@@ -215,7 +216,7 @@ def test_eviction_frees_old_anonymous_models_least_recently_used_first(tmp_path,
     probe = tmp_path / "probe"
     with serving(probe, True) as url:  # how much one uploaded package takes on disk
         client_of(url).predict(handle_file(str(package_zip)), api_name="/import_model")
-    size = sum(p.stat().st_size for p in (probe / "upload").iterdir())
+    size = sum(p.stat().st_size for p in (probe / named(os.listdir(probe), "upload")).iterdir())
     models_dir = tmp_path / "full"
     with serving(models_dir, True, PLAYGROUND_MAX_TOTAL_MB=str(3.5 * size / MB)) as url:
         frank, grace = client_of(url), client_of(url)
@@ -412,3 +413,22 @@ def test_visitors_are_issued_by_the_server_and_bounded_per_address(tmp_path):
             attacker[3].predict(handle_file(str(upload)), api_name="/import_model"))
         assert holdings() == {"203.0.113.5": 2, "198.51.100.77": 2}
         assert newcomer.predict(None, api_name="/list_models")  # still serving
+
+
+def test_the_pickers_show_a_visitors_own_names_without_their_code(tmp_path):
+    from helpers import ALICE, BOB, shared_library
+
+    from playground.packages.format import RESUME_STATE
+    from playground.ui.pickers import model_dropdown
+    from playground.ui.state import Session
+    from playground.ui.tabs.train import resume_dropdown
+
+    library = shared_library(tmp_path / "models")
+    folder = tiny_package(library.add("enfr", ALICE, 10_000), history=10)
+    (folder / RESUME_STATE).write_text("{}")  # a run's package: "Resume from" offers it
+    alices = folder.name
+    session = Session(visitor=ALICE, run_dir=str(library.models_dir / alices))
+    picker = model_dropdown(library, session, alices)
+    assert picker["choices"] == [("enfr", alices), (DEMO, DEMO)] and picker["value"] == alices
+    assert resume_dropdown(library, session)["choices"] == [("enfr", alices)]
+    assert model_dropdown(library, Session(visitor=BOB))["choices"] == [(DEMO, DEMO)]

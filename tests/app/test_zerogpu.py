@@ -6,6 +6,7 @@ never spend GPU time."""
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import timedelta
 
@@ -13,7 +14,7 @@ import gradio as gr
 import pytest
 import spaces_standin
 import torch
-from helpers import client_of, reverse_pairs, tiny_cfg
+from helpers import client_of, named, reverse_pairs, tiny_cfg
 
 from playground.packages.store import load_package
 from playground.training.chunked import ChunkedRun, chunk_duration, in_fresh_process, train_chunk
@@ -134,6 +135,26 @@ def test_stop_within_a_call_and_between_calls(tmp_path, one_thread, monkeypatch)
     assert [e.step for e in events if isinstance(e, Step)] == list(range(1, steps + 1))
 
 
+def test_stop_during_a_calls_closing_save_ends_the_run_in_that_call(tmp_path, one_thread, monkeypatch):
+    """Issue 34: Stop pressed while a call saved its state to go on used to be seen only by the next call: one more
+    GPU call (a wait for a GPU, the package loaded, validated and saved again) before the run ended."""
+    spaces = spaces_standin.install(monkeypatch, quota_s=10_000)
+    run = ChunkedRun(config(max_steps=100_000, eval_every=10**6), DATA, tmp_path / "stopped", chunk_s=2,
+                     run_chunk=spaces.GPU(duration=chunk_duration)(train_chunk))
+    save = Trainer.save
+
+    def stop_while_saving(trainer, *args, **kwargs):  # no validations: the first save is the call's closing one
+        run.stop()
+        return save(trainer, *args, **kwargs)
+
+    monkeypatch.setattr(Trainer, "save", stop_while_saving)
+    events = list(run.run())
+    assert len(spaces.calls) == 1, spaces.calls
+    assert isinstance(events[-1], Done) and events[-1].reason == "stopped by the user"
+    steps = [e.step for e in events if isinstance(e, Step)]
+    assert load_package(tmp_path / "stopped").training["steps"] == events[-1].summary["steps"] == steps[-1] > 0
+
+
 def test_each_call_asks_for_the_seconds_the_run_has_left():
     run = ChunkedRun(config(max_steps=1000), DATA, "unused", chunk_s=60)
 
@@ -187,7 +208,8 @@ def test_a_spent_quota_pauses_the_run_which_goes_on_later_to_its_steps(tmp_path,
         first, second = client(), client()
         jobs = [train_job(first, "first", max_steps=steps), train_job(second, "second", max_steps=steps)]
         paused = [job.result()[0] for job in jobs]
-        for name, status in zip(["first", "second"], paused):
+        first_name, second_name = (named(os.listdir(tmp_path / "models"), n) for n in ("first", "second"))
+        for name, status in zip([first_name, second_name], paused):
             assert status.startswith("⏸ **Paused**: ZeroGPU gave no GPU time"), status
             assert f"You have exceeded your ZeroGPU quota ({chunk_s}s requested vs." in status
             assert "signing in" in status
@@ -200,18 +222,18 @@ def test_a_spent_quota_pauses_the_run_which_goes_on_later_to_its_steps(tmp_path,
         spaces.new_day()
         spaces.quota_s = 10_000
         for _ in range(4):  # a call that a busy machine lets run past its duration is aborted: press again
-            done = first.submit("first", api_name="/continue_on_gpu").result()[0]
+            done = first.submit(first_name, api_name="/continue_on_gpu").result()[0]
             if not done.startswith("⏸"):
                 break
             assert "GPU task aborted" in done, done
         assert done.startswith(f"✅ **Done** (step budget reached): {steps:,} steps"), done
         calls = len(spaces.calls)
-        done = second.submit("second", api_name="/continue_on_cpu").result()[0]
+        done = second.submit(second_name, api_name="/continue_on_cpu").result()[0]
         assert done.startswith(f"✅ **Done** (step budget reached): {steps:,} steps") and "on cpu" in done, done
         assert len(spaces.calls) == calls  # the CPU run spent no GPU time
     finally:
         demo.close()
-    for name in ("first", "second"):
+    for name in (first_name, second_name):
         training = load_package(tmp_path / "models" / name).training
         assert training["steps"] == steps and training["history"]["steps"] == list(range(1, steps + 1))
 

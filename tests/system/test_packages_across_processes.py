@@ -25,15 +25,16 @@ def test_a_package_another_process_wrote_stays_its_owners_while_the_mount_shows_
     save_package(done, *tiny)
     bucket.lag = 1.5
     folder = library.add("run", ALICE, 10_000)
+    run = folder.name
     with library.writing(folder):
         subprocess.run([sys.executable, "-c", f"import shutil; shutil.copytree({str(done)!r}, {str(folder)!r})"],
                        check=True, cwd=REPO, timeout=60)
-        assert "run" not in library.names(ALICE)  # not visible yet
-    assert library.owners.read()["run"]["owner"] == ALICE.key and "run" in library.pending
+        assert run not in library.names(ALICE)  # not visible yet
+    assert library.owners.read()[run]["owner"] == ALICE.key and run in library.pending
     time.sleep(1.6)
-    assert "run" in library.names(ALICE) and "run" not in library.names(BOB)
+    assert run in library.names(ALICE) and run not in library.names(BOB)
     time.sleep(1.6)  # past visible_within_s: looked at again, and kept
-    assert library.owners.read()["run"]["owner"] == ALICE.key and "run" not in library.pending
+    assert library.owners.read()[run]["owner"] == ALICE.key and run not in library.pending
 
 
 def test_reservations_live_in_the_process_and_a_fork_can_take_its_own(tmp_path):

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 from gradio_client import handle_file
-from helpers import MB, REPO, free_port, refusal_of, tiny_package, visitor
+from helpers import MB, REPO, free_port, named, refusal_of, tiny_package, visitor
 
 from playground.packages.zips import export_zip
 from playground.serving.library import REGISTRY
@@ -154,7 +154,8 @@ def test_api_sessions_expire_and_all_sessions_data_is_capped(server, tmp_path):
     warm = visitor(server.url, "198.51.100.50")  # the readers and plots loaded once, before the baseline
     assert "pairs kept" in warm.predict([handle_file(str(corpus(100)))], 0.05, api_name="/load_files")[0]
     upload = export_zip(tiny_package(tmp_path / "warms"), tmp_path)
-    assert "Imported **warms**" in warm.predict(handle_file(str(upload)), api_name="/import_model")[0]
+    assert re.match(r"✅ Imported \*\*[0-9a-f]{6}-warms\*\*",
+                    warm.predict(handle_file(str(upload)), api_name="/import_model")[0])
     baseline = server.settled_rss()
     refused, start = [], time.monotonic()
     for n in range(8):  # 8 API sessions from 8 addresses, each loading the corpus, none ever closing a tab
@@ -165,7 +166,7 @@ def test_api_sessions_expire_and_all_sessions_data_is_capped(server, tmp_path):
     assert time.monotonic() - start < IDLE_S, "too slow to see the cap: the first sessions expired meanwhile"
     assert len(refused) == 6, refused  # two sessions' data fit in 14 MB beside the warm-up's; the others are
     # refused from the file's size, before it is read
-    assert all(re.search(r"would pass the 14 MB all sessions may hold together .* Try again in a few minutes", note)
+    assert all(re.search(r"would pass the 14 MB all sessions may hold together.* Try again in a few minutes", note)
                for note in refused), refused
     peak = server.rss()
     time.sleep(IDLE_S + 3)  # no request meanwhile: every session is idle, the sweeper lets their data go
@@ -178,7 +179,7 @@ def test_api_sessions_expire_and_all_sessions_data_is_capped(server, tmp_path):
     assert "pairs kept" in latecomer.predict([handle_file(str(big))], 0.05, api_name="/load_files")[0]
     assert "Load data first" in refusal_of(warm.predict(api_name="/swap_direction"))
     table, _ = warm.predict(api_name="/list_models")
-    assert "warms" in [row[0] for row in table["data"]]
+    assert named([row[0] for row in table["data"]], "warms")
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -219,7 +220,8 @@ def test_a_name_left_taken_by_a_killed_import_is_free_again(server, tmp_path):
     assert "leftover" not in registry and not (server.models / f".import-{DEAD_PID}-abc").exists()
     upload = export_zip(tiny_package(tmp_path / "leftover"), tmp_path)
     person = visitor(server.url, "198.51.100.200")
-    assert "Imported **leftover**" in person.predict(handle_file(str(upload)), api_name="/import_model")[0]
+    assert re.match(r"✅ Imported \*\*[0-9a-f]{6}-leftover\*\*",
+                    person.predict(handle_file(str(upload)), api_name="/import_model")[0])
 
 
 def test_a_refusal_never_names_the_internal_import_folder(server, tmp_path):

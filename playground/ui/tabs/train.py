@@ -26,6 +26,7 @@ from playground.serving.zerogpu import (
 from playground.training.form import FIELDS, build_config, checked_config, field_note, preset_values
 from playground.ui import texts
 from playground.ui.handlers import answers, bind, friendly
+from playground.ui.pickers import labelled
 from playground.ui.state import Session, visitor_of
 from playground.ui.tabs.train_form import form_controls
 from playground.ui.tabs.train_preview import (
@@ -40,6 +41,9 @@ from playground.ui.tabs.train_progress import SAMPLE_COLUMNS, STOPPING
 from playground.ui.tabs.train_run import continue_run, package_bytes, resumable_folder, resume_run, start_run
 from playground.ui.zerogpu import duration_factor, gpu
 
+NAME_HELP = "Saved as a package of that name; an existing name gets a -2, -3… suffix."
+NAME_HELP_SHARED = ("Saved as your code, a dash and this name (the pickers show it without the code): the code is "
+                    "yours alone, so only your own models can make it a -2, -3… and nobody else's name matters.")
 SAMPLE_WIDTHS = ["8%", "30%", "31%", "31%"]  # the model output stays in sight at 1024 px
 
 
@@ -171,7 +175,7 @@ def resume_dropdown(library: Library, session: Session | None = None, keep: str 
     names = resumable(library, session)
     own = Path(session.run_dir).name if session and session.run_dir else None
     value = keep if keep in names else own if own in names else (names[0] if names else None)
-    return gr.update(choices=names, value=value)
+    return gr.update(choices=labelled(library, session, names), value=value)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -198,7 +202,7 @@ class Panels:
     outputs: list  # what a run updates: status, loss, validation, LR and metrics charts, samples
 
 
-def settings_panel(values: dict, first_params: str) -> tuple:
+def settings_panel(values: dict, first_params: str, shared: bool) -> tuple:
     """Preset, its description and parameter count, the model name, Estimate, and every hyperparameter."""
     from playground.training.presets import PRESETS
 
@@ -208,8 +212,7 @@ def settings_panel(values: dict, first_params: str) -> tuple:
             preset_info = gr.Markdown(preset_line("tiny"))
             params_info = gr.Markdown(first_params)
         with gr.Column(scale=1):
-            model_name = gr.Textbox("my-model", label="Model name",
-                                    info="Saved as a package of that name; an existing name gets a -2, -3… suffix.")
+            model_name = gr.Textbox("my-model", label="Model name", info=NAME_HELP_SHARED if shared else NAME_HELP)
             estimate_btn = gr.Button("⏱ Estimate duration")
     with gr.Accordion("Advanced: every hyperparameter", open=False):
         controls = form_controls(values)
@@ -252,7 +255,7 @@ def run_panel(first_lr) -> list:
 def layout(library: Library) -> Panels:
     values = preset_values("tiny")
     first_params, first_lr = previews(Session(), values, stale_note())
-    settings = settings_panel(values, first_params)
+    settings = settings_panel(values, first_params, library.shared)
     buttons = run_buttons(library)
     outputs = run_panel(first_lr)
     return Panels(*settings, *buttons, outputs[0], outputs)

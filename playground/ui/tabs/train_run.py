@@ -227,7 +227,7 @@ def reserve(library: Library, session: Session, name: str, cfg, resume_from: Pat
     if resume_from is not None:
         return resume_from, [library.add_average(resume_from, visitor, size)] if cfg.average_last else []
     folder = library.add(name, visitor, size, average=cfg.average_last > 0)
-    if folder.name != name:
+    if library.label(folder.name, visitor) != name:
         gr.Warning(f"This run is saved as {folder.name!r}; choose another name to pick it yourself.")
     return folder, [folder.with_name(average_name(folder.name))] if cfg.average_last else []
 
