@@ -44,12 +44,10 @@ def work_owner() -> str:
     """Whose turn a quick call on this thread takes in the worker pool: its client's address (the rightmost-hop rule
     of playground.serving.visitors); "" (nobody's: no turn) for an internal one, which in personal mode and behind
     a proxy that says nothing is everybody's, and outside an event."""
-    from gradio.context import LocalContext
-
     from playground.serving.visitors import internal
-    from playground.ui.sessions import request_address
+    from playground.ui.sessions import current_address
 
-    address = request_address(LocalContext.request.get(None))
+    address = current_address()
     return "" if internal(address) else address
 
 
