@@ -14,7 +14,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from playground.limits import max_data_bytes
+from playground.limits import max_data_bytes, workers
 from playground.serving import work
 from playground.serving.library import Library
 from playground.serving.mode import models_location, shared_mode
@@ -33,7 +33,6 @@ from playground.ui.tabs import models as models_tab
 from playground.ui.tabs import train as train_tab
 from playground.ui.tabs import translate as translate_tab
 
-CONCURRENCY = 2  # events of one kind running at once (2 CPU cores on a free Space); training: 1 at a time
 QUEUE_SIZE = 20  # personal mode: waiting requests beyond this are turned away with Gradio's "queue is full"
 RUN_QUEUES = {"train", "cpu-train"}  # the Train tab's concurrency ids (tabs/train.py, wire_runs)
 SHARED_QUEUE_SIZE = 10_000  # shared mode: a few kB each; per address they are bounded far lower (bound_waiting)
@@ -99,7 +98,9 @@ def build_app(models_dir: str | os.PathLike | None = None, *, shared: bool | Non
     # shared: no overall cap that strangers could fill, so a pile of queued runs never turns a quick call away
     # ("queue is full"), but a bound per address and account (sessions.bound_waiting); runs queue behind their own
     # concurrency id and each visitor has at most one running (serving.library.Library.run_slot)
-    demo.queue(default_concurrency_limit=CONCURRENCY, max_size=queue_size(shared), api_open=not shared)
+    # events of one kind running at once: as many as the quick calls' workers (PLAYGROUND_WORKERS, 2 CPU cores on a
+    # free Space), so that N visitors' long calls leave the (N+1)-th a slot when N < workers; training: 1 at a time
+    demo.queue(default_concurrency_limit=workers(), max_size=queue_size(shared), api_open=not shared)
     if shared:
         sessions.bound_waiting(demo._queue, RUN_QUEUES)
         queue_everything(demo)
