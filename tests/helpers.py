@@ -209,8 +209,8 @@ def app_in_subprocess(models, memory_limit: int, **env: str):
 
 
 def refusal_of(outputs) -> str:
-    """The message of a refused UI action, as an API client gets it: playground.ui.handlers.answers puts it (⚠️ …) in one
-    output and leaves every other output unchanged (Gradio's update without a value)."""
+    """The message of a refused UI action, as an API client gets it: playground.ui.handlers.said_beside puts it (⚠️ …)
+    in one output and leaves every other output unchanged (Gradio's update without a value)."""
     outputs = outputs if isinstance(outputs, tuple) else (outputs,)
     messages = [o for o in outputs if isinstance(o, str) and o.startswith("⚠️ ")]
     untouched = [o for o in outputs if o == {"__type__": "update"}]

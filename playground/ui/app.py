@@ -21,7 +21,7 @@ from playground.serving.mode import models_location, shared_mode
 from playground.serving.visitors import NewVisitors, Visitor, address_key, issue_token, server_secret
 from playground.settings import env_int, env_str
 from playground.ui import sessions, texts
-from playground.ui.handlers import bind, friendly
+from playground.ui.handlers import bind, readable
 from playground.ui.http_bounds import RequestBounds
 from playground.ui.pickers import labelled, model_dropdown, model_names
 from playground.ui.state import Session, oauth_available, release_session
@@ -92,7 +92,7 @@ def build_app(models_dir: str | os.PathLike | None = None, *, shared: bool | Non
         header(library)
         tabs = build_tabs(session, library)
         refresh = wire_tabs(tabs, session, library)
-        demo.load(friendly(bind(welcome, library, secret, NewVisitors())), [session, token], [token],
+        demo.load(readable(bind(welcome, library, secret, NewVisitors())), [session, token], [token],
                   api_visibility="private", show_progress="hidden", queue=False).then(**refresh)
         demo.unload(bind(release_session, demo, session))
     # shared: no overall cap that strangers could fill, so a pile of queued runs never turns a quick call away
@@ -166,9 +166,9 @@ def wire_tabs(tabs: Tabs, session: gr.State, library: Library) -> dict:
                      compare.models]
     picker_outputs = [translate.model, attention.model, models.model, models.table, tabs.train.resume_from,
                       inside.model, compare.models]
-    refresh = dict(fn=friendly(bind(pickers, library)), inputs=picker_inputs, outputs=picker_outputs,
+    refresh = dict(fn=readable(bind(pickers, library)), inputs=picker_inputs, outputs=picker_outputs,
                    api_visibility="private", show_progress="hidden")
-    after_run = {**refresh, "fn": friendly(functools.partial(bind(pickers, library), after_run=True))}
+    after_run = {**refresh, "fn": readable(functools.partial(bind(pickers, library), after_run=True))}
     for event in (tabs.train.start_event, tabs.train.resume_event, *tabs.train.continue_events):
         event.then(**after_run).then(**models.show_card)  # the card of a package the run rewrote: its steps, scores
     for event in models.changed:

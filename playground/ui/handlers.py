@@ -1,7 +1,7 @@
 """What every event handler goes through: one error wrapper that says a failure to people, and quick-call bounds.
 
 A handler is a plain module-level function of the tab it serves; the tab's `build` wires it, wrapped once: by
-`answers` where a refusal is said beside the control that caused it, else by `friendly` (a gr.Error). `bind` gives
+`said_beside` where a refusal is said beside the control that caused it, else by `readable` (a gr.Error). `bind` gives
 a handler its first arguments (the Library) the way a closure in `build` would, keeping the signature Gradio reads.
 """
 
@@ -145,7 +145,7 @@ def _as_gradio_error(err: BaseException) -> gr.Error:
         return err
     if isinstance(err, PlaygroundError):
         error = gr.Error(for_people(str(err)), print_exception=False)
-        error.refused = err  # answers() shows it beside the control instead
+        error.refused = err  # said_beside() shows it beside the control instead
         return error
     log.exception("unexpected error in a UI handler")  # the details stay in the server log, never reach the page
     return gr.Error("Something went wrong on the server; the details are in its log. Try again, or change the "
@@ -158,19 +158,19 @@ def reaches_people(err: BaseException) -> bool:
 
 
 def unwrapped(fn: Callable) -> Callable:
-    """The handler inside a friendly wrapper (fn itself when it is none). The mark is checked against __wrapped__:
-    functools.wraps copies it onto whatever wraps a friendly handler, which is not one itself."""
-    handler = getattr(fn, "__friendly__", None)
+    """The handler inside a readable wrapper (fn itself when it is none). The mark is checked against __wrapped__:
+    functools.wraps copies it onto whatever wraps a readable handler, which is not one itself."""
+    handler = getattr(fn, "__readable__", None)
     return handler if handler is not None and handler is getattr(fn, "__wrapped__", None) else fn
 
 
-def friendly(fn: Callable) -> Callable:
+def readable(fn: Callable) -> Callable:
     """fn with PlaygroundError (and any other exception) turned into a readable gr.Error. A handler is wrapped once:
-    friendly(friendly(fn)) is friendly(fn), and answers() wraps the handler itself, not its friendly wrapper."""
+    readable(readable(fn)) is readable(fn), and said_beside() wraps the handler itself, not its readable wrapper."""
     if unwrapped(fn) is not fn:
         return fn
     wrapper = reraising(fn, reaches_people, _as_gradio_error)
-    wrapper.__friendly__ = fn  # the handler itself
+    wrapper.__readable__ = fn  # the handler itself
     return wrapper
 
 
@@ -180,15 +180,15 @@ def refusal(err: PlaygroundError) -> str:
     return "⚠️ " + for_people(str(err)).replace("&", "&amp;").replace("<", "&lt;")
 
 
-def answers(fn: Callable, outputs: list, note) -> dict:
+def said_beside(fn: Callable, outputs: list, note) -> dict:
     """`fn=` and `outputs=` for an event listener whose refusals are not failures: a PlaygroundError (a person's
     mistake, a name that is gone) puts its message in `note`, a Markdown beside the control, and leaves every other
     output as it was (gr.skip()). Raising would mark ALL outputs as failed (red "Error" badges, values gone) with
-    the only copy of the message in a fading toast. Anything else still reaches people as a gr.Error (friendly).
+    the only copy of the message in a fading toast. Anything else still reaches people as a gr.Error (readable).
 
     `note` may be one of `outputs` (fn returns it itself), or not: then it is added as the last output, and cleared
     when fn succeeds. API clients get the message as that output's value."""
-    handler = unwrapped(fn)  # wrapped once, even when given a friendly handler
+    handler = unwrapped(fn)  # wrapped once, even when given a readable handler
     outputs = list(outputs)
     added = note not in outputs
     if added:
@@ -204,7 +204,7 @@ def answers(fn: Callable, outputs: list, note) -> dict:
         return out((*values, "") if added else values)
 
     def refused(err: BaseException):
-        err = getattr(err, "refused", err)  # a PlaygroundError a friendly helper it called turned into a gr.Error
+        err = getattr(err, "refused", err)  # a PlaygroundError a readable helper it called turned into a gr.Error
         return out(tuple(refusal(err) if i == where else gr.skip() for i in range(len(outputs))))
 
     def is_refusal(err: BaseException) -> bool:
@@ -229,4 +229,4 @@ def answers(fn: Callable, outputs: list, note) -> dict:
                 if not is_refusal(err):
                     raise
                 return refused(err)
-    return dict(fn=friendly(noted), outputs=outputs)
+    return dict(fn=readable(noted), outputs=outputs)

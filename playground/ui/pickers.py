@@ -9,7 +9,7 @@ import gradio as gr
 from playground.errors import PlaygroundError
 from playground.serving.library import Library
 from playground.ui.caches import package_info
-from playground.ui.handlers import bind, friendly
+from playground.ui.handlers import bind, readable
 from playground.ui.state import Session, visitor_of
 
 DEMO_MODEL = "demo-en-de"
@@ -57,7 +57,7 @@ def model_picker(library: Library, session: gr.State, api_name: str):
         model = gr.Dropdown(names, value=default_model(names), label="Model", scale=4,
                             allow_custom_value=True)
         refresh = gr.Button("↻", scale=0, min_width=40)
-    event = refresh.click(friendly(bind(refreshed_picker, library)), [session, model], [model], api_name=api_name,
+    event = refresh.click(readable(bind(refreshed_picker, library)), [session, model], [model], api_name=api_name,
                           show_progress="hidden")
     return model, event
 

@@ -31,6 +31,7 @@ def test_the_progress_line_only_moves_forward_and_says_what_the_run_does():
 
 def test_what_the_page_shows_is_marked_when_it_is_no_longer_what_was_asked(tmp_path):
     from playground.packages.store import load_package
+    from playground.serving.work import about
     from playground.ui.state import Session
     from playground.ui.tabs.data import forget_files, load_builtin, load_files
     from playground.ui.tabs.inside import language_warning
@@ -46,7 +47,7 @@ def test_what_the_page_shows_is_marked_when_it_is_no_longer_what_was_asked(tmp_p
     summary = forget_files(session)
     assert summary.startswith(f"### {loaded}") and "The upload box was cleared; these pairs stay loaded" in summary
     # a model of another language pair than the data is said before any Inside view
-    demo = load_package(DEMO, "cpu")
+    demo = about(load_package(DEMO, "cpu"))  # what a worker answers about a model (playground.serving.work)
     assert language_warning(session, demo) == ""  # the demo's en -> de, the mini-translation data's too
     session.tgt_lang = "fr"
     assert "translates `en` → `de`, your data is `en` → `fr`" in language_warning(session, demo)

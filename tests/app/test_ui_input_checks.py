@@ -109,9 +109,9 @@ def test_a_huge_decoding_seed_is_refused_with_a_message(package):
 
 
 def test_an_unexpected_error_reaches_the_page_without_its_details():
-    from playground.ui.handlers import friendly
+    from playground.ui.handlers import readable
 
-    @friendly
+    @readable
     def handler():
         raise ValueError(f"Overflow when unpacking long long in {REPO}")
 

@@ -75,12 +75,12 @@ def test_a_rust_panic_reaches_people_as_a_message_and_never_hangs_the_request():
     from tokenizers import Regex, Tokenizer, models, pre_tokenizers
 
     from playground.errors import is_rust_panic
-    from playground.ui.handlers import friendly
+    from playground.ui.handlers import readable
 
     raw = Tokenizer(models.WordLevel({"<unk>": 0}, unk_token="<unk>"))
     raw.pre_tokenizer = pre_tokenizers.Split(Regex("(a+)+$"), behavior="isolated")
 
-    @friendly
+    @readable
     def handler():
         return raw.encode("a" * 40 + "b")
 

@@ -15,7 +15,7 @@ from playground.insight import model_plots, plots
 from playground.serving import work
 from playground.serving.library import Library
 from playground.ui.caches import package_probe
-from playground.ui.handlers import answers, bind, cleared_export, friendly, quick_call, request_lines
+from playground.ui.handlers import bind, cleared_export, quick_call, readable, request_lines, said_beside
 from playground.ui.numbers import Range, Slider, checked
 from playground.ui.pickers import default_model, model_names, model_picker, package_folder, picked_shape
 from playground.ui.state import Session
@@ -148,7 +148,7 @@ quick_maps = quick_call(work.attention, "Shorten the sentence (the model's own t
 # Handlers (build binds `library`)
 
 
-@friendly
+@readable
 def show_attention(library: Library, session: Session, model: str, source: str, target_mode: str = TARGET_MODES[0],
                    target: str = "", kind: str = "cross", view: str = VIEWS[0], layer: int = 0, head: int = 0):
     """Compute the attention of one pair and draw it; returns the figure, the target used and a note."""
@@ -164,7 +164,7 @@ def show_attention(library: Library, session: Session, model: str, source: str, 
     return (render(att, kind, view, layer, head), att["target"], note, *sliders(att, kind, layer, head))
 
 
-@friendly
+@readable
 def redraw(session: Session, kind: str = "cross", view: str = VIEWS[0], layer: int = 0, head: int = 0,
            model: str | None = None):
     """Draw the last computed maps again with another kind, view, layer or head (`model`, the one picked, sets the
@@ -195,7 +195,7 @@ def current_figure(session: Session, kind: str, view: str, layer: int, head: int
     return render(session.attention, kind, view, layer, head)
 
 
-@friendly
+@readable
 def export_html(session: Session, kind: str = "cross", view: str = VIEWS[0], layer: int = 0, head: int = 0,
                 offline: bool = False):
     """The current chart as an HTML file with zoom and hover: a few kB that load plotly.js from its CDN when
@@ -215,14 +215,14 @@ def probe_slider(probe: list) -> dict:
     return {"maximum": max(n - 1, 1), "value": max(n - 1, 0), "visible": n > 0, "interactive": n > 1}
 
 
-@friendly
+@readable
 def pick_model(library: Library, session: Session, model: str):
     """The picked model's attention history, at its last validation."""
     probe = read_probe(library, session, model)
     return gr.update(**probe_slider(probe)), probe_figure(probe, len(probe) - 1)
 
 
-@friendly
+@readable
 def show_probe(library: Library, session: Session, model: str, index: int = 0):
     """Cross-attention of the model's fixed validation pair at the index-th validation of its training."""
     return probe_figure(read_probe(library, session, model), index)
@@ -301,23 +301,23 @@ def build(session: gr.State, library: Library) -> AttentionTab:
             p = maps_panel(library)
 
     view_inputs = [session, c.kind, c.view, c.layer, c.head]
-    compute = dict(**answers(bind(show_attention, library), [p.plot, c.target, p.note, c.layer, c.head], p.note),
+    compute = dict(**said_beside(bind(show_attention, library), [p.plot, c.target, p.note, c.layer, c.head], p.note),
                    **checked([session, c.model, c.source, c.target_mode, c.target, *view_inputs[1:]],
                              number_checks(library, session, c, p, drawn=False)), trigger_mode="always_last")
     c.show.click(**compute, api_name="attention")
     c.source.submit(**compute, api_visibility="private")
     checks = number_checks(library, session, c, p)
-    c.kind.change(friendly(bind(switch, library)), [*view_inputs, c.model], [p.plot, c.layer, c.head],
+    c.kind.change(readable(bind(switch, library)), [*view_inputs, c.model], [p.plot, c.layer, c.head],
                   api_visibility="private", show_progress="hidden")
     c.view.change(redraw, **checked([*view_inputs, c.model], checks), outputs=[p.plot], api_name="attention_view",
                   show_progress="hidden")
     for control in (c.layer, c.head):
         control.change(redraw, **checked([*view_inputs, c.model], checks), outputs=[p.plot],
                        api_visibility="private", show_progress="hidden", trigger_mode="always_last")
-    c.model.change(friendly(bind(model_sliders, library)), [session, c.kind, c.layer, c.head, c.model],
+    c.model.change(readable(bind(model_sliders, library)), [session, c.kind, c.layer, c.head, c.model],
                    [c.layer, c.head], api_visibility="private", show_progress="hidden")
-    c.html_btn.click(**answers(export_html, [c.export], c.export_note), **checked([*view_inputs, c.offline], checks),
-                     api_name="export_attention_html")
+    c.html_btn.click(**said_beside(export_html, [c.export], c.export_note),
+                     **checked([*view_inputs, c.offline], checks), api_name="export_attention_html")
     c.png_btn.click(None, js=PNG_JS)
     gr.on([c.show.click, c.source.submit, c.kind.change, c.view.change, c.layer.change, c.head.change,
            c.model.change], cleared_export, None, [c.export, c.export_note], queue=False, show_progress="hidden",

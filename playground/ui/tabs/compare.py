@@ -13,7 +13,7 @@ from playground.errors import PlaygroundError
 from playground.insight import plots
 from playground.serving import work
 from playground.serving.library import Library
-from playground.ui.handlers import answers, bind, quick_call, request_lines
+from playground.ui.handlers import bind, quick_call, request_lines, said_beside
 from playground.ui.pickers import model_names, package_folder
 from playground.ui.state import Session
 
@@ -166,10 +166,10 @@ def build(session: gr.State, library: Library) -> CompareTab:
                                 interactive=False, wrap=True)
 
     view_outputs = [v.settings, v.scores, v.loss_plot, v.val_plot, v.lr_plot, v.bleu_plot, v.chrf_plot]
-    gr.on([compare_btn.click, x_axis.change], **answers(bind(compare, library), [message, *view_outputs], message),
+    gr.on([compare_btn.click, x_axis.change], **said_beside(bind(compare, library), [message, *view_outputs], message),
           inputs=[session, models, x_axis], api_name="compare").then(
         fit_tables, session, [v.settings, v.scores], api_visibility="private", show_progress="hidden", queue=False)
-    translate_btn.click(**answers(bind(translate_each, library), [message, side_by_side], message),
+    translate_btn.click(**said_beside(bind(translate_each, library), [message, side_by_side], message),
                         inputs=[session, models, sentences], api_name="compare_translate").then(
         fit_columns, session, side_by_side, api_visibility="private", show_progress="hidden", queue=False)
     return CompareTab(models)

@@ -13,7 +13,7 @@ from playground.errors import DataError
 from playground.insight import plots
 from playground.settings import MB
 from playground.ui import sessions, texts
-from playground.ui.handlers import answers, friendly
+from playground.ui.handlers import readable, said_beside
 from playground.ui.numbers import Range, checked
 from playground.ui.state import Session
 
@@ -256,17 +256,17 @@ def build(session: gr.State) -> DataTab:
 
     outputs = [summary, preview, dropped, lengths, src_lang, tgt_lang]
     checks = {val_fraction: VALIDATION_SPLIT}  # a split out of range is said beside it, and nothing is loaded
-    builtin_btn.click(**answers(load_builtin, outputs, note), **checked([session, builtin, val_fraction], checks),
+    builtin_btn.click(**said_beside(load_builtin, outputs, note), **checked([session, builtin, val_fraction], checks),
                       api_name="load_builtin")
-    files.upload(**answers(load_files, [*outputs, files], note), **checked([session, files, val_fraction], checks),
+    files.upload(**said_beside(load_files, [*outputs, files], note), **checked([session, files, val_fraction], checks),
                  api_name="load_files")
-    files.clear(friendly(forget_files), [session], [summary], api_visibility="private", show_progress="hidden")
-    swap.click(**answers(swap_direction, outputs, note), inputs=[session], api_name="swap_direction")
+    files.clear(readable(forget_files), [session], [summary], api_visibility="private", show_progress="hidden")
+    swap.click(**said_beside(swap_direction, outputs, note), inputs=[session], api_name="swap_direction")
     # always_last: a target typed right after the source blurs while the source's call still runs; the default
     # ("once") dropped that second call, and the run was saved "en → tgt"
-    gr.on([src_lang.blur, src_lang.submit, tgt_lang.blur, tgt_lang.submit], friendly(set_languages),
+    gr.on([src_lang.blur, src_lang.submit, tgt_lang.blur, tgt_lang.submit], readable(set_languages),
           [session, src_lang, tgt_lang], [summary, preview, lengths], api_name="set_languages", show_progress="hidden",
           trigger_mode="always_last")
-    val_fraction.change(friendly(set_val_fraction), **checked([session, val_fraction], checks), outputs=[summary],
+    val_fraction.change(readable(set_val_fraction), **checked([session, val_fraction], checks), outputs=[summary],
                         api_name="set_val_fraction", show_progress="hidden", trigger_mode="always_last")
     return DataTab(summary, preview, dropped, lengths, src_lang, tgt_lang, val_fraction)

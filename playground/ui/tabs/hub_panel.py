@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import gradio as gr
 
 from playground.serving.library import Library
-from playground.ui.handlers import answers, bind, cleared_export, friendly
+from playground.ui.handlers import bind, cleared_export, readable, said_beside
 from playground.ui.pickers import package_folder
 from playground.ui.state import Session, oauth_available, visitor_of
 
@@ -38,21 +38,21 @@ def export_zip(folder: Path, fmt: str, quantization: str, visitor: str) -> str:
 # Handlers (build binds `library`)
 
 
-@friendly
+@readable
 def transformers_zip(library: Library, session: Session, name: str):
     """Zip the package exported for 🤗 transformers (AutoModelForSeq2SeqLM + AutoTokenizer)."""
     return export_zip(package_folder(library, session, name), "transformers", "float32",
                       visitor_of(library, session).key)
 
 
-@friendly
+@readable
 def ctranslate2_zip(library: Library, session: Session, name: str, quantization: str):
     """Zip the package exported for CTranslate2 (float32 or int8 weights)."""
     return export_zip(package_folder(library, session, name), "ctranslate2", quantization,
                       visitor_of(library, session).key)
 
 
-@friendly
+@readable
 def push(library: Library, session: Session, name: str, repo_id: str, private: bool, with_transformers: bool,
          license: str, oauth_token: gr.OAuthToken | None = None, profile: gr.OAuthProfile | None = None):
     """Upload the package (and optionally its transformers export) to a new model repo on the Hub; a bare name
@@ -105,12 +105,12 @@ def build(session: gr.State, library: Library, model: gr.Dropdown) -> None:
     export_note = gr.Markdown()
     h = hub_accordion(library)
 
-    hf_btn.click(**answers(bind(transformers_zip, library), [exported], export_note), inputs=[session, model],
+    hf_btn.click(**said_beside(bind(transformers_zip, library), [exported], export_note), inputs=[session, model],
                  api_name="export_transformers")
-    ct2_btn.click(**answers(bind(ctranslate2_zip, library), [exported], export_note),
+    ct2_btn.click(**said_beside(bind(ctranslate2_zip, library), [exported], export_note),
                   inputs=[session, model, quantization], api_name="export_ctranslate2")
     model.change(cleared_export, None, [exported, export_note], queue=False, show_progress="hidden",
                  api_visibility="private")
     push_inputs = [session, model, h.repo_id, h.private, h.with_transformers, h.license]
-    h.push_btn.click(**answers(bind(push, library), [h.pushed], h.pushed), inputs=push_inputs,
+    h.push_btn.click(**said_beside(bind(push, library), [h.pushed], h.pushed), inputs=push_inputs,
                      api_name="push_to_hub")

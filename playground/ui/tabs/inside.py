@@ -13,7 +13,7 @@ import gradio as gr
 from playground.insight import model_plots, plots
 from playground.serving import work
 from playground.serving.library import Library
-from playground.ui.handlers import answers, bind, friendly, quick_call
+from playground.ui.handlers import bind, quick_call, readable, said_beside
 from playground.ui.numbers import Range, checked
 from playground.ui.pickers import model_picker, package_folder
 from playground.ui.state import Session
@@ -143,28 +143,28 @@ def embeddings_view(session: Session, library: Library, model: str | None, n_tok
 # Handlers: the views with the API's defaults and descriptions (build binds `library`)
 
 
-@friendly
+@readable
 def show_positional(library: Library, session: Session, model: str | None, side: str = "source",
                     dimensions: list[int] | None = None):
     """The model's positional encoding as a heatmap (position x dimension) and a few dimensions as curves."""
     return positional_view(session, library, model, side, dimensions)
 
 
-@friendly
+@readable
 def show_masks(library: Library, session: Session, model: str | None, n_pairs: int = 4, seed: int = 0,
                pair: int = 1):
     """The padding mask of a batch of n_pairs of this session's pairs and the look-ahead mask of one of them."""
     return masks_view(session, library, model, n_pairs, seed, pair)
 
 
-@friendly
+@readable
 def show_batching(library: Library, session: Session, model: str | None, batch_tokens: int = 0, seed: int = 0):
     """Padding per sentence and tokens per batch: random batches versus batches grouped by length
     (batch_tokens 0 = the model's own training budget)."""
     return batching_view(session, library, model, batch_tokens, seed)
 
 
-@friendly
+@readable
 def show_embeddings(library: Library, session: Session, model: str | None, n_tokens: int = 150):
     """The n most frequent tokens of this session's data (or of the vocabulary) on a 2-D PCA map."""
     return embeddings_view(session, library, model, n_tokens)
@@ -250,13 +250,13 @@ def build(session: gr.State, library: Library) -> InsideTab:
     # range is said beside its control, and no view is drawn for it
     checks = number_checks(session, m, b, e)
     views = [
-        dict(**answers(bind(show_positional, library), [p.heatmap, p.curves, p.dimensions, p.note], p.note),
+        dict(**said_beside(bind(show_positional, library), [p.heatmap, p.curves, p.dimensions, p.note], p.note),
              inputs=[session, model, p.side, p.dimensions], api_name="positional_encoding"),
-        dict(**answers(bind(show_masks, library), [m.padding_plot, m.self_mask_plot, m.look_ahead_plot, m.note],
+        dict(**said_beside(bind(show_masks, library), [m.padding_plot, m.self_mask_plot, m.look_ahead_plot, m.note],
                        m.note), **checked([session, model, m.n_pairs, m.seed, m.pair], checks), api_name="masks"),
-        dict(**answers(bind(show_batching, library), [b.plot, b.note], b.note),
+        dict(**said_beside(bind(show_batching, library), [b.plot, b.note], b.note),
              **checked([session, model, b.batch_tokens, b.seed], checks), api_name="batching"),
-        dict(**answers(bind(show_embeddings, library), [e.plot, e.note], e.note),
+        dict(**said_beside(bind(show_embeddings, library), [e.plot, e.note], e.note),
              **checked([session, model, e.n_tokens], checks), api_name="embeddings"),
     ]
     # each view redraws when its own controls are edited (.input: not when a handler sets them) ...

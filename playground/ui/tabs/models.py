@@ -17,7 +17,7 @@ from playground.serving import work
 from playground.serving.library import Library
 from playground.settings import KB, MB
 from playground.ui.caches import package_info
-from playground.ui.handlers import answers, bind, friendly, quick_call
+from playground.ui.handlers import bind, quick_call, readable, said_beside
 from playground.ui.pickers import default_model, model_dropdown, model_names, package_folder
 from playground.ui.state import Session, visitor_of
 from playground.ui.tabs import hub_panel
@@ -122,19 +122,19 @@ def storage_note(library: Library) -> str:
 # Handlers (build binds `library`)
 
 
-@friendly
+@readable
 def refresh_all(library: Library, session: Session, keep: str | None = None):
     """All packages with their metrics (newest first), and the picker's choices."""
     return models_table(library, session), model_dropdown(library, session, keep)
 
 
-@friendly
+@readable
 def model_card(library: Library, session: Session, name: str):
     """The model card (Markdown) and config (JSON) of a package."""
     return card(library, session, name)
 
 
-@friendly
+@readable
 def export_model(library: Library, session: Session, name: str, with_state: bool = False):
     """Zip a package (weights, tokenizer, config, card; with_state: also resume.*, to go on training it
     elsewhere) for download."""
@@ -152,7 +152,7 @@ def export_model(library: Library, session: Session, name: str, with_state: bool
 checked_in_worker = quick_call(work.check_upload, "Upload a smaller package.")
 
 
-@friendly
+@readable
 def import_model(library: Library, session: Session, file):
     """Add a package from a zip file (checked before anything is written to the models folder)."""
     from playground.packages.names import safe_stem
@@ -172,7 +172,7 @@ def import_model(library: Library, session: Session, file):
     return f"✅ Imported **{folder.name}**.", table, dropdown, None
 
 
-@friendly
+@readable
 def delete_model(library: Library, session: Session, name: str, confirm: bool = False):
     """Delete a package (confirm must be True); the shipped ones are read-only."""
     if not name:
@@ -246,15 +246,15 @@ def build(session: gr.State, library: Library) -> ModelsTab:
     refresh.click(bind(refresh_all, library), [session, model], [table, model], api_name="list_models",
                   show_progress="hidden")
     table.select(pick, None, [model], api_visibility="private")
-    show_card = dict(**answers(bind(model_card, library), [c.card_md, c.config], c.card_md),
+    show_card = dict(**said_beside(bind(model_card, library), [c.card_md, c.config], c.card_md),
                      inputs=[session, model], show_progress="hidden")
     model.change(**show_card, api_name="model_card")
     refresh.click(**show_card, api_visibility="private")
-    f.download_btn.click(**answers(bind(export_model, library), [f.download], f.status),
+    f.download_btn.click(**said_beside(bind(export_model, library), [f.download], f.status),
                          inputs=[session, model, f.with_state], api_name="export_model")
-    imported = f.upload.upload(**answers(bind(import_model, library), [f.status, table, model, f.upload], f.status),
+    imported = f.upload.upload(**said_beside(bind(import_model, library), [f.status, table, model, f.upload], f.status),
                                inputs=[session, f.upload], api_name="import_model")
-    deleted = f.delete_btn.click(**answers(bind(delete_model, library), [f.status, table, model, f.confirm],
+    deleted = f.delete_btn.click(**said_beside(bind(delete_model, library), [f.status, table, model, f.confirm],
                                            f.status), inputs=[session, model, f.confirm], api_name="delete_model")
     # a tick is for one model and one press: a refused delete, or another model picked, asks again
     unticked = dict(fn=untick, inputs=None, outputs=[f.confirm], queue=False, show_progress="hidden",

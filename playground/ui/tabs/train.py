@@ -25,7 +25,7 @@ from playground.serving.zerogpu import (
 )
 from playground.training.form import FIELDS, build_config, checked_config, field_note, preset_values
 from playground.ui import texts
-from playground.ui.handlers import answers, bind, friendly
+from playground.ui.handlers import bind, readable, said_beside
 from playground.ui.pickers import labelled
 from playground.ui.state import Session, visitor_of
 from playground.ui.tabs.train_form import form_controls
@@ -277,17 +277,17 @@ def wire_previews(p: Panels, session: gr.State, library: Library, page: gr.Tab) 
     time_steps = gpu(estimate_training, duration=ESTIMATE_GPU_S)  # a ZeroGPU call: the settings in, numbers out
     estimating = dict(inputs=[session], inputs_kwargs=controls, show_progress="minimal", concurrency_limit=1,
                       concurrency_id="estimate")
-    timing = answers(bind(estimate, library, time_steps), [p.params_info, lr_plot], p.params_info)
+    timing = said_beside(bind(estimate, library, time_steps), [p.params_info, lr_plot], p.params_info)
     preset_outputs = [*controls.values(), p.preset_info, p.params_info, lr_plot]
-    preset_applied = p.preset.change(**answers(bind(apply_preset, list(controls)), preset_outputs, p.preset_info),
+    preset_applied = p.preset.change(**said_beside(bind(apply_preset, list(controls)), preset_outputs, p.preset_info),
                                      inputs=[session, p.preset], api_name="apply_preset", show_progress="hidden")
-    gr.on([c.input for c in controls.values()], friendly(refresh_preview), [session], [p.params_info, lr_plot],
+    gr.on([c.input for c in controls.values()], readable(refresh_preview), [session], [p.params_info, lr_plot],
           inputs_kwargs=controls, api_name="lr_preview", show_progress="hidden", trigger_mode="always_last")
     timings = [p.estimate_btn.click(**timing, api_name="estimate", **estimating)]
     if not on_zerogpu():  # a preset chosen, the tab opened: timed at once
         timings.append(preset_applied.then(**timing, api_name="estimate_preset", api_visibility="private",
                                            **estimating))
-        timings.append(page.select(**answers(bind(first_estimate, library, time_steps), [p.params_info, lr_plot],
+        timings.append(page.select(**said_beside(bind(first_estimate, library, time_steps), [p.params_info, lr_plot],
                                              p.params_info), api_visibility="private", **estimating))
     # A timing waits its turn behind other sessions' ones; by the time it reports, the person may have changed the
     # settings it timed, and its line would replace the preview of the new ones. An edit drops it instead.
@@ -337,19 +337,19 @@ def wire_runs(p: Panels, session: gr.State, library: Library) -> TrainTab:
         run = button.click(bind(before_run, waiting), [session], [status, p.run_note, loss_plot, val_plot,
                                                                   metrics_plot, samples],
                            queue=False, api_visibility="private", show_progress="hidden").then(
-            **answers(bind(handler, library), p.outputs, p.status), inputs=[session, picked], api_name=api_name,
+            **said_beside(bind(handler, library), p.outputs, p.status), inputs=[session, picked], api_name=api_name,
             inputs_kwargs=p.controls, validator=busy, **train_kwargs)
         run.then(lambda: "", None, p.run_note, queue=False, api_visibility="private", show_progress="hidden")
         return run
 
     start_event = run_button(p.start_btn, train, p.model_name, "train")
     resume_event = run_button(p.resume_btn, resume, p.resume_from, "resume")
-    p.stop_btn.click(friendly(stop_training), [session], [p.status], api_name="stop", concurrency_limit=None,
+    p.stop_btn.click(readable(stop_training), [session], [p.status], api_name="stop", concurrency_limit=None,
                      queue=False, show_progress="hidden")
     continue_events = []
     cpu_kwargs = {**train_kwargs, "concurrency_limit": 1, "concurrency_id": "cpu-train"}
     for button, handler, kwargs in zip(p.continue_btns, (continue_on_gpu, continue_on_cpu), (train_kwargs, cpu_kwargs)):
-        continue_events.append(button.click(**answers(bind(handler, library), p.outputs, p.status),
+        continue_events.append(button.click(**said_beside(bind(handler, library), p.outputs, p.status),
                                             inputs=[session, p.resume_from], api_name=handler.__name__, **kwargs))
     return TrainTab(p.resume_from, start_event, resume_event, continue_events)
 

@@ -104,7 +104,8 @@ class Charts:
         return (gr.skip(),) * 4
 
 
-def drive(session: Session, build_trainer, name: str, folder: Path, cfg, cap_note: str, estimated: int | None = None):
+def stream_run(session: Session, build_trainer, name: str, folder: Path, cfg, cap_note: str,
+               estimated: int | None = None):
     """Shared by Start, Resume and Continue: build the trainer, iterate its events, yield throttled UI updates.
 
     Outputs: status, loss chart, validation chart, LR chart, BLEU/chrF chart, samples table."""
@@ -242,5 +243,5 @@ def run(session: Session, library: Library, name: str, cfg, resume_from: Path | 
     with run_slot(session, library, name):
         folder, averaged = reserve(library, session, name, cfg, resume_from)
         with library.writing(folder, *averaged):  # held until the run ends: nothing else writes them
-            yield from drive(session, lambda: make_trainer(cfg, data, folder, resume_from, in_one_piece), folder.name,
-                             folder, cfg, cap_note, estimated)
+            yield from stream_run(session, lambda: make_trainer(cfg, data, folder, resume_from, in_one_piece),
+                                  folder.name, folder, cfg, cap_note, estimated)

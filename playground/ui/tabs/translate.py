@@ -16,7 +16,7 @@ from playground.packages.info import summary_of
 from playground.serving import work
 from playground.serving.library import Library
 from playground.ui.caches import package_info
-from playground.ui.handlers import answers, bind, friendly, quick_call, request_lines
+from playground.ui.handlers import bind, quick_call, readable, request_lines, said_beside
 from playground.ui.numbers import Range, checked, watch
 from playground.ui.pickers import DEMO_MODEL, model_picker, package_folder, picked_shape
 from playground.ui.state import Session
@@ -129,7 +129,7 @@ def next_token_view(library: Library, session: Session, row: int, k: int = TOP_K
 # Handlers (build binds `library`)
 
 
-@friendly
+@readable
 def translate_text(library: Library, session: Session, model: str, text: str, method: str = "greedy",
                    temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0, beam_size: int = 5,
                    length_penalty: float = 1.0, nbest: int = 1, max_len: int = 0):
@@ -181,21 +181,21 @@ def result_rows(session: Session, model: str, results: list) -> tuple[list[list]
     return rows, merged
 
 
-@friendly
+@readable
 def next_tokens(library: Library, session: Session, row: int = 1, k: int = TOP_K):
     """The top-k next tokens (teacher-forced on the output) at each step of a row of the last results.
     Rows count from 1, as in the table."""
     return next_token_view(library, session, row, k)
 
 
-@friendly
+@readable
 def pick_row(library: Library, session: Session, k: int, evt: gr.SelectData):
     """The row clicked in the results table, and its next-token view."""
     row = (evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index) + 1
     return (row, *next_token_view(library, session, row, k))
 
 
-@friendly
+@readable
 def step_through(library: Library, session: Session, model: str, text: str, method: str = "greedy",
                  temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0, beam_size: int = 5,
                  length_penalty: float = 1.0, max_len: int = 0, k: int = TOP_K):
@@ -214,7 +214,7 @@ def demo_examples(model: str | None):
     return gr.update(visible=model == DEMO_MODEL)
 
 
-@friendly
+@readable
 def show_controls(method: str):
     """The sampling or beam controls of the chosen decoding method, and the n-best slider's meaning for it."""
     return (gr.update(visible=method == "sample"), gr.update(visible=method == "beam"),
@@ -333,16 +333,16 @@ def build(session: gr.State, library: Library) -> TranslateTab:
                    show_progress="hidden")
     settings = [c.method, c.temperature, c.top_k, c.top_p, c.seed, c.beam_size, c.length_penalty]
     checks = number_checks(library, session, c, r)
-    translation = answers(bind(translate_text, library), [r.results, r.note, r.row, r.next_plot, r.next_table],
+    translation = said_beside(bind(translate_text, library), [r.results, r.note, r.row, r.next_plot, r.next_table],
                           r.note)
     inputs = checked([session, c.model, c.text, *settings, c.nbest, c.max_len], checks)
     translated = c.translate_btn.click(**translation, **inputs, api_name="translate")
     c.text.submit(**translation, **inputs, api_visibility="private")
-    r.results.select(**answers(bind(pick_row, library), [r.row, r.next_plot, r.next_table], r.row_note),
+    r.results.select(**said_beside(bind(pick_row, library), [r.row, r.next_plot, r.next_table], r.row_note),
                      **checked([session, r.k], checks), api_visibility="private")
-    r.show_row.click(**answers(bind(next_tokens, library), [r.next_plot, r.next_table], r.row_note),
+    r.show_row.click(**said_beside(bind(next_tokens, library), [r.next_plot, r.next_table], r.row_note),
                      **checked([session, r.row, r.k], checks), api_name="next_tokens")
-    s.button.click(**answers(bind(step_through, library), [s.plot, s.table, s.note], s.note),
+    s.button.click(**said_beside(bind(step_through, library), [s.plot, s.table, s.note], s.note),
                    **checked([session, c.model, c.text, *settings, c.max_len, r.k], checks), api_name="decode_steps")
     # n-best's range follows the beam size and the method, Max output tokens' the model
     watch(checks, [session, c.model, c.method, c.beam_size, c.nbest, c.max_len], changes=(c.method, c.model))
