@@ -46,7 +46,14 @@ from playground.errors import TrainingError  # noqa: E402
 from playground.export import export_package  # noqa: E402
 from playground.packages.format import Package  # noqa: E402
 from playground.packages.store import load_package  # noqa: E402
-from playground.runtime.device import autocast, matmul_flops, resolve_device, resolve_precision, sync  # noqa: E402
+from playground.runtime.device import (  # noqa: E402
+    autocast,
+    matmul_flops,
+    resolve_device,
+    resolve_precision,
+    sync,
+    tf32_matmuls,
+)
 from playground.runtime.memory import check_training_fits, free_memory_bytes, training_memory_bytes  # noqa: E402
 from playground.training.inputs import TrainData  # noqa: E402
 from playground.training.presets import preset_config  # noqa: E402
@@ -185,9 +192,10 @@ def training_throughput(data: str | None, device: torch.device, seed: int, sizes
     runners = [project, throughput.SortedBatchRunner(trainer, seed)]
     if trainer.precision != "fp32":
         runners.append(AutocastSortedBatchRunner(trainer, seed))
-    try:
-        windows = throughput.measure(runners, trainer.device, sizes.warmup_steps, sizes.windows,
-                                     sizes.steps_per_window)
+    try:  # TF32 for every system's fp32 matmuls, as the project's step has them (runtime/device.py::tf32_matmuls)
+        with tf32_matmuls(trainer.device):
+            windows = throughput.measure(runners, trainer.device, sizes.warmup_steps, sizes.windows,
+                                         sizes.steps_per_window)
     finally:
         project.close()
     per_token = common.flops_per_token(trainer.model.cfg, common.pair_lengths(trainer.train_set))

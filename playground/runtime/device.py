@@ -18,7 +18,7 @@ def resolve_device(choice: str = "auto") -> torch.device:
     """'auto' picks CUDA, then Apple MPS, then CPU; an explicit choice must be available."""
     if choice in (None, "", "auto"):
         if torch.cuda.is_available():
-            return fast_fp32(torch.device("cuda"))
+            return torch.device("cuda")
         if torch.backends.mps.is_available():
             return torch.device("mps")
         return torch.device("cpu")
@@ -28,17 +28,7 @@ def resolve_device(choice: str = "auto") -> torch.device:
         raise TrainingError("MPS was requested but this machine has no Apple GPU; choose 'cpu' or 'auto'.")
     if choice not in ("cpu", "cuda", "mps"):
         raise TrainingError(f"Unknown device {choice!r}: use auto, cpu, cuda or mps.")
-    return fast_fp32(torch.device(choice))
-
-
-def fast_fp32(device: torch.device) -> torch.device:
-    """On a CUDA GPU, fp32 matmuls and convolutions on TF32 tensor cores (Ampere and newer; PyTorch's "high"
-    precision: a 10-bit mantissa in the products, fp32 sums): PyTorch leaves it off, and an fp32 run then uses a
-    fraction of the GPU. Returns `device`."""
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
-    return device
+    return torch.device(choice)
 
 
 @functools.lru_cache(maxsize=None)
@@ -97,6 +87,23 @@ def autocast(device: torch.device, precision: str):
         return contextlib.nullcontext()
     dtype = torch.bfloat16 if precision == "bf16" else torch.float16
     return torch.autocast(device.type, dtype=dtype)
+
+
+@contextlib.contextmanager
+def tf32_matmuls(device: torch.device):
+    """On a CUDA GPU, fp32 matmuls and convolutions on TF32 tensor cores (Ampere and newer: a 10-bit mantissa in the
+    products, fp32 sums) for what runs inside: a training step's passes. PyTorch leaves it off, and an fp32 step then
+    uses a fraction of the GPU. Everything else keeps full fp32, so a GPU translates as the CPU does (TF32 moved the
+    demo's logits by 0.025 on an H200 and changed a beam)."""
+    if device.type != "cuda":
+        yield
+        return
+    before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
 
 
 _threads_lock = threading.Lock()

@@ -14,7 +14,7 @@ import torch
 from playground.core.model import Transformer
 from playground.core.tokenizer import PAD_ID
 from playground.data.batching import GlobalBatch
-from playground.runtime.device import autocast, one_thread_on_cpu, sync
+from playground.runtime.device import autocast, one_thread_on_cpu, sync, tf32_matmuls
 from playground.training.config import TrainConfig
 from playground.training.distributed import SINGLE, Ranks, sum_over_ranks, wrap_model
 from playground.training.loss import smoothed_loss_sum
@@ -79,15 +79,16 @@ class Optimization:
         """The gradients of the global batch's loss (summed over its target tokens, which it returns)."""
         self.train_model.train()
         loss_sum = torch.zeros((), device=self.device)
-        for index, micro in enumerate(batch.mine):
-            with self.gradient_sync(last=index == len(batch.mine) - 1):
-                with autocast(self.device, self.precision):
-                    logits = self.train_model(micro.src, micro.tgt_in)
-                micro_loss = smoothed_loss_sum(logits, micro.tgt_out, self.cfg.label_smoothing, PAD_ID)
-                # DDP averages the gradients over the ranks; the world size undoes that average, so the gradient is
-                # that of (sum of every micro-batch's loss) / (the global batch's target tokens)
-                self.scaler.scale(micro_loss * self.ranks.world_size / batch.n_tokens).backward()
-            loss_sum += micro_loss.detach()
+        with tf32_matmuls(self.device):
+            for index, micro in enumerate(batch.mine):
+                with self.gradient_sync(last=index == len(batch.mine) - 1):
+                    with autocast(self.device, self.precision):
+                        logits = self.train_model(micro.src, micro.tgt_in)
+                    micro_loss = smoothed_loss_sum(logits, micro.tgt_out, self.cfg.label_smoothing, PAD_ID)
+                    # DDP averages the gradients over the ranks; the world size undoes that average, so the gradient is
+                    # that of (sum of every micro-batch's loss) / (the global batch's target tokens)
+                    self.scaler.scale(micro_loss * self.ranks.world_size / batch.n_tokens).backward()
+                loss_sum += micro_loss.detach()
         return loss_sum
 
 
