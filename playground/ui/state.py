@@ -33,6 +33,8 @@ class Session:
     val_fraction: float = 0.05
     trainer: Any = None  # the running run (playground.training.chunked.ChunkedRun), so that Stop can reach it
     run_dir: str | None = None  # package folder of this session's latest run
+    run_pending: bool = False  # Start or Resume was pressed and the run has no trainer yet (queued or preparing)
+    stop_asked: bool = False  # Stop was pressed while run_pending: the run ends before it trains
     estimated: bool = False  # the Train tab has timed a configuration for this session
     estimate: tuple | None = None  # (the settings timed, as a dict; the steps expected): compared after the run
     translations: list = field(default_factory=list)  # one dict per row of the translation table

@@ -37,7 +37,7 @@ from playground.ui.tabs.train_preview import (
     preset_line,
     too_short_warning,
 )
-from playground.ui.tabs.train_progress import SAMPLE_COLUMNS, STOPPING
+from playground.ui.tabs.train_progress import SAMPLE_COLUMNS, STOPPING, STOPPING_PENDING
 from playground.ui.tabs.train_run import continue_run, package_bytes, resumable_folder, resume_run, start_run
 from playground.ui.zerogpu import duration_factor, gpu
 
@@ -154,7 +154,10 @@ def continue_on_cpu(library: Library, session: Session, resume_from: str):
 
 def stop_training(session: Session):
     """Stop this session's run after the current step; it validates once more and saves the package. The status
-    says so at once."""
+    says so at once. A run still waiting for its slot or being prepared ends as soon as it would begin."""
+    if session.trainer is None and session.run_pending:
+        session.stop_asked = True
+        return STOPPING_PENDING
     if session.trainer is None:
         gr.Info("Nothing is training in this tab.")
         return gr.skip()
@@ -312,8 +315,15 @@ def before_run(waiting: str, session: Session) -> tuple:
     its charts too); else the wait for a training slot, with the last run's charts cleared."""
     if session.trainer is not None:
         return gr.skip(), running_note(session), *(gr.skip(),) * 4
+    session.run_pending, session.stop_asked = True, False
     return (waiting, "", plots.loss_figure([], []), plots.val_loss_figure([]), plots.metrics_figure([]),
             pd.DataFrame(columns=SAMPLE_COLUMNS))
+
+
+def after_run(session: Session) -> str:
+    """Once a run has ended (or failed before it began): nothing of it is pending, the note beside the buttons goes."""
+    session.run_pending = session.stop_asked = False
+    return ""
 
 
 def busy(session: Session, *others, **controls) -> list:
@@ -339,7 +349,7 @@ def wire_runs(p: Panels, session: gr.State, library: Library) -> TrainTab:
                            queue=False, api_visibility="private", show_progress="hidden").then(
             **said_beside(bind(handler, library), p.outputs, p.status), inputs=[session, picked], api_name=api_name,
             inputs_kwargs=p.controls, validator=busy, **train_kwargs)
-        run.then(lambda: "", None, p.run_note, queue=False, api_visibility="private", show_progress="hidden")
+        run.then(after_run, [session], p.run_note, queue=False, api_visibility="private", show_progress="hidden")
         return run
 
     start_event = run_button(p.start_btn, train, p.model_name, "train")

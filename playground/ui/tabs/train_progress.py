@@ -25,6 +25,9 @@ def bar(fraction: float) -> str:
 
 STOPPING = ("⏹ **Stopping…** the run ends after this step, validates once more (quickly: 50 sentences) and saves "
             "the package.")
+STOPPING_PENDING = ("⏹ **Stopping…** the run you started has not begun training yet (it waits for its slot or is "
+                    "being prepared): it ends as soon as it would begin.")
+STOPPED_PENDING = "⏹ **Stopped before it began training**: nothing was trained or saved."
 
 
 @dataclass

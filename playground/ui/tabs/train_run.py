@@ -25,7 +25,15 @@ from playground.serving.zerogpu import CPU_RUN_MAX_PARAMS, gpu_chunk_seconds
 from playground.training.events import StopReason
 from playground.ui.caches import package_info
 from playground.ui.state import Session, visitor_of
-from playground.ui.tabs.train_progress import Progress, averaged_line, done_line, paused_line, samples_frame, start_line
+from playground.ui.tabs.train_progress import (
+    STOPPED_PENDING,
+    Progress,
+    averaged_line,
+    done_line,
+    paused_line,
+    samples_frame,
+    start_line,
+)
 from playground.ui.zerogpu import duration_factor, gpu
 
 UPDATE_EVERY = 0.3  # seconds between UI updates while training (evals, the end and errors always update)
@@ -114,7 +122,11 @@ def stream_run(session: Session, build_trainer, name: str, folder: Path, cfg, ca
     yield (f"⏳ Preparing `{name}`: training the tokenizer, encoding the data, building the model…",
            skip, skip, skip, skip, skip)
     trainer = build_trainer()
-    session.trainer, session.run_dir = trainer, str(folder)
+    if session.stop_asked:  # Stop was pressed while the trainer was being built: it never runs
+        session.run_pending = session.stop_asked = False
+        yield STOPPED_PENDING, skip, skip, skip, skip, skip
+        return
+    session.trainer, session.run_dir, session.run_pending = trainer, str(folder), False
     events = trainer.run()
     charts = Charts(trainer.history)
     last_eval = trainer.history.evals[-1] if trainer.history.evals else None
@@ -236,7 +248,11 @@ def reserve(library: Library, session: Session, name: str, cfg, resume_from: Pat
 def run(session: Session, library: Library, name: str, cfg, resume_from: Path | None = None,
         in_one_piece: bool = False, estimated: int | None = None):
     """What Start, Resume and Continue share: train the package `name` with `cfg`, a new one or `resume_from`
-    further, in this tab's and this visitor's one run slot."""
+    further, in this tab's and this visitor's one run slot; not at all when Stop was pressed while it waited."""
+    if session.stop_asked:
+        session.run_pending = session.stop_asked = False
+        yield STOPPED_PENDING, *(gr.skip(),) * 5
+        return
     done_s = summary_of(package_info(resume_from)).wall_s if resume_from else 0.0
     data = split_data(session, cfg.seed)
     cap_note = capped_minutes(library, cfg, done_s / 60)
