@@ -44,8 +44,10 @@ from playground.training import events
 from playground.training.checkpoint import History
 from playground.training.config import TrainConfig
 from playground.training.inputs import TrainData
-from playground.training.prepared import load_prepared, prepare
+from playground.training.prepared import load_prepared, prepare, train_data
 from playground.training.trainer import Trainer
+
+PREPARE_REQUEST = "request.json"  # what prepare_in_fresh_process's child prepares
 
 TERMINATED = threading.Event()  # in_fresh_process's child: its parent went away (SIGTERM); the run stops and saves
 WORK_SHARE = 0.6  # of a call's seconds spent training; the rest covers loading, a last validation and the save
@@ -176,7 +178,8 @@ class ChunkedRun:
     def run(self) -> Iterator[events.Event]:
         resume_from = self.resume_from
         try:
-            prepare(self.cfg, self.data, self.prepared, resume_from)  # once, here: no call spends GPU time on it
+            # once, here: no call spends GPU time on it
+            prepare_in_fresh_process(self.cfg, self.data, self.prepared, resume_from)
             seconds = self.chunk_s
             while True:
                 self.chunks += 1
@@ -214,6 +217,33 @@ class ChunkedRun:
             shutil.rmtree(self.prepared, ignore_errors=True)
 
 
+def prepare_in_fresh_process(cfg: TrainConfig, data: TrainData, folder: Path, resume_from: str | Path | None) -> None:
+    """prepared.prepare in a Python process of its own (`python -m playground.training.chunked --prepare FOLDER`):
+    training the tokenizer and encoding the pairs run native code on a visitor's text, so a crash or a runaway
+    allocation there ends this run before it starts (limited as a CPU run is: limit_cpu_run), never the server."""
+    folder.mkdir(parents=True, exist_ok=True)
+    request = folder / PREPARE_REQUEST
+    request.write_text(json.dumps([cfg.to_dict(), asdict(data), None if resume_from is None else str(resume_from)]),
+                       encoding="utf-8")
+    command, env = python_command("playground.training.chunked", "--prepare", str(folder))
+    done = subprocess.run(command, env=env, stdout=subprocess.PIPE, text=True, encoding="utf-8")
+    request.unlink(missing_ok=True)
+    for line in done.stdout.splitlines():
+        message = json.loads(line)
+        raise getattr(errors, message["refused"], PlaygroundError)(message["message"])
+    if done.returncode != 0:
+        raise TrainingError("Preparing this run's data (training its tokenizer, encoding the pairs) ended early, so "
+                            "the run did not start: the machine may not have the memory it needed. Try a smaller "
+                            "vocabulary, or less data.")
+
+
+def prepare_here(folder: Path) -> None:
+    """The child of prepare_in_fresh_process: the request its parent wrote, prepared in this process."""
+    cfg, data, resume_from = json.loads((folder / PREPARE_REQUEST).read_text(encoding="utf-8"))
+    limit_cpu_run({**cfg, "device": "cpu"})  # tokenizers and encoding run on the CPU, whatever the run's device
+    prepare(TrainConfig.from_dict(cfg), train_data(data), folder, resume_from)
+
+
 def limit_cpu_run(cfg: dict) -> None:
     """In a run's own process: a CPU run may allocate at most PLAYGROUND_RUN_MB (when set) beyond its start. A GPU
     run is not limited so: CUDA maps more address space than such a limit allows."""
@@ -225,14 +255,19 @@ def limit_cpu_run(cfg: dict) -> None:
         limit_growth(memory)
 
 
-if __name__ == "__main__":  # in_fresh_process's child: one train_chunk, its events as JSON lines on stdout
+# in_fresh_process's child (one train_chunk, its events as JSON lines on stdout), or prepare_in_fresh_process's
+# (--prepare FOLDER)
+if __name__ == "__main__":
     import signal
 
     signal.signal(signal.SIGTERM, lambda *_: TERMINATED.set())
-    arguments = json.loads(sys.argv[1])
-    limit_cpu_run(arguments[0])
     try:
-        for event in train_chunk(*arguments):
-            print(json.dumps({"event": type(event).__name__, "fields": asdict(event)}), flush=True)
+        if sys.argv[1] == "--prepare":
+            prepare_here(Path(sys.argv[2]))
+        else:
+            arguments = json.loads(sys.argv[1])
+            limit_cpu_run(arguments[0])
+            for event in train_chunk(*arguments):
+                print(json.dumps({"event": type(event).__name__, "fields": asdict(event)}), flush=True)
     except PlaygroundError as err:
         print(json.dumps({"refused": type(err).__name__, "message": str(err)}), flush=True)

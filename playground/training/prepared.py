@@ -60,8 +60,7 @@ def load_prepared(folder: str | Path) -> tuple[TrainData, Prepared]:
     """The data and the Prepared that `prepare` wrote."""
     folder = Path(folder)
     saved = json.loads((folder / DATA).read_text(encoding="utf-8"))
-    data = saved["data"]
-    data = TrainData(**{**data, "train": [tuple(p) for p in data["train"]], "val": [tuple(p) for p in data["val"]]})
+    data = train_data(saved["data"])
     tensors = load_file(str(folder / ENCODED))
 
     def rows(name: str) -> TokenRows:
@@ -69,3 +68,9 @@ def load_prepared(folder: str | Path) -> tuple[TrainData, Prepared]:
 
     sets = {part: EncodedPairs(rows(f"{part}.src"), rows(f"{part}.tgt")) for part in ("train", "val")}
     return data, Prepared(PairTokenizer.from_json_strings(*saved["tokenizer"]), sets["train"], sets["val"])
+
+
+def train_data(fields: dict) -> TrainData:
+    """A TrainData from its fields as JSON holds them (its pairs as lists)."""
+    return TrainData(**{**fields, "train": [tuple(p) for p in fields["train"]],
+                        "val": [tuple(p) for p in fields["val"]]})

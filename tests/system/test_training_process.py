@@ -35,8 +35,8 @@ def test_a_run_past_its_memory_ends_with_a_message_and_costs_only_itself(tmp_pat
     monkeypatch.setenv("PLAYGROUND_RUN_MB", "1")  # the run's process may grow by 1 MB: its first batches exceed it
     try:
         events = list(run_of(tiny_cfg(), tmp_path / "run").run())
-    except TrainingError as err:
-        assert "The training process ended early" in str(err)
+    except TrainingError as err:  # its data's preparation (the tokenizer's trainer) or its training process ended
+        assert "ended early" in str(err)
     else:
         assert isinstance(events[-1], Error), events[-1]
     monkeypatch.delenv("PLAYGROUND_RUN_MB")
