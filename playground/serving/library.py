@@ -98,9 +98,14 @@ class OwnerRegistry:
             os.replace(tmp, self.models_dir / REGISTRY)
 
 
+MAX_NAME_SHOWN = 80  # characters of a missing name a message repeats (a package's name has at most 64)
+
+
 def no_such_model(name: str) -> PackageError:
-    """The one message for a package that is missing and for one that belongs to somebody else."""
-    return PackageError(f"There is no model package named {name!r} (any more); press ↻ to refresh the list.")
+    """The one message for a package that is missing and for one that belongs to somebody else. A name longer than
+    any package's (a stranger's 5,000 characters) is not echoed whole."""
+    shown = name if len(name) <= MAX_NAME_SHOWN else name[:MAX_NAME_SHOWN] + "…"
+    return PackageError(f"There is no model package named {shown!r} (any more); press ↻ to refresh the list.")
 
 
 class Library:

@@ -306,3 +306,11 @@ def test_a_name_whose_operation_died_is_given_back(tmp_path, tiny):
     kept = make(library, tiny, "kept", ALICE).name
     assert library.repair_registry() == [killed] and set(library.owners.read()) == {kept}
     assert library.keeper.usage(ALICE, library.owners.read())[0] == 1
+
+
+def test_a_missing_name_longer_than_any_package_name_is_not_echoed_whole():
+    from playground.serving.library import no_such_model
+
+    message = str(no_such_model("x" * 5000))
+    assert "x" * 80 + "…" in message and "x" * 81 not in message and len(message) < 200
+    assert "'my-model'" in str(no_such_model("my-model"))  # a real name is said as it was asked
