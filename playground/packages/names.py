@@ -31,12 +31,21 @@ def is_shipped(folder: str | os.PathLike) -> bool:
     return folder.name in SHIPPED_MODELS and folder.parent == SHIPPED_MODELS_DIR
 
 
+MAX_NAME_SHOWN = 80  # characters of a name a message repeats (a package's name has at most 64)
+
+
+def shown_name(name: object) -> str:
+    """A name as a message repeats it: quoted, and cut when it is longer than any package's (a stranger's 5,000
+    characters are not echoed whole)."""
+    text = str(name)
+    return repr(text if len(text) <= MAX_NAME_SHOWN else text[:MAX_NAME_SHOWN] + "…")
+
+
 def check_name(name: str) -> str:
     """A package name is one safe folder name: it can never climb out of models/ or hide as a dot-folder."""
     if not isinstance(name, str) or not NAME_PATTERN.match(name) or ".." in name:
-        raise PackageError(
-            f"Invalid model name {name!r}: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit."
-        )
+        raise PackageError(f"Invalid model name {shown_name(name)}: use 1-64 letters, digits, '.', '_' or '-', "
+                           "starting with a letter or digit.")
     return name
 
 

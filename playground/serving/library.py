@@ -41,6 +41,7 @@ from playground.packages.names import (
     package_path,
     reserve_name,
     reserved,
+    shown_name,
 )
 from playground.packages.store import list_packages, remove_package
 from playground.serving.mode import lagging_mount
@@ -98,14 +99,10 @@ class OwnerRegistry:
             os.replace(tmp, self.models_dir / REGISTRY)
 
 
-MAX_NAME_SHOWN = 80  # characters of a missing name a message repeats (a package's name has at most 64)
-
 
 def no_such_model(name: str) -> PackageError:
-    """The one message for a package that is missing and for one that belongs to somebody else. A name longer than
-    any package's (a stranger's 5,000 characters) is not echoed whole."""
-    shown = name if len(name) <= MAX_NAME_SHOWN else name[:MAX_NAME_SHOWN] + "…"
-    return PackageError(f"There is no model package named {shown!r} (any more); press ↻ to refresh the list.")
+    """The one message for a package that is missing and for one that belongs to somebody else."""
+    return PackageError(f"There is no model package named {shown_name(name)} (any more); press ↻ to refresh the list.")
 
 
 class Library:

@@ -309,8 +309,11 @@ def test_a_name_whose_operation_died_is_given_back(tmp_path, tiny):
 
 
 def test_a_missing_name_longer_than_any_package_name_is_not_echoed_whole():
+    from playground.packages.names import check_name
     from playground.serving.library import no_such_model
 
     message = str(no_such_model("x" * 5000))
     assert "x" * 80 + "…" in message and "x" * 81 not in message and len(message) < 200
     assert "'my-model'" in str(no_such_model("my-model"))  # a real name is said as it was asked
+    with pytest.raises(PackageError, match="Invalid model name 'x{80}…':"):
+        check_name("x" * 5000 + "/")
