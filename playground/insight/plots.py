@@ -143,9 +143,19 @@ def metrics_figure(evals: Sequence[dict]) -> go.Figure:
     return lay_out(fig, "BLEU / chrF", "step", "score (validation sample)")
 
 
+def positive(xs: Sequence[float], ys: Sequence[float]) -> tuple[list, list]:
+    """The points of a curve whose value a log axis can draw (above 0)."""
+    kept = [(x, y) for x, y in zip(xs, ys) if y is not None and y > 0]
+    return [x for x, _ in kept], [y for _, y in kept]
+
+
 def overlay_figure(series: Sequence[tuple[str, Sequence[float], Sequence[float]]], title: str, x_title: str,
                    y_title: str, markers: bool = False, log_y: bool = False) -> go.Figure:
-    """One line per run on shared axes: `series` holds (run name, xs, ys); runs without points are left out."""
+    """One line per run on shared axes: `series` holds (run name, xs, ys); runs without points are left out. On a
+    log axis (`log_y`) only positive values are drawn: a learning rate of 0 (a warmup's first step) would take the
+    axis down to 1e-10 and flatten every curve."""
+    if log_y:
+        series = [(name, *positive(xs, ys)) for name, xs, ys in series]
     drawn = [(name, xs, ys) for name, xs, ys in series if len(xs)]
     if not drawn:
         return empty_figure("None of these runs recorded this.", title)

@@ -192,8 +192,12 @@ class Library:
         return digest[:NAME_TAG_CHARS]
 
     def label(self, name: str, visitor: Visitor) -> str:
-        """How a picker shows a package to this visitor: their own names without their code (shared mode)."""
-        return name.removeprefix(f"{self.name_tag(visitor)}-") if self.shared else name
+        """How the page shows a package to this visitor: their own names without their code (shared mode), except
+        one that would then read as a shipped model's (each label names one package)."""
+        if not self.shared:
+            return name
+        own = name.removeprefix(f"{self.name_tag(visitor)}-")
+        return name if own in SHIPPED_MODELS and own != name else own
 
     def add(self, base: str, visitor: Visitor, new_bytes: int, *, average: bool = False) -> Path:
         """Reserve a new package folder for this visitor: quotas checked, space made, the name recorded as theirs.

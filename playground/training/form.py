@@ -81,13 +81,33 @@ def field_note(name: str, values: dict) -> str:
     if found:
         cost = would_cost(values) if name in COUNTED_FIELDS else ""
         return f"{FIELDS[name].label} {found}" + (f"; {cost}" if cost else "")
-    if name not in SIZE_FIELDS or field_problems(values):
+    mismatch = heads_mismatch(values)
+    if name in ("d_model", "n_heads"):  # said beside the two, whatever other field is out of range
+        return mismatch
+    if name not in SIZE_FIELDS or field_problems(values) or mismatch:
         return ""
     try:
         checked_config(values)
     except TrainingError as err:
         return str(err).removeprefix("Invalid training settings: ").rstrip(".")
     return ""
+
+
+def heads_mismatch(values: dict) -> str:
+    """d_model split over the attention heads: what the two fields say when the heads do not divide it ("" when they
+    do, or either is out of its range), with the nearest values that would."""
+    width, heads = values.get("d_model"), values.get("n_heads")
+    if FIELDS["d_model"].problem(width) or FIELDS["n_heads"].problem(heads):
+        return ""
+    width, heads = int(width), int(heads)
+    if width % heads == 0:
+        return ""
+    fits = [h for h in range(1, width + 1) if width % h == 0]
+    below, above = max(h for h in fits if h < heads), min((h for h in fits if h > heads), default=None)
+    lower, upper = width - width % heads, width - width % heads + heads
+    return (f"{FIELDS['n_heads'].label} must divide d_model: {heads} does not divide {width} "
+            f"({below}{f' or {above}' if above else ''} heads would, or d_model {lower or upper}"
+            f"{f' or {upper}' if lower else ''})")
 
 
 def would_cost(values: dict) -> str:

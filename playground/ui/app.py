@@ -23,6 +23,7 @@ from playground.settings import env_int, env_str
 from playground.ui import sessions, texts
 from playground.ui.handlers import bind, readable
 from playground.ui.http_bounds import RequestBounds
+from playground.ui.numbers import KEEP_TYPED
 from playground.ui.pickers import labelled, model_dropdown, model_names
 from playground.ui.state import Session, oauth_available, release_session
 from playground.ui.tabs import attention as attention_tab
@@ -287,16 +288,16 @@ def start_sweeper(library: Library) -> None:
 
 
 def launch_options(shared: bool | None = None) -> dict:
-    """Theme, CSS (Gradio 6 takes them in launch(), not in Blocks()), the upload limit Gradio enforces (the data
-    reader's own, playground.limits.max_data_bytes), how many sessions Gradio keeps (PLAYGROUND_MAX_SESSIONS), the
-    bounds on what one request may send (http_bounds.RequestBounds) and, shared, on uploads per client address
-    and in all (sessions.UploadBounds). Gradio's own words lack one its screen-reader announcements use
-    ("common.complete", read out as that after every event): given here."""
+    """Theme, CSS and a script (numbers.KEEP_TYPED; Gradio 6 takes them in launch(), not in Blocks()), the upload
+    limit Gradio enforces (the data reader's own, playground.limits.max_data_bytes), how many sessions Gradio keeps
+    (PLAYGROUND_MAX_SESSIONS), the bounds on what one request may send (http_bounds.RequestBounds) and, shared, on
+    uploads per client address and in all (sessions.UploadBounds). Gradio's own words lack one its screen-reader
+    announcements use ("common.complete", read out as that after every event): given here."""
     from starlette.middleware import Middleware
 
     shared = shared_mode() if shared is None else shared
     # no "Runs" link in the footer: Gradio's history of a browser's calls, easily taken for training runs
-    return {"theme": gr.themes.Soft(), "css": CSS, "max_file_size": max_data_bytes(),
+    return {"theme": gr.themes.Soft(), "css": CSS, "head": KEEP_TYPED, "max_file_size": max_data_bytes(),
             "state_session_capacity": env_int("PLAYGROUND_MAX_SESSIONS", 1000),
             "footer_links": ["api", "gradio", "settings"], "run_history": False,
             "i18n": gr.I18n(en={"common.complete": "Done"}),

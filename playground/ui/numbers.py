@@ -9,8 +9,10 @@ checks a control as it is typed, for controls whose event is a button press.
 Gradio's own min/max check (gr.Number and gr.Slider preprocess) would answer first, with a corner toast ("Value -5
 is less than minimum value 0"), a traceback in the log and every output of the event marked failed; a slider's box
 would then snap to its end while the chart shows the old value. The controls made here skip it: their range only
-sets the spinner's and the slider's ends in the page. (Defining them makes Gradio write numbers.pyi beside this
-file, a stub of their events: it is gitignored.)"""
+sets the spinner's and the slider's ends in the page. Gradio's slider also snaps its box into range when it is left
+(on blur), which would drop the message and draw a value nobody typed: `KEEP_TYPED` (in the page's head) keeps the
+typed value and its message. (Defining the controls makes Gradio write numbers.pyi beside this file, a stub of
+their events: it is gitignored.)"""
 
 from __future__ import annotations
 
@@ -21,6 +23,16 @@ from typing import Callable
 import gradio as gr
 
 from playground.errors import PlaygroundError
+
+# Every slider of the app is a `Slider` below; the box beside it (data-testid "number-input", Gradio's slider only)
+# keeps what was typed when left: its blur never reaches Gradio's handler, which would snap it into range
+KEEP_TYPED = """<script>
+window.addEventListener("blur", (event) => {
+  if (event.target instanceof HTMLInputElement && event.target.dataset.testid === "number-input") {
+    event.stopImmediatePropagation();
+  }
+}, true);
+</script>"""
 
 
 class Number(gr.Number):

@@ -20,11 +20,15 @@ def model_names(library: Library, session: Session | None) -> list[str]:
     return library.names(visitor_of(library, session))
 
 
+def shown(library: Library, session: Session | None, name: str) -> str:
+    """A package's name as the page shows it to this session: the visitor's own without their code (shared mode:
+    Library.label; the code only keeps visitors' names apart on disk)."""
+    return library.label(name, visitor_of(library, session))
+
+
 def labelled(library: Library, session: Session | None, names: list[str]) -> list[tuple[str, str]]:
-    """A picker's choices: each package shown by its name without this visitor's own code (shared mode:
-    Library.label), picked by its whole name."""
-    visitor = visitor_of(library, session)
-    return [(library.label(name, visitor), name) for name in names]
+    """A picker's choices: each package by its shown name, picked by its whole name."""
+    return [(shown(library, session, name), name) for name in names]
 
 
 def default_model(names: list[str], keep: str | None = None) -> str | None:

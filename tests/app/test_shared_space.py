@@ -76,8 +76,9 @@ def package_zip(tmp_path_factory) -> Path:
 
 
 def names(client: Client) -> list[str]:
-    table, _ = client.predict(api_name="/list_models")
-    return [row[0] for row in table["data"]]
+    """The whole names of the packages this client may use (the Models table shows them without its code)."""
+    _, picker = client.predict(api_name="/list_models")
+    return [name for _, name in picker["choices"]]
 
 
 def refusal(client: Client, *args, api_name: str, **kwargs) -> str:
@@ -110,11 +111,11 @@ def test_a_visitor_never_reaches_another_visitors_model(space):
     # Alice's model is untouched and still hers
     assert (models_dir / alices / "model.safetensors").is_file()
     table, note, *_ = alice.predict(alices, "a b c", "greedy", api_name="/translate")
-    assert f"**{alices}**" in note and len(table["data"]) == 1
+    assert "**alices**" in note and alices not in note and len(table["data"]) == 1  # her name, as she gave it
     # the same name for Bob is his own package beside hers, never an overwrite, and no suffix tells him of hers
     done = bob.predict(model_name="alices", api_name="/train", **{**TINY, "max_steps": 5})[0]
     bobs = named(names(bob), "alices")
-    assert bobs != alices and bobs not in names(alice) and f"Saved as **`{bobs}`**" in done, done
+    assert bobs != alices and bobs not in names(alice) and "Saved as **`alices`**" in done and bobs not in done
     # the registry lives beside the packages; an exported zip carries no visitor's identity
     owners = json.loads((models_dir / REGISTRY).read_text(encoding="utf-8"))
     assert owners[alices]["owner"] != owners[bobs]["owner"]
@@ -133,8 +134,8 @@ def test_a_run_never_takes_over_another_visitors_averaged_name(space, package_zi
     bob.predict("reverse", 0.05, api_name="/load_builtin")
     done = bob.predict(model_name="victim", api_name="/train", **{**TINY, "average_last": 2})[0]
     assert done.startswith("✅ **Done**") and str(models_dir) not in done, done  # the package's name, no path
-    run = re.search(r"Saved as \*\*`([^`]+)`\*\*", done).group(1)
-    assert run == named([run], "victim")
+    assert "Saved as **`victim`**" in done and "averaged into **`victim-avg`**" in done, done
+    run = named(names(bob), "victim")
     owners = json.loads((models_dir / REGISTRY).read_text(encoding="utf-8"))
     assert owners[victims]["owner"] != owners[f"{run}-avg"]["owner"] == owners[run]["owner"]
     assert (models_dir / victims / "model.safetensors").read_bytes() == weights
@@ -418,12 +419,14 @@ def test_visitors_are_issued_by_the_server_and_bounded_per_address(tmp_path):
         assert newcomer.predict(None, api_name="/list_models")  # still serving
 
 
-def test_the_pickers_show_a_visitors_own_names_without_their_code(tmp_path):
+def test_the_pickers_and_the_models_table_show_a_visitors_own_names_without_their_code(tmp_path):
+    import gradio as gr
     from helpers import ALICE, BOB, shared_library
 
     from playground.packages.format import RESUME_STATE
     from playground.ui.pickers import model_dropdown
     from playground.ui.state import Session
+    from playground.ui.tabs.models import models_frame, pick
     from playground.ui.tabs.train import resume_dropdown
 
     library = shared_library(tmp_path / "models")
@@ -435,3 +438,11 @@ def test_the_pickers_show_a_visitors_own_names_without_their_code(tmp_path):
     assert picker["choices"] == [("enfr", alices), (DEMO, DEMO)] and picker["value"] == alices
     assert resume_dropdown(library, session)["choices"] == [("enfr", alices)]
     assert model_dropdown(library, Session(visitor=BOB))["choices"] == [(DEMO, DEMO)]
+    # the Models table lists it as "enfr" too, and a click on its row picks the package itself
+    assert list(models_frame(library, session)["name"]) == ["enfr", DEMO]
+    row = gr.SelectData(None, {"index": [0, 0], "value": "enfr", "row_value": ["enfr"]})
+    assert pick(library, session, row)["value"] == alices
+    # her own "demo-en-de" keeps its code: the page never shows two packages under one name
+    own_demo = tiny_package(library.add(DEMO, ALICE, 10_000)).name
+    assert own_demo != DEMO and dict(model_dropdown(library, session)["choices"])[own_demo] == own_demo
+    assert sorted(models_frame(library, session)["name"]) == sorted(["enfr", DEMO, own_demo])

@@ -131,6 +131,72 @@ def test_each_number_out_of_range_is_refused_beside_it_and_nothing_else_changes(
     expect(page.locator("label", has=box)).not_to_contain_text("⚠️")
 
 
+def typed(page, label: str, value: str):
+    box = page.get_by_role("spinbutton", name=label, exact=True)
+    box.fill(value)
+    box.press("Tab")
+    return box
+
+
+def test_heads_that_do_not_divide_d_model_are_said_beside_both_while_another_field_is_refused(narrow_page):
+    page = advanced_form(narrow_page)
+    vocabulary = typed(page, "Vocabulary size", "1000000000")  # another field out of range: the heads still say it
+    heads = typed(page, "Attention heads", "3")
+    words = "Attention heads must divide d_model: 3 does not divide 128 (2 or 4 heads would, or d_model 126 or 129)"
+    expect(page.locator("label", has=heads)).to_contain_text(f"⚠️ {words}")
+    d_model = page.get_by_role("spinbutton", name="d_model", exact=True)
+    expect(page.locator("label", has=d_model)).to_contain_text(words)
+    page.screenshot(path=str(SHOTS / "walk-heads-refused-1024.png"), full_page=True)
+    typed(page, "Vocabulary size", "3000")
+    expect(page.locator("label", has=vocabulary)).not_to_contain_text("⚠️")
+    expect(page.locator("label", has=heads)).to_contain_text(words)  # alone now: still said, only beside the two
+    expect(page.locator("label", has=vocabulary)).not_to_contain_text("divide")
+    typed(page, "Attention heads", "4")
+    expect(page.locator("label", has=heads)).not_to_contain_text("⚠️")
+    expect(page.locator("label", has=d_model)).not_to_contain_text("⚠️")
+    no_error_badges(page)
+
+
+def test_the_summary_gives_each_refused_field_its_own_line(narrow_page):
+    page = advanced_form(narrow_page)
+    typed(page, "Vocabulary size", "1000000000")
+    typed(page, "Learning rate", "-1")
+    summary = page.locator("#train-summary")
+    expect(summary).to_contain_text("Learning rate must be above 0, not -1.")
+    lines = [line.strip() for line in summary.inner_text().splitlines() if line.strip()]
+    assert lines[0].startswith("⚠️ Vocabulary size must be from 8 to 1,000,000, not 1,000,000,000"), lines
+    assert lines[1] == "Learning rate must be above 0, not -1.", lines
+    assert lines[2] == "Change them above, then start again.", lines
+    typed(page, "Vocabulary size", "3000")
+    typed(page, "Learning rate", "0.005")
+    expect(summary).not_to_contain_text("⚠️")
+
+
+def test_typed_values_stay_through_an_estimate_a_dataset_and_other_tabs(narrow_page):
+    """Only choosing a preset writes the form: typing during an estimate, loading a dataset and going to other tabs
+    and back leave what was typed."""
+    page = advanced_form(narrow_page)
+    values = {"Learning rate": "0.0123", "Vocabulary size": "2500", "Warmup steps": "77"}
+    page.get_by_role("button", name="⏱ Estimate duration").click()
+    for label, value in values.items():  # typed while it times the configuration (an edit drops that timing)
+        page.get_by_role("spinbutton", name=label, exact=True).fill(value)
+    wait_idle(page, timeout=60)
+    open_tab(page, "1 · Data")
+    page.get_by_role("button", name="Load built-in dataset").click()
+    expect(page.locator("#data-summary")).to_contain_text("held out", timeout=60_000)
+    for tab in ("3 · Translate", "2 · Train", "5 · Models", "2 · Train"):
+        open_tab(page, tab)
+        wait_idle(page, timeout=60)
+    for label, value in values.items():
+        box = page.get_by_role("spinbutton", name=label, exact=True)
+        expect(box).to_have_value(value)
+        expect(page.locator("label", has=box)).not_to_contain_text("⚠️")
+    expect(page.locator("#train-summary")).to_contain_text("parameters")
+    no_error_badges(page)
+    for label, value in (("Learning rate", "0.005"), ("Vocabulary size", "3000"), ("Warmup steps", "150")):
+        typed(page, label, value)
+
+
 def test_the_next_token_and_compare_tables_fit_at_1024_px(narrow_page, server):
     page, models_dir = narrow_page, server[1]
     # a second package to compare the demo with: the same weights, another learning rate on record

@@ -32,14 +32,17 @@ def box(page, label: str):
 
 def refused(page, label: str, value, message: str, kept, photo: str = "") -> None:
     """Typing `value` into the field puts `message` beside it (photographed as `photo`), and the outputs read by
-    `kept` stay as they were; then the field gets its value back (a slider's box would snap into its range once
-    left, and redraw)."""
+    `kept` stay as they were, also once the field is left (Gradio's slider would snap its box into range then,
+    drop the message and redraw); then the field gets its value back."""
     before = kept()
     field = box(page, label)
     old = field.input_value()
     field.fill(str(value))
     expect(field.locator(BLOCK)).to_contain_text(f"⚠️ {message}")
+    field.press("Tab")
     no_error_badges(page)
+    expect(field).to_have_value(str(value))
+    expect(field.locator(BLOCK)).to_contain_text(f"⚠️ {message}")
     assert kept() == before, label
     if photo:
         both_widths(page, photo)

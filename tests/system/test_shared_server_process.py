@@ -178,8 +178,8 @@ def test_api_sessions_expire_and_all_sessions_data_is_capped(server, tmp_path):
     latecomer = visitor(server.url, "198.51.100.60")
     assert "pairs kept" in latecomer.predict([handle_file(str(big))], 0.05, api_name="/load_files")[0]
     assert "Load data first" in refusal_of(warm.predict(api_name="/swap_direction"))
-    table, _ = warm.predict(api_name="/list_models")
-    assert named([row[0] for row in table["data"]], "warms")
+    _, picker = warm.predict(api_name="/list_models")
+    assert named([name for _, name in picker["choices"]], "warms")
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -23,6 +23,23 @@ def test_differing_settings_and_scores(two_runs):
         assert run.seconds_at(8) == run.elapsed[-1] <= training["wall_s"] + 0.001  # recorded to the ms
 
 
+def test_the_learning_rate_on_a_log_axis_draws_its_positive_values_only():
+    from playground.insight import plots
+    from playground.training.config import TrainConfig
+    from playground.training.schedule import learning_rate
+
+    cfg = TrainConfig.of(schedule="cosine", lr=5e-3, warmup_steps=4, max_steps=40)
+    steps = list(range(1, 41))
+    cosine = [learning_rate(cfg, step, 40) for step in steps]
+    assert cosine[-1] == 0  # a cosine schedule's last step: on a log axis it took the axis down to 1e-10
+    series = [("cosine", steps, cosine), ("from zero", [0, *steps], [0.0, *cosine])]
+    fig = plots.overlay_figure(series, "Learning rate", "step", "learning rate", log_y=True)
+    for trace in fig.data:
+        assert list(trace.x) == steps[:-1] and list(trace.y) == cosine[:-1] and min(trace.y) > 0
+    linear = plots.overlay_figure(series, "Learning rate", "step", "learning rate")
+    assert list(linear.data[1].y) == [0.0, *cosine]  # a linear axis draws the zeros too
+
+
 def test_refusals(two_runs):
     with pytest.raises(PackageError, match="at least two"):
         load_runs([two_runs / "slow"])

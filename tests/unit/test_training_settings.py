@@ -104,6 +104,18 @@ def test_a_size_within_range_but_too_costly_together_is_said_beside_the_sizes():
     assert field_note("lr", form) == ""  # not a size: said in the parameter line only
 
 
+def test_heads_that_do_not_divide_d_model_are_said_beside_the_two_whatever_else_is_refused():
+    words = "Attention heads must divide d_model: 3 does not divide 128 (2 or 4 heads would, or d_model 126 or 129)"
+    for form in ({**preset_values("tiny"), "n_heads": 3},
+                 {**preset_values("tiny"), "n_heads": 3, "vocab_size": 10**9, "lr": -1}):  # others out of range
+        assert field_note("n_heads", form) == field_note("d_model", form) == words
+        assert field_note("n_encoder_layers", form) == field_note("max_len", form) == ""  # said once, where it is
+    assert field_note("n_heads", {**preset_values("tiny"), "n_heads": 3, "d_model": 8}) == \
+        "Attention heads must divide d_model: 3 does not divide 8 (2 or 4 heads would, or d_model 6 or 9)"
+    assert field_note("n_heads", {**preset_values("tiny"), "n_heads": 16, "d_model": 8}) == \
+        "Attention heads must divide d_model: 16 does not divide 8 (8 heads would, or d_model 16)"
+
+
 def test_a_record_in_the_old_flat_layout_loads_and_resumes(tmp_path):
     """A package saved by 725aca2 (the shipped demo's record lacks settings added since) gives its settings back."""
     demo = Path(__file__).resolve().parents[2] / "models" / "demo-en-de"

@@ -17,7 +17,7 @@ from playground.serving.library import Library
 from playground.ui.caches import package_probe
 from playground.ui.handlers import bind, cleared_export, quick_call, readable, request_lines, said_beside
 from playground.ui.numbers import Range, Slider, checked
-from playground.ui.pickers import default_model, model_names, model_picker, package_folder, picked_shape
+from playground.ui.pickers import default_model, model_names, model_picker, package_folder, picked_shape, shown
 from playground.ui.state import Session
 
 KINDS = [("Cross-attention (decoder → encoder)", "cross"), ("Encoder self-attention", "encoder"),
@@ -157,7 +157,7 @@ def show_attention(library: Library, session: Session, model: str, source: str, 
     target_lines, target_cut = request_lines(target, "target")
     session.attention = compute_maps(folder, " ".join(source_lines), target_mode, " ".join(target_lines))
     att = session.attention
-    note = (f"**{att['model']}** · {len(att['src_tokens'])} source tokens (with `<eos>`), "
+    note = (f"**{shown(library, session, att['model'])}** · {len(att['src_tokens'])} source tokens (with `<eos>`), "
             f"{len(att['tgt_tokens'])} target inputs (from `<bos>`); rows are queries, columns keys. "
             "Hover for the weights." + cut_note(att) + "".join("\n\n" + cut for cut in (source_cut, target_cut)
                                                               if cut))

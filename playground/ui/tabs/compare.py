@@ -3,7 +3,7 @@ settings that differ, the final scores, and the same sentences translated by eac
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import SimpleNamespace
 
 import gradio as gr
@@ -14,7 +14,7 @@ from playground.insight import plots
 from playground.serving import work
 from playground.serving.library import Library
 from playground.ui.handlers import bind, quick_call, request_lines, said_beside
-from playground.ui.pickers import model_names, package_folder
+from playground.ui.pickers import model_names, package_folder, shown
 from playground.ui.state import Session
 
 MAX_SENTENCES = 20  # each sentence is translated by every compared model
@@ -87,7 +87,8 @@ def compare(library: Library, session: Session, names: list[str] | None, x_axis:
     from playground.insight.compare import check_choice
 
     check_choice(list(names or []))  # before any name is resolved: a list of 100,000 names costs nothing
-    runs = quick_runs([str(package_folder(library, session, name)) for name in names or []])
+    runs = [replace(run, name=shown(library, session, run.name))
+            for run in quick_runs([str(package_folder(library, session, name)) for name in names or []])]
     note = time_note(runs) if x_axis == "wall time" else ""
     session.compared_runs = len(runs)
     return note, *tables(runs), *run_figures(runs, x_axis)
@@ -104,7 +105,9 @@ def translate_each(library: Library, session: Session, names: list[str] | None, 
     if not lines or len(lines) > MAX_SENTENCES:
         raise PlaygroundError(f"Type between 1 and {MAX_SENTENCES} sentences, one per line.")
     folders = [str(package_folder(library, session, name)) for name in names]
-    table = pd.DataFrame(quick_columns(folders, lines)).replace("", "(empty output)")
+    columns = quick_columns(folders, lines)  # "source", then one column per package name
+    table = pd.DataFrame({shown(library, session, name) if name != "source" else name: column
+                          for name, column in columns.items()}).replace("", "(empty output)")
     session.compared_models = len(folders)
     return cut, table
 

@@ -18,7 +18,7 @@ from playground.serving.library import Library
 from playground.settings import KB, MB
 from playground.ui.caches import package_info
 from playground.ui.handlers import bind, quick_call, readable, said_beside
-from playground.ui.pickers import default_model, model_dropdown, model_names, package_folder
+from playground.ui.pickers import default_model, model_dropdown, model_names, package_folder, shown
 from playground.ui.state import Session, visitor_of
 from playground.ui.tabs import hub_panel
 
@@ -38,10 +38,11 @@ class ModelsTab:
 
 
 def models_frame(library: Library, session: Session | None) -> pd.DataFrame:
-    """One row per package this session may use, from its JSON files (no weights loaded); a broken package says so
-    in its own row."""
+    """One row per package this session may use, by its shown name, from its JSON files (no weights loaded); a
+    broken package says so in its own row."""
     rows = []
     for folder in library.packages(visitor_of(library, session)):
+        name = shown(library, session, folder.name)
         try:  # the JSON files are schema-checked (playground.packages.schema), so the summary's fields have their types
             summary = summary_of(package_info(folder))
             m = summary.model
@@ -50,11 +51,11 @@ def models_frame(library: Library, session: Session | None) -> pd.DataFrame:
             saved = summary.saved_at or time.strftime("%Y-%m-%d %H:%M", time.localtime(folder.stat().st_mtime))
             saved = f"{saved[:10]} {saved[11:16]}" if saved[10:11] == "T" else saved  # ISO: the date and the minute
         except (PackageError, OSError) as err:  # broken, or deleted while listing
-            rows.append([folder.name, "⚠️ broken", str(err)[:160], None, None, None, None, None, None, None])
+            rows.append([name, "⚠️ broken", str(err)[:160], None, None, None, None, None, None, None])
             continue
         last = summary.last
         rows.append([
-            folder.name, summary.direction, architecture, summary.params, summary.steps,
+            name, summary.direction, architecture, summary.params, summary.steps,
             round(last["bleu"], 2) if "bleu" in last else None, round(last["chrf"], 2) if "chrf" in last else None,
             round(last["val_loss"], 3) if "val_loss" in last else None,
             round(summary.size_bytes / MB, 2), saved,
@@ -167,9 +168,9 @@ def import_model(library: Library, session: Session, file):
         folder = import_zip(path, library.models_dir, name=reserved.name, check=checked_in_worker)
     finally:
         library.forget(reserved.name)  # dropped only when nothing was imported
-    gr.Info(f"Imported {folder.name}.")
+    gr.Info(f"Imported {shown(library, session, folder.name)}.")
     table, dropdown = refresh_all(library, session, folder.name)
-    return f"✅ Imported **{folder.name}**.", table, dropdown, None
+    return f"✅ Imported **{shown(library, session, folder.name)}**.", table, dropdown, None
 
 
 @readable
@@ -179,16 +180,17 @@ def delete_model(library: Library, session: Session, name: str, confirm: bool = 
         raise PackageError("Choose the model to delete.")
     folder = package_folder(library, session, name)  # somebody else's is "no such model", before any question
     if not confirm:
-        raise PackageError(f"Tick “Yes, delete {name}” first: deleting cannot be undone.")
+        raise PackageError(f"Tick “Yes, delete {shown(library, session, name)}” first: deleting cannot be undone.")
     library.delete(folder.name, visitor_of(library, session))
     table, dropdown = refresh_all(library, session, None)
-    return f"🗑 Deleted **{name}**.", table, dropdown, gr.update(value=False)
+    return f"🗑 Deleted **{shown(library, session, folder.name)}**.", table, dropdown, gr.update(value=False)
 
 
-def pick(evt: gr.SelectData):
-    """The model of the table row clicked."""
+def pick(library: Library, session: Session, evt: gr.SelectData):
+    """The model of the table row clicked (the row shows its name as the pickers do)."""
     row = evt.row_value or []
-    return gr.update(value=row[0]) if row else gr.update()
+    by_label = {shown(library, session, name): name for name in model_names(library, session)}
+    return gr.update(value=by_label.get(row[0], row[0])) if row else gr.update()
 
 
 def untick() -> bool:
@@ -245,7 +247,7 @@ def build(session: gr.State, library: Library) -> ModelsTab:
 
     refresh.click(bind(refresh_all, library), [session, model], [table, model], api_name="list_models",
                   show_progress="hidden")
-    table.select(pick, None, [model], api_visibility="private")
+    table.select(bind(pick, library), [session], [model], api_visibility="private")
     show_card = dict(**said_beside(bind(model_card, library), [c.card_md, c.config], c.card_md),
                      inputs=[session, model], show_progress="hidden")
     model.change(**show_card, api_name="model_card")

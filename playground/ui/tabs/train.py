@@ -23,7 +23,7 @@ from playground.serving.zerogpu import (
     on_zerogpu,
     training_slots,
 )
-from playground.training.form import FIELDS, build_config, checked_config, field_note, preset_values
+from playground.training.form import FIELDS, build_config, checked_config, field_note, field_problems, preset_values
 from playground.ui import texts
 from playground.ui.handlers import bind, readable, said_beside
 from playground.ui.pickers import labelled
@@ -76,11 +76,19 @@ STALE_ZEROGPU = ("  \n⏱ Press **Estimate duration** to time this configuration
                  "daily GPU time; nothing is timed unasked).")
 
 
+def form_config(values: dict):
+    """checked_config of the form's values; fields out of range are refused one a line (each says so beside it too)."""
+    problems = field_problems(values)
+    if len(problems) > 1:
+        raise TrainingError("".join(f"{problem}.  \n" for problem in problems) + "Change them above, then start again.")
+    return checked_config(values)
+
+
 def previews(session: Session, values: dict, note: str) -> tuple[str, object]:
     """The parameter line (then `note`) and the LR preview for the settings on the form; settings that do not work
     are said in the line, and the preview keeps the last that did."""
     try:
-        cfg = checked_config(values)  # its cost too: a vocabulary of 10^9 is refused here, not by the tokenizer
+        cfg = form_config(values)  # its cost too: a vocabulary of 10^9 is refused here, not by the tokenizer
     except TrainingError as err:
         return f"⚠️ {err}{note}", gr.skip()
     return parameter_line(cfg) + note, lr_preview_figure(session, cfg)
@@ -112,7 +120,7 @@ def refresh_preview(session: Session, **values):
 def estimate(library: Library, time_steps, session: Session, **values):
     """Time a few training steps of this configuration on this machine; estimate the whole run."""
     # time_steps: playground.training.estimate.estimate_training as a ZeroGPU call (the settings in, numbers out)
-    cfg = checked_config(values)
+    cfg = form_config(values)
     library.keeper.check_size(visitor_of(library, session), package_bytes(cfg))  # before building anything to time
     seq_len, epoch_steps = data_shape(session, cfg.tokenizer, cfg.batch_tokens)
     est = time_steps(cfg, seq_len=seq_len, epoch_steps=epoch_steps)
@@ -133,7 +141,7 @@ def first_estimate(library: Library, time_steps, session: Session, **values):
 def train(library: Library, session: Session, model_name: str, **values):
     """Train a new model on this session's data; yields status, charts and sample translations as it runs.
     (On ZeroGPU the run is a sequence of GPU calls: see make_trainer.)"""
-    yield from start_run(session, library, model_name, checked_config(values))
+    yield from start_run(session, library, model_name, form_config(values))
 
 
 def resume(library: Library, session: Session, resume_from: str, **values):
@@ -213,7 +221,7 @@ def settings_panel(values: dict, first_params: str, shared: bool) -> tuple:
         with gr.Column(scale=2):
             preset = gr.Radio(list(PRESETS), value="tiny", label="Preset")
             preset_info = gr.Markdown(preset_line("tiny"))
-            params_info = gr.Markdown(first_params)
+            params_info = gr.Markdown(first_params, elem_id="train-summary")
         with gr.Column(scale=1):
             model_name = gr.Textbox("my-model", label="Model name", info=NAME_HELP_SHARED if shared else NAME_HELP)
             estimate_btn = gr.Button("⏱ Estimate duration")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 
@@ -78,10 +77,13 @@ def start_line(name: str, e) -> str:
             f"{e.steps_per_epoch:,} steps per epoch, vocabulary {e.vocab_size:,}.")
 
 
-def averaged_line(e) -> str:
-    """What the Done line adds after an Averaged event."""
+def averaged_line(e, name: str) -> str:
+    """What the Done line adds after an Averaged event of the run shown as `name` (its averaged package is always
+    `<name>-avg`: playground.packages.names.average_name)."""
+    from playground.packages.names import average_name
+
     return (f"  \nThe weights of steps {', '.join(map(str, e.steps))} were averaged into "
-            f"**`{Path(e.path).name}`**.")
+            f"**`{average_name(name)}`**.")
 
 
 def estimate_error(estimated: int | None, did: int, reason: str) -> str:

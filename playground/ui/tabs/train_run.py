@@ -24,6 +24,7 @@ from playground.serving.library import Library
 from playground.serving.zerogpu import CPU_RUN_MAX_PARAMS, gpu_chunk_seconds
 from playground.training.events import StopReason
 from playground.ui.caches import package_info
+from playground.ui.pickers import shown
 from playground.ui.state import Session, visitor_of
 from playground.ui.tabs.train_progress import (
     STOPPED_PENDING,
@@ -114,7 +115,8 @@ class Charts:
 
 def stream_run(session: Session, build_trainer, name: str, folder: Path, cfg, cap_note: str,
                estimated: int | None = None):
-    """Shared by Start, Resume and Continue: build the trainer, iterate its events, yield throttled UI updates.
+    """Shared by Start, Resume and Continue: build the trainer, iterate its events, yield throttled UI updates;
+    `name`: the package's name as the page shows it (pickers.shown).
 
     Outputs: status, loss chart, validation chart, LR chart, BLEU/chrF chart, samples table."""
     from playground.training import events as ev
@@ -164,7 +166,7 @@ def stream_run(session: Session, build_trainer, name: str, folder: Path, cfg, ca
                     yield (f"❌ {e.message}", *charts.all(), samples)
                     return
                 case ev.Averaged():
-                    averaged = averaged_line(e)
+                    averaged = averaged_line(e, name)
                 case ev.Done():
                     note = cap_note if e.reason == StopReason.TIME else ""
                     note += f"  \n✂️ {e.summary['cut']}" if e.summary.get("cut") else ""
@@ -210,8 +212,8 @@ def resumable_folder(library: Library, session: Session, resume_from: str) -> Pa
 
     folder = library.writable(resume_from, visitor_of(library, session))
     if not (folder / RESUME_STATE).is_file():
-        raise PackageError(f"{folder.name} holds no training state to resume from (it was imported, or not trained "
-                           "here): start a new run instead.")
+        raise PackageError(f"{shown(library, session, folder.name)} holds no training state to resume from (it was "
+                           "imported, or not trained here): start a new run instead.")
     return folder
 
 
@@ -226,8 +228,8 @@ def continue_run(session: Session, library: Library, resume_from: str, on_cpu: b
         from playground.training.estimate import count_parameters
 
         if (summary_of(package_info(folder)).params or count_parameters(cfg)) > CPU_RUN_MAX_PARAMS:
-            raise TrainingError(f"{folder.name} is too large to train on this Space's CPU (at most "
-                                f"{CPU_RUN_MAX_PARAMS / 1e6:g} M parameters): continue it on the GPU.")
+            raise TrainingError(f"{shown(library, session, folder.name)} is too large to train on this Space's CPU "
+                                f"(at most {CPU_RUN_MAX_PARAMS / 1e6:g} M parameters): continue it on the GPU.")
     yield from run(session, library, folder.name, cfg, resume_from=folder, in_one_piece=on_cpu)
 
 
@@ -241,7 +243,8 @@ def reserve(library: Library, session: Session, name: str, cfg, resume_from: Pat
         return resume_from, [library.add_average(resume_from, visitor, size)] if cfg.average_last else []
     folder = library.add(name, visitor, size, average=cfg.average_last > 0)
     if library.label(folder.name, visitor) != name:
-        gr.Warning(f"This run is saved as {folder.name!r}; choose another name to pick it yourself.")
+        gr.Warning(f"This run is saved as {shown(library, session, folder.name)!r}; choose another name to pick it "
+                   "yourself.")
     return folder, [folder.with_name(average_name(folder.name))] if cfg.average_last else []
 
 
@@ -260,4 +263,4 @@ def run(session: Session, library: Library, name: str, cfg, resume_from: Path | 
         folder, averaged = reserve(library, session, name, cfg, resume_from)
         with library.writing(folder, *averaged):  # held until the run ends: nothing else writes them
             yield from stream_run(session, lambda: make_trainer(cfg, data, folder, resume_from, in_one_piece),
-                                  folder.name, folder, cfg, cap_note, estimated)
+                                  shown(library, session, folder.name), folder, cfg, cap_note, estimated)

@@ -18,7 +18,7 @@ from playground.serving.library import Library
 from playground.ui.caches import package_info
 from playground.ui.handlers import bind, quick_call, readable, request_lines, said_beside
 from playground.ui.numbers import Range, checked, watch
-from playground.ui.pickers import DEMO_MODEL, model_picker, package_folder, picked_shape
+from playground.ui.pickers import DEMO_MODEL, model_picker, package_folder, picked_shape, shown
 from playground.ui.state import Session
 from playground.ui.tabs import steps_view
 
@@ -148,7 +148,8 @@ def translate_text(library: Library, session: Session, model: str, text: str, me
     seconds = time.perf_counter() - start
     rows, merged = result_rows(session, folder.name, results)
     score = "log p / length^α" if method == "beam" else "sum of log p"
-    note = (f"{len(sentences)} sentence{'s' if len(sentences) > 1 else ''} with **{folder.name}** "
+    note = (f"{len(sentences)} sentence{'s' if len(sentences) > 1 else ''} with "
+            f"**{shown(library, session, folder.name)}** "
             f"({config['src_lang']} → {config['tgt_lang']}), {method}, in {seconds:.2f} s. "
             f"Score = {score}. Click a row to see the model's next-token choices for it.")
     if merged:
