@@ -105,11 +105,11 @@ def multi30k_like(n: int, seed: int = 0) -> list[tuple[str, str]]:
 def test_a_short_minutes_budget_leaves_warmup_and_validates_along_the_way(tmp_path):
     pairs = multi30k_like(3000)
     data = TrainData(pairs[:2850], pairs[2850:], "en", "fr")
-    cfg = preset_config("tiny", device="cpu", precision="fp32")
+    cfg = preset_config("tiny", device="cpu", precision="fp32", eval_sentences=50)  # each validation decodes 50
     assert cfg.warmup_steps == 150 and cfg.eval_every is None  # the preset validates "auto"
     timing = estimate_training(cfg, seq_len=15)
-    # a budget that fits about 150 steps here, validations included
-    cfg.max_minutes = (150 * timing.seconds_per_step + VALIDATIONS_PER_RUN * timing.eval_seconds) / 60
+    # a budget that fits about 80 steps here, validations included: fewer than the preset's 150 warmup steps
+    cfg.max_minutes = (80 * timing.seconds_per_step + VALIDATIONS_PER_RUN * timing.eval_seconds) / 60
     trainer = Trainer(cfg, data, tmp_path / "run")
     events = list(trainer.run())
 
