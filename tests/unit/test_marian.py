@@ -3,6 +3,7 @@ as a package tokenizes, scores and translates exactly as transformers' MarianTok
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 from pathlib import Path
@@ -171,3 +172,17 @@ def test_weights_that_do_not_fit_the_config_are_refused_before_loading(checkpoin
     (folder / "config.json").write_text(json.dumps({**config, "d_model": 32}))
     with pytest.raises(PackageError, match="does not fit config.json"):
         import_marian(folder, tmp_path / "out", origin="x")
+
+
+def test_a_charsmap_whose_header_overruns_it_is_refused_before_parsing(package, tmp_path):
+    from playground.packages.tokenizer_checks import check_tokenizer_cost
+
+    vocab = package.model.cfg.src_vocab_size
+    check_tokenizer_cost(package.path / "tokenizer.json", vocab)  # the imported one passes
+    spec = json.loads((package.path / "tokenizer.json").read_text(encoding="utf-8"))
+    step = spec["normalizer"]["normalizers"][0]
+    charsmap = base64.b64decode(step["precompiled_charsmap"])
+    step["precompiled_charsmap"] = base64.b64encode(b"\xff\xff\xff\xff" + charsmap[4:]).decode()  # issue 32 row A
+    (tmp_path / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
+    with pytest.raises(PackageError, match=r"normalizer \(Sequence\) is not one the playground writes"):
+        check_tokenizer_cost(tmp_path / "tokenizer.json", vocab)
