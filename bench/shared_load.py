@@ -127,7 +127,7 @@ def heaviest_lines(method: str) -> int:
     from playground.ui.tabs.translate import MAX_SENTENCES
 
     cfg = TransformerConfig(**read_json(REPO_ROOT / "models" / "demo-en-de" / "config.json")["model"])
-    per_line = output_limit(cfg, cfg.max_len, None) * (5 if method == "beam" else 1)
+    per_line = output_limit(cfg, cfg.max_positions, None) * (5 if method == "beam" else 1)
     return min(MAX_SENTENCES, max_decode_tokens() // per_line)
 
 
