@@ -426,7 +426,7 @@ def test_the_pickers_and_the_models_table_show_a_visitors_own_names_without_thei
     from playground.packages.format import RESUME_STATE
     from playground.ui.pickers import model_dropdown
     from playground.ui.state import Session
-    from playground.ui.tabs.models import models_frame, pick
+    from playground.ui.tabs.models import card, models_frame, pick
     from playground.ui.tabs.train import resume_dropdown
 
     library = shared_library(tmp_path / "models")
@@ -440,6 +440,7 @@ def test_the_pickers_and_the_models_table_show_a_visitors_own_names_without_thei
     assert model_dropdown(library, Session(visitor=BOB))["choices"] == [(DEMO, DEMO)]
     # the Models table lists it as "enfr" too, and a click on its row picks the package itself
     assert list(models_frame(library, session)["name"]) == ["enfr", DEMO]
+    assert card(library, session, alices)[0].startswith("# enfr\n")
     row = gr.SelectData(None, {"index": [0, 0], "value": "enfr", "row_value": ["enfr"]})
     assert pick(library, session, row)["value"] == alices
     # her own "demo-en-de" keeps its code: the page never shows two packages under one name

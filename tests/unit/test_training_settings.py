@@ -110,7 +110,7 @@ def test_heads_that_do_not_divide_d_model_are_said_beside_the_two_whatever_else_
     for form in ({**preset_values("tiny"), "n_heads": 3},
                  {**preset_values("tiny"), "n_heads": 3, "vocab_size": 10**9, "lr": -1}):  # others out of range
         assert field_note("n_heads", form) == field_note("d_model", form) == words
-        assert field_note("n_encoder_layers", form) == field_note("max_sentence_tokens", form) == ""  # said once, where it is
+        assert field_note("n_encoder_layers", form) == field_note("max_sentence_tokens", form) == ""  # said once
     assert field_note("n_heads", {**preset_values("tiny"), "n_heads": 3, "d_model": 8}) == \
         "Attention heads must divide d_model: 3 does not divide 8 (2 or 4 heads would, or d_model 6 or 9)"
     assert field_note("n_heads", {**preset_values("tiny"), "n_heads": 16, "d_model": 8}) == \

@@ -91,6 +91,8 @@ def card(library: Library, session: Session | None, name: str | None) -> tuple[s
     # never more than a card's limit is read (a README.md of a gigabyte of zeros is refused, not loaded)
     text = (read_limited(folder / CARD).decode("utf-8", errors="replace") if (folder / CARD).is_file()
             else f"# {name}\n\n(no model card)")
+    # its title as the pickers show it (the folder's path in the card's code keeps the code: that is on disk)
+    text = text.replace(f"# {folder.name}\n", f"# {shown(library, session, folder.name)}\n", 1)
     files = ", ".join(f"`{f}` ({file_size(size)})" for f, size in sorted(info["files"].items()))
     return f"{text}\n\n**Files:** {files}", info["config"]
 
