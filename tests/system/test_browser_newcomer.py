@@ -131,6 +131,17 @@ def test_each_number_out_of_range_is_refused_beside_it_and_nothing_else_changes(
     expect(page.locator("label", has=box)).not_to_contain_text("⚠️")
 
 
+def fresh_form(page):
+    """The Advanced form with the tiny preset's values (another preset, then tiny: a preset writes every field)."""
+    page = advanced_form(page)
+    for preset in ("small", "tiny"):
+        page.get_by_role("radio", name=preset, exact=True).check()
+        wait_idle(page, timeout=60)
+    expect(page.get_by_role("spinbutton", name="d_model", exact=True)).to_have_value("128")
+    expect(page.locator("#train-summary")).not_to_contain_text("⚠️")
+    return page
+
+
 def typed(page, label: str, value: str):
     box = page.get_by_role("spinbutton", name=label, exact=True)
     box.fill(value)
@@ -139,7 +150,7 @@ def typed(page, label: str, value: str):
 
 
 def test_heads_that_do_not_divide_d_model_are_said_beside_both_while_another_field_is_refused(narrow_page):
-    page = advanced_form(narrow_page)
+    page = fresh_form(narrow_page)
     vocabulary = typed(page, "Vocabulary size", "1000000000")  # another field out of range: the heads still say it
     heads = typed(page, "Attention heads", "3")
     words = "Attention heads must divide d_model: 3 does not divide 128 (2 or 4 heads would, or d_model 126 or 129)"
@@ -158,7 +169,7 @@ def test_heads_that_do_not_divide_d_model_are_said_beside_both_while_another_fie
 
 
 def test_the_summary_gives_each_refused_field_its_own_line(narrow_page):
-    page = advanced_form(narrow_page)
+    page = fresh_form(narrow_page)
     typed(page, "Vocabulary size", "1000000000")
     typed(page, "Learning rate", "-1")
     summary = page.locator("#train-summary")
@@ -175,7 +186,7 @@ def test_the_summary_gives_each_refused_field_its_own_line(narrow_page):
 def test_typed_values_stay_through_an_estimate_a_dataset_and_other_tabs(narrow_page):
     """Only choosing a preset writes the form: typing during an estimate, loading a dataset and going to other tabs
     and back leave what was typed."""
-    page = advanced_form(narrow_page)
+    page = fresh_form(narrow_page)
     values = {"Learning rate": "0.0123", "Vocabulary size": "2500", "Warmup steps": "77"}
     page.get_by_role("button", name="⏱ Estimate duration").click()
     for label, value in values.items():  # typed while it times the configuration (an edit drops that timing)
