@@ -139,9 +139,10 @@ def output_limit(cfg: TransformerConfig, source_length: int, max_output_tokens: 
 
 
 def cache_bytes(cfg: TransformerConfig, source_length: int, output_length: int, beams: int) -> int:
-    """Memory decoding one sentence takes: the decoder's self-attention keys, values and their spare buffer for
-    output_length steps, the cross-attention keys and values of the source, and three rows of logits, per beam."""
-    per_beam = ((2 * cfg.n_decoder_layers + 1) * output_length * cfg.d_model
+    """Memory decoding one sentence takes: the decoder's self-attention keys, values and their spare buffer (one
+    layer's) for output_length steps, the cross-attention keys and values of the source, and three rows of logits,
+    per beam."""
+    per_beam = ((2 * cfg.n_decoder_layers + 2) * output_length * cfg.d_model
                 + 2 * cfg.n_decoder_layers * source_length * cfg.d_model + 3 * cfg.tgt_vocab_size)
     return 4 * beams * per_beam
 

@@ -25,7 +25,7 @@ import torch.nn as nn
 
 from playground.core.attention import CrossAttention, SelfAttention
 from playground.core.dropout import Dropout
-from playground.core.kv_cache import DecoderState
+from playground.core.kv_cache import DecoderState, LayerCache
 from playground.core.positional import Embedding
 
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "swish": nn.SiLU}
@@ -275,11 +275,12 @@ class Transformer(nn.Module):
     def start_decoding(self, src: torch.Tensor, max_steps: int) -> DecoderState:
         """Encode once and prepare caches for up to max_steps target positions."""
         memory, _ = self.encode(src)
+        kv = self.memory_kv(memory)
         cfg = self.cfg
-        mask = self.src_key_mask(src)
-        kv = memory.new_empty(max_steps, src.size(0), cfg.n_decoder_layers, 2, cfg.n_heads, cfg.d_model // cfg.n_heads)
-        # without padding (always at batch 1) attention needs no mask: no mask to convert at every step
-        return DecoderState(self.memory_kv(memory), None if mask.all() else mask, kv)
+        head_dim = cfg.d_model // cfg.n_heads
+        caches = [LayerCache(src.size(0), cfg.n_heads, head_dim, max_steps, memory) for _ in self.decoder]
+        mask = self.src_key_mask(src)  # without padding (always at batch 1) no mask to apply at every step
+        return DecoderState(kv, None if mask.all() else mask, caches)
 
     @torch.inference_mode()
     def decode_step(self, tokens: torch.Tensor, state: DecoderState) -> torch.Tensor:
