@@ -33,13 +33,14 @@ from playground.core.tokenizer import (
     UNK_ID,
     PairTokenizer,
     pre_tokenizer,
+    sentencepiece_decoder,
     sentencepiece_normalizer,
-    text_decoder,
 )
 from playground.errors import PackageError
 from playground.packages.format import safetensors_shapes
 from playground.packages.marian_weights import from_marian, weight_slots
 from playground.packages.sentencepiece_model import CONTROL, NORMAL, UNIGRAM, UNKNOWN, SentencePieceModel, read_spm
+from playground.packages.tokenizer_checks import MAX_CHARSMAP_BYTES, charsmap_fits
 from playground.runtime.memory import check_model_loads
 
 MARIAN_FILES = ("config.json", "model.safetensors", "source.spm", "target.spm", "vocab.json", "tokenizer_config.json")
@@ -219,6 +220,9 @@ def side_tokenizer(spm: SentencePieceModel, pieces: list[str], order: list[int],
             and spm.split_by_whitespace and not spm.whitespace_as_suffix):
         raise PackageError(f"{name} handles whitespace in a way other than SentencePiece's default (a dummy prefix, "
                            "extra whitespace removed, words split at spaces), which the playground does not import.")
+    if spm.precompiled_charsmap and not charsmap_fits(spm.precompiled_charsmap):
+        raise PackageError(f"{name}'s character map is larger than {MAX_CHARSMAP_BYTES:,} bytes or corrupt; it was "
+                           "not read.")
     scores = {p.text: p.score for p in spm.pieces if p.type == NORMAL}
     unknown = [p.type for p in spm.pieces if p.type not in (NORMAL, UNKNOWN, CONTROL)]
     if unknown:
@@ -236,7 +240,7 @@ def side_tokenizer(spm: SentencePieceModel, pieces: list[str], order: list[int],
     tokenizer = Tokenizer(models.Unigram(vocab, unk_id=UNK_ID, byte_fallback=False))
     tokenizer.normalizer = sentencepiece_normalizer(spm.precompiled_charsmap)
     tokenizer.pre_tokenizer = pre_tokenizer("unigram")
-    tokenizer.decoder = text_decoder()
+    tokenizer.decoder = sentencepiece_decoder()
     tokenizer.add_special_tokens([AddedToken(token, special=True, normalized=False) for token in SPECIAL_TOKENS])
     codes = [token for token, _ in vocab if LANGUAGE_CODE.match(token)]
     tokenizer.add_tokens([AddedToken(code, normalized=False) for code in codes])

@@ -117,9 +117,10 @@ def generated(model, ids, mask, **options) -> list[list[int]]:
 @pytest.mark.parametrize("method", ["greedy", "beam"])
 def test_greedy_and_beam_outputs_are_generates(method, package, marian, marian_ids):
     model, _ = marian
-    texts = [t for t in sentences(40, seed=5) if t.strip()][:6]
+    texts = [t for t in sentences(40, seed=5) if t.strip()][:8]
     limit = 24
     opts = DecodeOptions(method=method, beam_size=4, length_penalty=1.0, max_output_tokens=limit)
+    outputs = []
     for text in texts:  # one at a time: transformers' beam search pads finished rows differently
         src, hf_src, mask = marian_batch(package, marian_ids, [text])
         search = beam_search if method == "beam" else greedy_or_sample
@@ -127,6 +128,9 @@ def test_greedy_and_beam_outputs_are_generates(method, package, marian, marian_i
         theirs = generated(model, hf_src, mask, num_beams=4 if method == "beam" else 1, length_penalty=1.0,
                            early_stopping=True, max_new_tokens=limit)
         assert ours == theirs, repr(text)
+        outputs += ours
+    assert len({tuple(ids) for ids in outputs}) > len(texts) // 2  # the input decides the output
+    assert {len(ids) for ids in outputs} - {limit}  # and some end before the limit, at </s>
 
 
 def test_the_package_says_where_it_came_from(package):
