@@ -38,7 +38,7 @@ from playground.core.tokenizer import (
 )
 from playground.errors import PackageError
 from playground.packages.format import safetensors_shapes
-from playground.packages.marian_weights import from_marian, weight_slots
+from playground.packages.marian_weights import from_marian, marian_shapes
 from playground.packages.sentencepiece_model import CONTROL, NORMAL, UNIGRAM, UNKNOWN, SentencePieceModel, read_spm
 from playground.packages.tokenizer_checks import MAX_CHARSMAP_BYTES, charsmap_fits
 from playground.runtime.memory import check_model_loads
@@ -251,15 +251,8 @@ def converted_model(path: Path, checkpoint: MarianCheckpoint, order: list[int]) 
     """The checkpoint's weights in our model: shapes checked from the header before a tensor is read."""
     cfg = checkpoint.cfg
     shapes = safetensors_shapes(path)
-    marian_vocab, d = cfg.src_vocab_size - 1, cfg.d_model
-    with torch.device("meta"):
-        ours = {name: tuple(t.shape) for name, t in Transformer(cfg).state_dict().items()}
-    needed: dict[str, tuple[int, ...]] = {"final_logits_bias": (1, marian_vocab)}
-    for slot in weight_slots(cfg):
-        shape = ours[slot.ours]
-        if slot.ours.endswith("tokens.weight") or slot.ours == "output.weight":
-            shape = (marian_vocab, d)
-        needed[slot.hf] = (shape[0] // slot.parts, *shape[1:])
+    marian_vocab = cfg.src_vocab_size - 1
+    needed = {"final_logits_bias": (1, marian_vocab), **marian_shapes(cfg, marian_vocab)}
     wrong = [f"{k}: {shapes[k]} (config.json: {v})" for k, v in needed.items() if k in shapes and shapes[k] != v]
     if wrong:
         raise PackageError(f"model.safetensors does not fit config.json: {'; '.join(wrong[:3])}.")
@@ -272,10 +265,14 @@ def converted_model(path: Path, checkpoint: MarianCheckpoint, order: list[int]) 
     except (SafetensorError, OSError) as err:
         raise PackageError(f"model.safetensors is corrupt or truncated ({err}).") from None
     index = torch.tensor(order)
-    for name in ("src_embed.tokens.weight", "tgt_embed.tokens.weight", "output.weight"):
-        state[name] = state[name][index]
-    bias = tensors.get("final_logits_bias", torch.zeros(1, marian_vocab)).float()[0][index]
+    bias = tensors.pop("final_logits_bias", torch.zeros(1, marian_vocab)).float()[0][index]
     bias[BOS_ID] -= ABSENT_LOGIT
+    del tensors
+    reordered: dict[int, torch.Tensor] = {}  # tied embeddings are one tensor: reordered once
+    for name in ("src_embed.tokens.weight", "tgt_embed.tokens.weight", "output.weight"):
+        if id(state[name]) not in reordered:
+            reordered[id(state[name])] = state[name][index]
+        state[name] = reordered[id(state[name])]
     state["final_logits_bias"] = bias
     model = Transformer(cfg)
     model.load_state_dict(state, strict=True)
