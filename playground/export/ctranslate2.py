@@ -106,7 +106,7 @@ def export_ctranslate2(package_folder: str | os.PathLike, out: str | os.PathLike
         raise PlaygroundError(f"{out} already exists and is not empty: choose a new folder for the export.")
     package = load_package(package_folder)
     write_ctranslate2(package.model, package.tokenizer, out, quantization)
-    write_json(out / "playground.json", package.config)  # the package's config: languages, max_len (positions)
+    write_json(out / "playground.json", package.config)  # the package's config: languages, max_positions
     return out
 
 
@@ -129,7 +129,7 @@ def translate_with_ctranslate2(translator, tokenizer, sentences: list[str], posi
                                length_penalty: float = 1.0, max_output_tokens: int | None = None,
                                batch_size: int = 64) -> list[str]:
     """Translate with a loaded ctranslate2.Translator and the package's PairTokenizer (saved beside the export):
-    text -> source token strings -> CTranslate2 -> target token strings -> text. `positions` is the model's max_len
+    text -> source token strings -> CTranslate2 -> target token strings -> text. `positions`: the model's max_positions
     (playground.json in the export); without max_output_tokens a batch may produce up to 2 x its longest source + 10
     tokens, our own default, and never more than the model has positions for."""
     src = [[tokenizer.src_tokenizer.id_to_token(i) for i in ids[: positions - 2]]  # cut as decode.source_ids does

@@ -120,7 +120,7 @@ def checkpoint_of(config: dict) -> MarianCheckpoint:
             activation=ACTIVATIONS[activation], dropout=float(config.get("dropout", 0.1)),
             attention_dropout=float(config.get("attention_dropout", 0.0)), joint_vocab=bool(share),
             tie_embeddings=bool(config.get("tie_word_embeddings", True)),
-            max_len=number("max_position_embeddings"), scale_embedding=bool(config.get("scale_embedding", False)),
+            max_positions=number("max_position_embeddings"), scale_embedding=bool(config.get("scale_embedding", False)),
             final_logits_bias=True, never_generate_pad=True)
     except (ValueError, TypeError) as err:
         raise PackageError(f"config.json describes a model the playground cannot build: {err}.") from None

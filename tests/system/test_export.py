@@ -54,7 +54,7 @@ def quick_package(folder: Path, tokenizer: PairTokenizer, steps: int = 40, **set
     """A small model trained for `steps` Adam steps on mini-translation (a few seconds), saved as a package."""
     torch.manual_seed(0)
     cfg = TransformerConfig(src_vocab_size=tokenizer.src_vocab_size, tgt_vocab_size=tokenizer.tgt_vocab_size,
-                            d_model=64, n_heads=4, d_ff=128, dropout=0.0, max_len=48, joint_vocab=tokenizer.joint,
+                            d_model=64, n_heads=4, d_ff=128, dropout=0.0, max_positions=48, joint_vocab=tokenizer.joint,
                             **settings)
     model = Transformer(cfg)
     pairs = ROWS[50:1050]
@@ -62,7 +62,7 @@ def quick_package(folder: Path, tokenizer: PairTokenizer, steps: int = 40, **set
                     pad_id=cfg.pad_id)
     tgt = pad_batch([[cfg.bos_id] + ids + [cfg.eos_id] for ids in tokenizer.encode_tgt_batch([t for _, t in pairs])],
                     pad_id=cfg.pad_id)
-    src, tgt = src[:, : cfg.max_len], tgt[:, : cfg.max_len + 1]  # the few longest pairs lose their ends
+    src, tgt = src[:, : cfg.max_positions], tgt[:, : cfg.max_positions + 1]  # the few longest pairs lose their ends
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     for step in range(steps):
         rows = torch.arange(step * 64, step * 64 + 64) % len(pairs)
@@ -86,7 +86,7 @@ def by_source_length(package, sentences) -> list[tuple[int, list[int]]]:
     groups = defaultdict(list)
     for i, src in enumerate(source_ids(package.tokenizer, sentences, package.model.cfg)):
         groups[len(src)].append(i)
-    return [(min(2 * n + 10, package.model.cfg.max_len - 1), idx) for n, idx in groups.items()]
+    return [(min(2 * n + 10, package.model.cfg.max_positions - 1), idx) for n, idx in groups.items()]
 
 
 def ours(package, method: str) -> list[str]:
@@ -137,7 +137,7 @@ def test_ctranslate2_export_translates_like_the_playground(name, packages, tmp_p
         theirs = [""] * len(SENTENCES)
         for limit, idx in by_source_length(package, SENTENCES):
             texts = translate_with_ctranslate2(translator, exported, [SENTENCES[i] for i in idx],
-                                               package.model.cfg.max_len, max_output_tokens=limit)
+                                               package.model.cfg.max_positions, max_output_tokens=limit)
             for i, text in zip(idx, texts):
                 theirs[i] = text
         assert agreement(expected, theirs) >= needed, \
@@ -150,7 +150,7 @@ def test_a_model_that_ends_at_once_translates_to_nothing_in_ctranslate2_too(toke
     torch.manual_seed(0)
     tokenizer = tokenizers[True]
     cfg = TransformerConfig(src_vocab_size=tokenizer.src_vocab_size, tgt_vocab_size=tokenizer.tgt_vocab_size,
-                            d_model=16, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=32, max_len=48,
+                            d_model=16, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=32, max_positions=48,
                             norm_placement="pre")
     model = Transformer(cfg).eval()
     with torch.no_grad():  # the final norm outputs its bias, whatever the input: <eos>'s logit is the largest
@@ -161,7 +161,7 @@ def test_a_model_that_ends_at_once_translates_to_nothing_in_ctranslate2_too(toke
     assert ours(load_package(folder), "greedy") == [""] * len(SENTENCES)
     out = export_package(str(folder), "ctranslate2", str(tmp_path / "ct2"))
     translator = ctranslate2.Translator(str(out), device="cpu", intra_threads=1)
-    texts = translate_with_ctranslate2(translator, PairTokenizer.load(out), SENTENCES, cfg.max_len)
+    texts = translate_with_ctranslate2(translator, PairTokenizer.load(out), SENTENCES, cfg.max_positions)
     assert texts == [""] * len(SENTENCES)
 
 
