@@ -199,7 +199,7 @@ def test_an_imported_marian_model_exports_back_and_translates_alike(imported_mar
         assert len(set(expected)) > 3 and theirs == expected, method
     out = export_package(str(imported_marian), "ctranslate2", str(tmp_path / "ct2"))
     ct2 = ctranslate2.Translator(str(out), device="cpu", intra_threads=1)
-    theirs = translate_with_ctranslate2(ct2, PairTokenizer.load(out), texts, package.model.cfg.max_len,
+    theirs = translate_with_ctranslate2(ct2, PairTokenizer.load(out), texts, package.model.cfg.max_positions,
                                         max_output_tokens=limit)
     assert theirs == ours_with("greedy", 1)
 
