@@ -13,10 +13,14 @@ import math
 import os
 from pathlib import Path
 
+import numpy as np
+
 from playground.core.model import Transformer
 from playground.core.tokenizer import BOS_ID, EOS_ID, SPECIAL_TOKENS, UNK_ID
 from playground.errors import PlaygroundError
 from playground.export.optional import QUANTIZATIONS, require
+
+NEVER = -1e9  # a logit bias that no token's logit overcomes
 
 
 def model_spec(model: Transformer, src_vocab: list[str], tgt_vocab: list[str]):
@@ -71,8 +75,11 @@ def model_spec(model: Transformer, src_vocab: list[str], tgt_vocab: list[str]):
         norm(spec.encoder.layer_norm, "encoder_norm")
         norm(spec.decoder.layer_norm, "decoder_norm")
     linear(spec.decoder.projection, "output")
-    if cfg.final_logits_bias:
-        spec.decoder.projection.bias = w["final_logits_bias"]
+    if cfg.final_logits_bias or cfg.never_generate_pad:
+        bias = w["final_logits_bias"].copy() if cfg.final_logits_bias else np.zeros(cfg.tgt_vocab_size, np.float32)
+        if cfg.never_generate_pad:  # CTranslate2 has no generation config: <pad> and <bos> are out of reach here
+            bias[[cfg.pad_id, cfg.bos_id]] = NEVER
+        spec.decoder.projection.bias = bias
 
     spec.register_source_vocabulary(src_vocab)
     spec.register_target_vocabulary(tgt_vocab)

@@ -15,6 +15,8 @@ import ctranslate2
 import pytest
 import torch
 from helpers import DEMO
+from marian_checkpoints import make_marian_checkpoint
+from marian_checkpoints import sentences as marian_sentences
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from playground.core.decode import DecodeOptions, source_ids, translate
@@ -27,6 +29,7 @@ from playground.errors import PlaygroundError
 from playground.export import export_package
 from playground.export.ctranslate2 import translate_with_ctranslate2
 from playground.export.transformers import TARGET_TOKENIZER_DIR
+from playground.packages.marian import import_marian
 from playground.packages.marian_weights import residual_permutation
 from playground.packages.store import load_package, save_package
 
@@ -160,6 +163,45 @@ def test_a_model_that_ends_at_once_translates_to_nothing_in_ctranslate2_too(toke
     translator = ctranslate2.Translator(str(out), device="cpu", intra_threads=1)
     texts = translate_with_ctranslate2(translator, PairTokenizer.load(out), SENTENCES, cfg.max_positions)
     assert texts == [""] * len(SENTENCES)
+
+
+@pytest.fixture(scope="module")
+def imported_marian(tmp_path_factory) -> Path:
+    """An OPUS-MT-shaped checkpoint made by transformers (random weights), imported as a package."""
+    root = tmp_path_factory.mktemp("marian")
+    return import_marian(make_marian_checkpoint(root / "opus-mt-en-de"), root / "models" / "opus-en-de",
+                         origin="Helsinki-NLP/opus-mt-en-de")
+
+
+def test_an_imported_marian_model_exports_back_and_translates_alike(imported_marian, tmp_path, one_thread):
+    """Back to transformers (greedy and beam; transformers 5 removed pipeline("translation"), which did what this
+    does: AutoTokenizer, generate, decode) and to CTranslate2 (greedy): the same text."""
+    package = load_package(imported_marian)
+    texts = [t for t in marian_sentences(30, seed=7) if t.strip()][:8]
+    limit = 20
+
+    def ours_with(method: str, beams: int) -> list[str]:
+        opts = DecodeOptions(method=method, beam_size=beams, max_output_tokens=limit)
+        return [t.text for t in translate(package.model, package.tokenizer, texts, opts)]
+
+    out = export_package(str(imported_marian), "transformers", str(tmp_path / "hf"))
+    assert json.loads((out / "config.json").read_text())["model_type"] == "marian"
+    model = AutoModelForSeq2SeqLM.from_pretrained(out, local_files_only=True).eval()
+    tokenizer = AutoTokenizer.from_pretrained(out, local_files_only=True)
+    for method, beams in (("greedy", 1), ("beam", 4)):
+        theirs = []
+        for text in texts:  # one at a time, as the pipeline did
+            with torch.inference_mode():
+                out_ids = model.generate(**tokenizer([text], return_tensors="pt"), num_beams=beams,
+                                         max_new_tokens=limit)
+            theirs += tokenizer.batch_decode(out_ids, skip_special_tokens=True)
+        expected = ours_with(method, beams)
+        assert len(set(expected)) > 3 and theirs == expected, method
+    out = export_package(str(imported_marian), "ctranslate2", str(tmp_path / "ct2"))
+    ct2 = ctranslate2.Translator(str(out), device="cpu", intra_threads=1)
+    theirs = translate_with_ctranslate2(ct2, PairTokenizer.load(out), texts, package.model.cfg.max_positions,
+                                        max_output_tokens=limit)
+    assert theirs == ours_with("greedy", 1)
 
 
 def test_the_permutation_turns_our_sinusoid_into_marians():
