@@ -38,10 +38,19 @@ class PackageSummary:
     last: dict = field(default_factory=dict)  # the final validation (the one the weights are from)
     best: dict = field(default_factory=dict)  # the best validation, by early_stop_metric
     early_stop_metric: str = "bleu"
+    base: dict = field(default_factory=dict)  # a fine-tuned model's base: its name and origin (training.json)
 
     @property
     def direction(self) -> str:
         return f"{self.src_lang} → {self.tgt_lang}"
+
+    @property
+    def base_words(self) -> str:
+        """The base a fine-tuned model started from, in words ("" when it started from new weights)."""
+        if not self.base:
+            return ""
+        origin = self.base.get("origin")
+        return f"{self.base['name']}" + (f" (from {origin})" if origin else "")
 
     @property
     def layers(self) -> str:
@@ -66,7 +75,7 @@ def summarize(config: dict, training: dict | None, name: str | None = None,
         device=training.get("device"), precision=training.get("precision"), data=data.get("description"),
         train_pairs=data.get("train_pairs"), val_pairs=data.get("val_pairs"), last=training.get("last") or {},
         best=training.get("best") or {},
-        early_stop_metric=saved_config(training).get("early_stop_metric", "bleu"))
+        early_stop_metric=saved_config(training).get("early_stop_metric", "bleu"), base=training.get("base") or {})
 
 
 def summary_of(info: dict) -> PackageSummary:
@@ -88,6 +97,8 @@ def info_lines(s: PackageSummary) -> list[str]:
              f"{m['positional_encoding']} positions, {m['norm_placement']}-LN, "
              f"{'tied' if m['tie_embeddings'] else 'untied'} embeddings, max length {m['max_len']}",
              f"  tokenizer {s.tokenizer_kind} ({'joint' if s.joint else 'separate'}), vocabulary {vocabulary}"]
+    if s.base:
+        lines.append(f"  fine-tuned from {s.base_words}")
     if s.trained:
         lines.append(f"  trained {known(s.steps)} steps ({s.epochs:.2f} epochs) in "
                      f"{s.wall_s:.0f} s on {known(s.device)} [{known(s.precision)}], data: {known(s.data)} "
