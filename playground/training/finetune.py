@@ -57,5 +57,5 @@ def base_record(folder: Path) -> dict:
     where the base came from elsewhere (an import) or was itself fine-tuned, that origin."""
     config = read_config(folder)
     earlier = (read_training(folder) or {}).get("base") or {}
-    origin = config.get("origin") if isinstance(config.get("origin"), str) else earlier.get("origin")
+    origin = (config.get("imported") or {}).get("origin") or earlier.get("origin")
     return {"name": folder.name, **({"origin": origin} if origin else {})}

@@ -50,9 +50,10 @@ def test_a_visitor_fine_tunes_their_own_model_and_never_another_visitors(space):
     fields = dict(zip(FIELDS, chosen[1:]))
     assert chosen[0] == FINE_TUNE and fields["lr"]["value"] == PRESETS[FINE_TUNE].settings["lr"]
     assert fields["d_model"]["value"] == 32 and fields["d_model"]["interactive"] is False  # the model's, locked
-    assert fields["max_len"]["value"] == 32 and fields["max_len"].get("interactive") is not False  # within its positions
+    assert fields["max_len"]["value"] == 32 and fields["max_len"].get("interactive") is not False  # the run's own
+    # the form's d_model is not the model's: the model's own settings are used
     done = alice.predict(model_name="tuned", start_from=base, api_name="/train",
-                         **{**TINY, "lr": 1e-4, "max_steps": 3, "d_model": 64})[0]  # the form's d_model: not the model's
+                         **{**TINY, "lr": 1e-4, "max_steps": 3, "d_model": 64})[0]
     assert done.startswith("✅ **Done**"), done
     tuned = load_package(models_dir / named(json.loads((models_dir / ".owners.json").read_text()), "tuned"))
     assert tuned.training["base"] == {"name": base} and tuned.model.cfg == load_package(models_dir / base).model.cfg
