@@ -11,6 +11,7 @@ from helpers import DATA, reverse_pairs, tiny_cfg
 from playground.cli.main import main
 from playground.core.tokenizer import PAD_ID
 from playground.errors import TrainingError
+from playground.insight.compare import differing_settings, load_runs
 from playground.packages.store import load_package
 from playground.training.checkpoint import resume_config
 from playground.training.config import TrainConfig
@@ -73,6 +74,7 @@ def test_a_fine_tune_starts_from_the_bases_weights_and_keeps_its_tokenizer(base,
     assert (saved["d_model"], saved["tokenizer"], saved["vocab_size"]) == (32, "word", known.model.cfg.src_vocab_size)
     card = (tmp_path / "tuned" / "README.md").read_text(encoding="utf-8")
     assert "fine-tuned from **base**" in card
+    assert differing_settings(load_runs([base, tmp_path / "tuned"]))["base"] == ["new weights", "base"]  # Compare
 
 
 def test_the_fine_tune_preset_does_not_warm_up_for_thousands_of_steps():

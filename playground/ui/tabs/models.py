@@ -20,6 +20,7 @@ from playground.settings import KB, MB
 from playground.ui.caches import package_info
 from playground.ui.handlers import bind, quick_call, readable, said_beside
 from playground.ui.pickers import default_model, model_dropdown, model_names, package_folder
+from playground.ui.sessions import admit_import, current_address
 from playground.ui.state import Session, visitor_of
 from playground.ui.tabs import hub_panel
 
@@ -198,6 +199,10 @@ def import_from_hub(library: Library, session: Session, repo_id: str, progress=g
     progress(0, desc="Asking the Hub for the model's files")
     checkpoint = checkpoint_on_hub(repo_id)  # sizes from the Hub's metadata: nothing downloaded yet
     reserved = library.add(checkpoint.default_name, visitor_of(library, session), checkpoint.total_bytes)
+    refusal = library.shared and admit_import(current_address(), checkpoint.total_bytes)  # counted as an upload
+    if refusal:
+        library.forget(reserved.name)
+        raise PackageError(refusal)
     try:
         folder = import_hub_checkpoint(checkpoint, library.models_dir, reserved.name, check=checked_in_worker,
                                        convert=converted_in_worker,
