@@ -192,6 +192,15 @@ def length_limits(model: Transformer, src: torch.Tensor, max_output_tokens: int 
     return limits.clamp(1, model.cfg.max_len - 1)
 
 
+def next_token_logprobs(model: Transformer, tokens: torch.Tensor, state) -> torch.Tensor:
+    """[rows, V] log-probabilities of each row's next token. A model that never outputs <pad> and <bos> (Marian's
+    bad_words_ids) gets them at -inf after the softmax, as transformers masks them, so the others keep their values."""
+    logp = F.log_softmax(model.decode_step(tokens, state).float(), dim=-1)
+    if model.cfg.never_generate_pad:
+        logp[:, [model.cfg.pad_id, model.cfg.bos_id]] = float("-inf")
+    return logp
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Searches over a padded source batch src [B,S]
 
@@ -219,7 +228,7 @@ def greedy_or_sample(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
     lengths = torch.zeros(B, dtype=torch.long, device=src.device)
     for step in range(max_len):
         stop_check()
-        logp = F.log_softmax(model.decode_step(tokens, state).float(), dim=-1)  # [live, V]
+        logp = next_token_logprobs(model, tokens, state)  # [live, V]
         if generator is None:
             tokens = logp.argmax(-1)
         else:
@@ -292,7 +301,7 @@ def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
     for step in range(max_len):
         stop_check()
         n = sentence.numel()
-        logp = F.log_softmax(model.decode_step(tokens, state).float(), dim=-1)  # [n*K, V]
+        logp = next_token_logprobs(model, tokens, state)  # [n*K, V]
         # 2K candidates: at most K of them end in <eos>, so K open ones remain
         top_scores, beam, token, token_lp = best_continuations(scores, logp, 2 * K)  # 4 x [n, 2K]
         is_eos = token == cfg.eos_id

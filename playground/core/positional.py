@@ -27,12 +27,12 @@ def sinusoidal_table(positions: int, d_model: int) -> torch.Tensor:
 
 
 class Embedding(nn.Module):
-    """Token embedding * sqrt(d_model) + positional encoding, then dropout."""
+    """Token embedding * sqrt(d_model) (or unscaled) + positional encoding, then dropout."""
 
     def __init__(self, vocab_size: int, d_model: int, n_positions: int, pad_id: int, encoding: str, dropout: float,
-                 tokens: nn.Embedding | None = None):
+                 tokens: nn.Embedding | None = None, scaled: bool = True):
         super().__init__()
-        self.scale = math.sqrt(d_model)
+        self.scale = math.sqrt(d_model) if scaled else 1.0
         self.tokens = tokens if tokens is not None else nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
         if encoding == "learned":
             self.positions = nn.Embedding(n_positions, d_model)

@@ -28,7 +28,8 @@ def model_spec(model: Transformer, src_vocab: list[str], tgt_vocab: list[str]):
     if cfg.positional_encoding != "sinusoidal":
         raise PlaygroundError("CTranslate2 export needs sinusoidal positions; this model uses "
                               "positional_encoding='learned'. Train with sinusoidal positions to export it.")
-    activation = common_spec.Activation.RELU if cfg.activation == "relu" else common_spec.Activation.GELU
+    activation = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU,
+                  "swish": common_spec.Activation.SWISH}[cfg.activation]
     spec = transformer_spec.TransformerSpec.from_config(
         (cfg.n_encoder_layers, cfg.n_decoder_layers), cfg.n_heads, pre_norm=cfg.norm_placement == "pre",
         activation=activation)
@@ -48,7 +49,7 @@ def model_spec(model: Transformer, src_vocab: list[str], tgt_vocab: list[str]):
         norm(spec_part.layer_norm, norm_name)
 
     for side, embed in ((spec.encoder, "src_embed"), (spec.decoder, "tgt_embed")):
-        side.scale_embeddings = math.sqrt(cfg.d_model)
+        side.scale_embeddings = math.sqrt(cfg.d_model) if cfg.scale_embedding else 1.0
         side.position_encodings.encodings = getattr(model, embed).table.cpu().numpy()
         embeddings = side.embeddings[0] if isinstance(side.embeddings, list) else side.embeddings
         embeddings.weight = w[f"{embed}.tokens.weight"]
@@ -70,6 +71,8 @@ def model_spec(model: Transformer, src_vocab: list[str], tgt_vocab: list[str]):
         norm(spec.encoder.layer_norm, "encoder_norm")
         norm(spec.decoder.layer_norm, "decoder_norm")
     linear(spec.decoder.projection, "output")
+    if cfg.final_logits_bias:
+        spec.decoder.projection.bias = w["final_logits_bias"]
 
     spec.register_source_vocabulary(src_vocab)
     spec.register_target_vocabulary(tgt_vocab)

@@ -38,6 +38,7 @@ class PackageSummary:
     last: dict = field(default_factory=dict)  # the final validation (the one the weights are from)
     best: dict = field(default_factory=dict)  # the best validation, by early_stop_metric
     early_stop_metric: str = "bleu"
+    imported: dict = field(default_factory=dict)  # where a model made elsewhere came from (config.json's "imported")
     base: dict = field(default_factory=dict)  # a fine-tuned model's base: its name and origin (training.json)
 
     @property
@@ -75,7 +76,8 @@ def summarize(config: dict, training: dict | None, name: str | None = None,
         device=training.get("device"), precision=training.get("precision"), data=data.get("description"),
         train_pairs=data.get("train_pairs"), val_pairs=data.get("val_pairs"), last=training.get("last") or {},
         best=training.get("best") or {},
-        early_stop_metric=saved_config(training).get("early_stop_metric", "bleu"), base=training.get("base") or {})
+        early_stop_metric=saved_config(training).get("early_stop_metric", "bleu"),
+        imported=config.get("imported") or {}, base=training.get("base") or {})
 
 
 def summary_of(info: dict) -> PackageSummary:

@@ -221,12 +221,15 @@ MODEL = Obj({
     "dropout": Num(0, 1), "attention_dropout": Num(0, 1), "positional_encoding": Str(20), "norm_placement": Str(20),
     "joint_vocab": Bool(), "tie_embeddings": Bool(), "max_len": Int(2, MAX_POSITIONS),
     "pad_id": Int(0, 999_999), "unk_id": Int(0, 999_999), "bos_id": Int(0, 999_999), "eos_id": Int(0, 999_999),
+    "scale_embedding": Bool(), "final_logits_bias": Bool(), "never_generate_pad": Bool(),
 }, required=frozenset({"src_vocab_size", "tgt_vocab_size"}))
 CONFIG = Obj({
     "format_version": Int(), "name": Str(64), "src_lang": Str(64), "tgt_lang": Str(64), "model": MODEL,
     "tokenizer": Obj({"kind": Str(20), "joint": Bool()}, required=frozenset({"kind", "joint"})),
     "special_tokens": Obj({k: Int(0, 999_999) for k in ("pad", "unk", "bos", "eos")}),
     "num_parameters": Int(), "saved_at": Str(64), "versions": Obj({}, extra=True),
+    "imported": Obj({"origin": Str(1000), "architecture": Str(100), "license": Str(200),
+                     "citations": List(Str(500), 10)}),
 }, required=frozenset({"format_version", "src_lang", "tgt_lang", "model", "tokenizer", "num_parameters"}))
 
 # A training record's `config`: the settings of the run by name (resuming builds a TrainConfig from them), typed from

@@ -26,7 +26,8 @@ from playground.datasets.catalog import DATASETS_DIR
 from playground.errors import PlaygroundError
 from playground.export import export_package
 from playground.export.ctranslate2 import translate_with_ctranslate2
-from playground.export.transformers import TARGET_TOKENIZER_DIR, residual_permutation
+from playground.export.transformers import TARGET_TOKENIZER_DIR
+from playground.packages.marian_weights import residual_permutation
 from playground.packages.store import load_package, save_package
 
 TEST_TSV = DATASETS_DIR / "mini-translation" / "test.tsv"
