@@ -437,6 +437,8 @@ class HubStandIn:
             raise self.fail
         assert files_metadata, "the sizes come from the Hub's file metadata"
         files = {p.name: p.stat().st_size for p in self.folder.iterdir() if p.is_file()}
+        if self.config is not None:
+            files["config.json"] = len(json.dumps(self.config).encode())
         files.update(self.extra)
         return SimpleNamespace(siblings=[SimpleNamespace(rfilename=n, size=s) for n, s in files.items()])
 

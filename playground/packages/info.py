@@ -50,8 +50,9 @@ class PackageSummary:
         """The base a fine-tuned model started from, in words ("" when it started from new weights)."""
         if not self.base:
             return ""
-        origin = self.base.get("origin")
-        return f"{self.base['name']}" + (f" (from {origin})" if origin else "")
+        said = [f"from {self.base['origin']}" if self.base.get("origin") else "",
+                f"license: {self.base['license']}" if self.base.get("license") else ""]
+        return self.base["name"] + (f" ({'; '.join(s for s in said if s)})" if any(said) else "")
 
     @property
     def layers(self) -> str:

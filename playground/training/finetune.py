@@ -54,8 +54,10 @@ def finetune_config(cfg: TrainConfig, base: Path, asked: dict | None = None) -> 
 
 def base_record(folder: Path) -> dict:
     """What the fine-tuned package's training record says of its base (training.json's "base"): the base's name and,
-    where the base came from elsewhere (an import) or was itself fine-tuned, that origin."""
+    where the base came from elsewhere (an import) or was itself fine-tuned from such a model, that origin and its
+    license (which the fine-tuned weights keep)."""
     config = read_config(folder)
     earlier = (read_training(folder) or {}).get("base") or {}
-    origin = (config.get("imported") or {}).get("origin") or earlier.get("origin")
-    return {"name": folder.name, **({"origin": origin} if origin else {})}
+    imported = config.get("imported") or {}
+    kept = {key: imported.get(key) or earlier.get(key) for key in ("origin", "license")}
+    return {"name": folder.name, **{key: value for key, value in kept.items() if value}}

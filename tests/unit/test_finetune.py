@@ -41,7 +41,6 @@ def fine_tune_cfg(**changes) -> TrainConfig:
 
 def first_batch_loss(model, trainer: Trainer) -> float:
     batch = trainer.global_batch(0)
-    model.train()
     with torch.no_grad():
         total = sum(smoothed_loss_sum(model(m.src, m.tgt_in), m.tgt_out, trainer.cfg.label_smoothing, PAD_ID)
                     for m in batch.mine)
@@ -54,9 +53,9 @@ def test_a_fine_tune_starts_from_the_bases_weights_and_keeps_its_tokenizer(base,
     for name, tensor in known.model.state_dict().items():  # before the first step: the base's weights exactly
         assert torch.equal(trainer.model.state_dict()[name], tensor), name
     assert trainer.tokenizer.to_json_strings() == known.tokenizer.to_json_strings()
-    expected = first_batch_loss(known.model, trainer)
+    expected = first_batch_loss(known.model.train(), trainer)
     fresh = Trainer(tiny_cfg(max_steps=1, eval_every=100, eval_sentences=2, lr=1e-4), DATA, tmp_path / "fresh")
-    assert first_batch_loss(fresh.model, trainer) != pytest.approx(expected, rel=1e-3)  # the check can tell them apart
+    assert first_batch_loss(fresh.model.train(), trainer) != pytest.approx(expected, rel=1e-3)  # the check can tell them apart
 
     events = list(trainer.run())
     steps = [e for e in events if isinstance(e, Step)]
@@ -121,3 +120,29 @@ def test_the_cli_fine_tunes_with_init_from(base, tmp_path, capsys):
     with pytest.raises(SystemExit):  # one or the other
         main([*common, "--overwrite", "--resume", str(tmp_path / "tuned")])
     assert "--resume: not allowed with argument --init-from" in capsys.readouterr().err
+
+
+def test_an_imported_marian_model_fine_tunes_and_its_card_names_where_it_came_from(tmp_path):
+    from marian_checkpoints import make_marian_checkpoint
+
+    from playground.packages.marian import import_marian
+
+    checkpoint = make_marian_checkpoint(tmp_path / "opus-mt-en-de")
+    (checkpoint / "README.md").write_text("---\nlicense: cc-by-4.0\n---\n", encoding="utf-8")
+    base = import_marian(checkpoint, tmp_path / "models" / "opus-mt-en-de", origin="Helsinki-NLP/opus-mt-en-de")
+    known = load_package(base)
+    pairs = [("the small cat sees a house", "die kleine Katze sieht ein Haus"), ("a red car", "ein rotes Auto")] * 8
+    data = type(DATA)(pairs, pairs[:2], "en", "de", "tiny en-de")
+    trainer = Trainer(fine_tune_cfg(max_steps=2), data, tmp_path / "tuned", init_from=base)
+    for name, tensor in known.model.state_dict().items():
+        assert torch.equal(trainer.model.state_dict()[name], tensor), name
+    expected = first_batch_loss(known.model.eval(), trainer)  # without dropout (Marian's 0.1 is on in the step)
+    steps = [e for e in trainer.run() if isinstance(e, Step)]
+    assert steps[0].loss == pytest.approx(expected, rel=0.1)  # finite: <bos>'s bias keeps the smoothed loss sane
+    tuned = load_package(tmp_path / "tuned")
+    assert tuned.model.cfg == known.model.cfg and tuned.model.cfg.activation == "swish"
+    assert tuned.tokenizer.to_json_strings() == known.tokenizer.to_json_strings()
+    assert tuned.training["base"] == {"name": "opus-mt-en-de", "origin": "Helsinki-NLP/opus-mt-en-de",
+                                      "license": "cc-by-4.0"}
+    card = (tmp_path / "tuned" / "README.md").read_text(encoding="utf-8")
+    assert "fine-tuned from **opus-mt-en-de (from Helsinki-NLP/opus-mt-en-de; license: cc-by-4.0)**" in card
