@@ -63,8 +63,7 @@ def test_a_marian_zip_is_imported_translates_shows_attention_and_is_fine_tuned(p
         page.set_viewport_size({"width": width, "height": 1000})
         page.locator("#models-upload").scroll_into_view_if_needed()
         page.locator("#models-upload").screenshot(path=str(SHOTS / f"marian-import-controls-{width}.png"))
-        page.locator("#models-hub-repo").locator("..").locator("..").screenshot(
-            path=str(SHOTS / f"marian-hub-box-{width}.png"))
+        page.locator("#models-hub-fetch").first.screenshot(path=str(SHOTS / f"marian-hub-box-{width}.png"))
     page.set_viewport_size({"width": 1400, "height": 1000})
     page.locator("#models-upload input[type=file]").set_input_files(str(marian_zip))
     status = page.locator("#models-status")
@@ -111,6 +110,6 @@ def test_a_marian_zip_is_imported_translates_shows_attention_and_is_fine_tuned(p
     page.get_by_role("button", name="▶ Start training").click()
     expect(page.locator("#train-status")).to_contain_text(re.compile(r"Done.*4 steps"), timeout=60_000)
     card = (models_dir / "tuned" / "README.md").read_text(encoding="utf-8")
-    assert f"fine-tuned from **{NAME} (from {NAME})**" in card
+    assert f"fine-tuned from **{NAME} (from {NAME}; license: " in card
     no_error_toasts(page)
     shot(page, "marian-04-fine-tuned")

@@ -55,7 +55,7 @@ def test_a_fine_tune_starts_from_the_bases_weights_and_keeps_its_tokenizer(base,
     assert trainer.tokenizer.to_json_strings() == known.tokenizer.to_json_strings()
     expected = first_batch_loss(known.model.train(), trainer)
     fresh = Trainer(tiny_cfg(max_steps=1, eval_every=100, eval_sentences=2, lr=1e-4), DATA, tmp_path / "fresh")
-    assert first_batch_loss(fresh.model.train(), trainer) != pytest.approx(expected, rel=1e-3)  # the check can tell them apart
+    assert first_batch_loss(fresh.model.train(), trainer) != pytest.approx(expected, rel=1e-3)  # told apart
 
     events = list(trainer.run())
     steps = [e for e in events if isinstance(e, Step)]

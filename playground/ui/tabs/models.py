@@ -186,7 +186,7 @@ def imported(library: Library, session: Session, folder: Path) -> tuple:
     summary = summary_of(package_info(folder))
     origin = f" from {summary.imported['origin']}" if summary.imported.get("origin") else ""
     return (f"✅ Imported **{library.label(folder.name, visitor_of(library, session))}**{origin}: translates "
-            f"{summary.direction}, {summary.params / 1e6:,.1f} M parameters.", table, dropdown)
+            f"{summary.direction}, {summary.params:,} parameters.", table, dropdown)
 
 
 @readable
@@ -264,12 +264,12 @@ def files_column(session: gr.State, library: Library, model: gr.Dropdown) -> Sim
     hub_panel.build(session, library, model)
     f.upload = gr.File(label="Upload a package zip, or a 🤗 Marian (OPUS-MT) model folder as a zip",
                        file_types=[".zip"], height=120, elem_id="models-upload")
-    with gr.Row(equal_height=True):
+    with gr.Group(elem_id="models-hub-fetch"):
         f.hub_repo = gr.Dropdown(list(HUB_SUGGESTIONS), value=None, allow_custom_value=True, filterable=True,
                                  label="Or import a translation model from the Hugging Face Hub",
                                  info="a Marian (OPUS-MT) repo id: type to search, e.g. Helsinki-NLP/opus-mt-en-de",
-                                 scale=4, elem_id="models-hub-repo")
-        f.hub_btn = gr.Button("⬇ Import", scale=1, min_width=100, elem_id="models-hub-import")
+                                 elem_id="models-hub-repo")
+        f.hub_btn = gr.Button("⬇ Import from the Hub", elem_id="models-hub-import")
     f.status = gr.Markdown(elem_id="models-status")
     with gr.Group():
         f.confirm = gr.Checkbox(False, label="Yes, delete the selected model (cannot be undone)")
