@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
-from helpers import DATA, client_of, launched, named, refusal_of, tiny_cfg
+from helpers import DATA, client_of, named, refusal_of, tiny_cfg
+from test_shared_space import serving
 
 from playground.packages.store import load_package
 from playground.training.chunked import ChunkedRun, train_chunk
@@ -17,7 +17,6 @@ from playground.training.events import Done, Step
 from playground.training.form import FIELDS
 from playground.training.presets import FINE_TUNE, PRESETS
 from playground.training.trainer import Trainer
-from playground.ui.app import build_app
 
 TINY = dict(d_model=32, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=64, vocab_size=200, max_len=32,
             batch_tokens=512, max_steps=6, max_minutes=0, max_epochs=0, eval_every=100, eval_sentences=4,
@@ -26,14 +25,9 @@ TINY = dict(d_model=32, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=
 
 @pytest.fixture(scope="module")
 def space(tmp_path_factory):
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
     models_dir = tmp_path_factory.mktemp("space-models")
-    try:
-        with launched(build_app(models_dir, shared=True)) as url:
-            yield url, models_dir
-    finally:
-        torch.set_num_threads(threads)
+    with serving(models_dir, True) as url:
+        yield url, models_dir
 
 
 def test_a_visitor_fine_tunes_their_own_model_and_never_another_visitors(space):

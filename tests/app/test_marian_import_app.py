@@ -4,43 +4,19 @@ visitor's, counted in their quotas and refused before downloading when it cannot
 
 from __future__ import annotations
 
-import os
 import zipfile
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-import torch
 from gradio_client import handle_file
-from helpers import HubStandIn, client_of, launched, named, refusal_of
+from helpers import HubStandIn, client_of, named, refusal_of
 from marian_checkpoints import make_marian_checkpoint
+from test_shared_space import serving
 
 from playground.serving.hub_fetch import OFFLINE
-from playground.ui.app import build_app
 
 pytestmark = pytest.mark.sessions
 REPO = "Helsinki-NLP/opus-mt-en-de"
-
-
-@contextmanager
-def serving(models_dir: Path, **env: str):
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        demo = build_app(models_dir, shared=True)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    try:
-        with launched(demo) as url:
-            yield url
-    finally:
-        torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +41,7 @@ def names(client) -> list[str]:
 def test_a_visitor_imports_a_zip_and_a_repo_id_and_translates(tmp_path, checkpoint, marian_zip, monkeypatch):
     api = HubStandIn(checkpoint)
     monkeypatch.setattr("huggingface_hub.HfApi", lambda *a, **k: api)
-    with serving(tmp_path / "models") as url:
+    with serving(tmp_path / "models", True) as url:
         alice, bob = client_of(url), client_of(url)
         status = alice.predict(handle_file(str(marian_zip)), api_name="/import_model")[0]
         assert status.startswith("✅ Imported **opus-mt-en-de** from opus-mt-en-de: translates en → de"), status
@@ -86,7 +62,7 @@ def test_an_import_that_does_not_fit_is_refused_before_anything_is_downloaded(tm
                                                                               monkeypatch):
     api = HubStandIn(checkpoint)
     monkeypatch.setattr("huggingface_hub.HfApi", lambda *a, **k: api)
-    with serving(tmp_path / "models", PLAYGROUND_MAX_VISITOR_MB="0.01") as url:
+    with serving(tmp_path / "models", True, PLAYGROUND_MAX_VISITOR_MB="0.01") as url:
         carol = client_of(url)
         message = refusal_of(carol.predict(REPO, api_name="/import_from_hub"))
         assert "this Space keeps at most 0 MB per visitor" in message and api.downloads == []

@@ -11,15 +11,14 @@ import zipfile
 import pytest
 from browser import (
     CHROMIUM,
-    CHROMIUM_ARGS,
     PLOT_TRACES,
     SHOTS,
     choose,
     expect,
     no_error_toasts,
     open_tab,
+    opened,
     shot,
-    sync_api,
     traces,
     type_number,
 )
@@ -43,15 +42,8 @@ def marian_zip(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def page(server):
-    SHOTS.mkdir(exist_ok=True)
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=60_000)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.set_default_timeout(30_000)
-        page.goto(server[0])
-        expect(page.get_by_role("heading", name="Transformer Playground")).to_be_visible(timeout=60_000)
+    with opened(server[0]) as page:
         yield page
-        browser.close()
 
 
 def test_a_marian_zip_is_imported_translates_shows_attention_and_is_fine_tuned(page, server, marian_zip):
