@@ -129,8 +129,8 @@ def apply_preset(library: Library, fields: list[str], session: Session, preset: 
 
 
 def choose_start(library: Library, fields: list[str], session: Session, preset: str, start_from: str | None):
-    """Start from a model: the fine-tune preset, the model's own settings locked in the form; back to new weights:
-    the fields unlocked (from the fine-tune preset, the default one)."""
+    """Start from a model: the fine-tune preset, the model's own settings locked in the form. Back to new weights:
+    the fields unlocked, under the default preset where the fine-tune one was chosen."""
     base = base_folder(library, session, start_from)
     preset = FINE_TUNE if base is not None else (DEFAULT_PRESET if preset == FINE_TUNE else preset)
     return preset, *apply_preset(library, fields, session, preset, start_from)
