@@ -89,9 +89,12 @@ def make_marian_checkpoint(folder: Path, *, d_model: int = 16, layers: int = 2, 
         pad_token_id=pad, decoder_start_token_id=pad, eos_token_id=0, forced_eos_token_id=0)
     torch.manual_seed(seed)
     model = transformers.MarianMTModel(config).eval()
-    with torch.no_grad():
+    with torch.no_grad():  # weights large enough that the input decides the output (transformers' 0.02 would not)
+        for weight in model.parameters():
+            if weight.dim() == 2:
+                weight.normal_(0, 1.25 / d_model**0.5)
         model.final_logits_bias.normal_(0, 1.0)
-        model.final_logits_bias[0, 0] += 2.0  # </s> a little likelier, so some outputs end before their limit
+        model.final_logits_bias[0, 0] += 4.0  # </s> likelier, so that some outputs end before their limit
     model.generation_config = transformers.GenerationConfig(  # what OPUS-MT's generation_config.json holds
         bad_words_ids=[[pad]], decoder_start_token_id=pad, eos_token_id=0, forced_eos_token_id=0, max_length=512,
         num_beams=4, pad_token_id=pad)

@@ -130,12 +130,12 @@ def source_ids(tokenizer, texts: list[str], cfg: TransformerConfig,
     """Source tokens + <eos>, cut as the trainer cuts them (batching.encode_pairs), so inference never reaches a
     position that training left unfilled; each text is cut by characters first (DecodeBounds.cut_line)."""
     texts = [bounds.cut_line(text) for text in texts]
-    return [ids[: sentence_tokens(cfg.max_len)] + [cfg.eos_id] for ids in tokenizer.encode_src_batch(texts)]
+    return [ids[: sentence_tokens(cfg.max_positions)] + [cfg.eos_id] for ids in tokenizer.encode_src_batch(texts)]
 
 
 def output_limit(cfg: TransformerConfig, source_length: int, max_output_tokens: int | None) -> int:
     """The most target tokens a sentence of `source_length` tokens (with <eos>) may decode (see length_limits)."""
-    return max(1, min(max_output_tokens or 2 * source_length + 10, cfg.max_len - 1))
+    return max(1, min(max_output_tokens or 2 * source_length + 10, cfg.max_positions - 1))
 
 
 def cache_bytes(cfg: TransformerConfig, source_length: int, output_length: int, beams: int) -> int:
@@ -189,7 +189,7 @@ def length_limits(model: Transformer, src: torch.Tensor, max_output_tokens: int 
     decodes the same alone or in a batch), and never past the model's positions (0 holds <bos>)."""
     src_lengths = (src != model.cfg.pad_id).sum(1)
     limits = torch.full_like(src_lengths, max_output_tokens) if max_output_tokens else 2 * src_lengths + 10
-    return limits.clamp(1, model.cfg.max_len - 1)
+    return limits.clamp(1, model.cfg.max_positions - 1)
 
 
 def next_token_logprobs(model: Transformer, tokens: torch.Tensor, state) -> torch.Tensor:

@@ -46,7 +46,7 @@ class TransformerConfig:
     norm_placement: str = "post"  # "post" (paper: LayerNorm(x + Sublayer(x))) or "pre" (with final norms)
     joint_vocab: bool = True  # source and target share one vocabulary
     tie_embeddings: bool = True  # target embedding = output projection, and = source embedding when joint
-    max_len: int = 256  # positions (config.json's name): a sentence's tokens + <bos>/<eos> (sequences.py)
+    max_positions: int = 256  # a sentence's tokens + <bos>/<eos> (sequences.py)
     pad_id: int = 0
     unk_id: int = 1
     bos_id: int = 2
@@ -69,8 +69,9 @@ class TransformerConfig:
             problems.append(f"norm_placement must be 'post' or 'pre', not {self.norm_placement!r}")
         if self.joint_vocab and self.src_vocab_size != self.tgt_vocab_size:
             problems.append("a joint vocabulary needs src_vocab_size == tgt_vocab_size")
-        if min(self.n_encoder_layers, self.n_decoder_layers) < 1 or min(self.d_model, self.d_ff, self.max_len) < 1:
-            problems.append("layers, d_model, d_ff and max_len must be positive")
+        layers, sizes = (self.n_encoder_layers, self.n_decoder_layers), (self.d_model, self.d_ff, self.max_positions)
+        if min(*layers, *sizes) < 1:
+            problems.append("layers, d_model, d_ff and max_positions must be positive")
         specials = {"pad_id": self.pad_id, "unk_id": self.unk_id, "bos_id": self.bos_id, "eos_id": self.eos_id}
         vocab = min(self.src_vocab_size, self.tgt_vocab_size)
         outside = [f"{name} {value}" for name, value in specials.items() if not 0 <= value < vocab]
@@ -88,7 +89,7 @@ class TransformerConfig:
         where building it, even on the meta device, costs tens of ms (and ~2 s the first time). The memory check,
         the duration estimate and Transformer.num_parameters all count with it; a test holds it to the tensors."""
         d, f = self.d_model, self.d_ff
-        positions = self.max_len * d if self.positional_encoding == "learned" else 0
+        positions = self.max_positions * d if self.positional_encoding == "learned" else 0
         attention = 4 * d * d + 4 * d  # fused QKV (or Q + fused KV) and the output projection, with biases
         feed_forward = 2 * d * f + f + d
         norm = 2 * d
@@ -187,7 +188,7 @@ class Transformer(nn.Module):
         """`generator` draws the initial weights (default: torch's global stream)."""
         super().__init__()
         self.cfg = cfg
-        embedding = dict(d_model=cfg.d_model, n_positions=cfg.max_len, pad_id=cfg.pad_id,
+        embedding = dict(d_model=cfg.d_model, n_positions=cfg.max_positions, pad_id=cfg.pad_id,
                          encoding=cfg.positional_encoding, dropout=cfg.dropout, scaled=cfg.scale_embedding)
         self.src_embed = Embedding(cfg.src_vocab_size, **embedding)
         share_src = cfg.tie_embeddings and cfg.joint_vocab

@@ -326,6 +326,13 @@ def text_decoder() -> decoders.Decoder:
     return decoders.Metaspace(replacement=SPACE_MARKER)
 
 
+def sentencepiece_decoder() -> decoders.Decoder:
+    """text_decoder for imported Marian tokenizers, whose tokens of the other side's SentencePiece model end in an
+    extra "▁" so that they never match (playground/packages/marian.py): it is dropped first, and the token decodes
+    as MarianTokenizer decodes it."""
+    return decoders.Sequence([decoders.Replace(Regex(f"(?<=.){SPACE_MARKER}$"), ""), text_decoder()])
+
+
 def pre_tokenizer(kind: str) -> pre_tokenizers.PreTokenizer:
     """Metaspace first for every kind, so spaces live on in the tokens; then the kind's own splits."""
     metaspace = pre_tokenizers.Metaspace(replacement=SPACE_MARKER, prepend_scheme="always", split=True)

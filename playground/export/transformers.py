@@ -51,7 +51,7 @@ def hf_config(cfg: TransformerConfig):
         vocab_size=cfg.src_vocab_size, d_model=cfg.d_model, encoder_layers=cfg.n_encoder_layers,
         decoder_layers=cfg.n_decoder_layers, encoder_attention_heads=cfg.n_heads, decoder_attention_heads=cfg.n_heads,
         encoder_ffn_dim=cfg.d_ff, decoder_ffn_dim=cfg.d_ff, activation_function=cfg.activation, dropout=cfg.dropout,
-        attention_dropout=cfg.attention_dropout, activation_dropout=0.0, max_position_embeddings=cfg.max_len,
+        attention_dropout=cfg.attention_dropout, activation_dropout=0.0, max_position_embeddings=cfg.max_positions,
         scale_embedding=cfg.scale_embedding, pad_token_id=cfg.pad_id, bos_token_id=cfg.bos_id, eos_token_id=cfg.eos_id,
         decoder_start_token_id=cfg.bos_id, forced_eos_token_id=None, tie_word_embeddings=cfg.tie_embeddings,
         init_std=0.02)
@@ -84,7 +84,7 @@ def hf_model(model: Transformer):
         raise PlaygroundError(f"Internal export error: transformers expects {missing}, got unexpected {unexpected}.")
     hf.generation_config = transformers.GenerationConfig(
         decoder_start_token_id=model.cfg.bos_id, bos_token_id=model.cfg.bos_id, eos_token_id=model.cfg.eos_id,
-        pad_token_id=model.cfg.pad_id, forced_eos_token_id=None, max_length=model.cfg.max_len,
+        pad_token_id=model.cfg.pad_id, forced_eos_token_id=None, max_length=model.cfg.max_positions,
         # generate() defaults to the app's beam search (5 beams, length penalty 1; num_beams=1 is greedy). Ours
         # ends a sentence once it holds num_beams finished hypotheses and scores them sum(log p) / len ** penalty,
         # len counting <eos> and not <bos>, as transformers does: early_stopping=True is the same stopping rule
@@ -93,7 +93,7 @@ def hf_model(model: Transformer):
     return hf
 
 
-def hf_tokenizer(tokenizer, max_len: int):
+def hf_tokenizer(tokenizer, max_positions: int):
     """PreTrainedTokenizerFast over our tokenizer.json, appending <eos> to each source as our model expects."""
     transformers = require("transformers")
     from tokenizers import Tokenizer, processors
@@ -102,10 +102,10 @@ def hf_tokenizer(tokenizer, max_len: int):
     backend.post_processor = processors.TemplateProcessing(
         single=f"$A {SPECIAL_TOKENS[EOS_ID]}", special_tokens=[(SPECIAL_TOKENS[EOS_ID], EOS_ID)])
     pad, unk, bos, eos = SPECIAL_TOKENS
-    # our source is cut to max_len - 2 tokens + <eos>; clean_up off: it would change spaces around punctuation
+    # our source is cut to max_positions - 2 tokens + <eos>; clean_up off: it would change spaces around punctuation
     return transformers.PreTrainedTokenizerFast(
         tokenizer_object=backend, pad_token=pad, unk_token=unk, bos_token=bos, eos_token=eos,
-        model_max_length=max_len - 1, clean_up_tokenization_spaces=False)
+        model_max_length=max_positions - 1, clean_up_tokenization_spaces=False)
 
 
 def export_transformers(package_folder: str | os.PathLike, out: str | os.PathLike) -> Path:
@@ -123,9 +123,9 @@ def export_transformers(package_folder: str | os.PathLike, out: str | os.PathLik
     hf.save_pretrained(out)
     os.chmod(out / "model.safetensors", 0o644)  # safetensors writes 0600, the other files are world-readable
     pair = package.tokenizer
-    hf_tokenizer(pair.src_tokenizer, package.model.cfg.max_len).save_pretrained(out)
+    hf_tokenizer(pair.src_tokenizer, package.model.cfg.max_positions).save_pretrained(out)
     if not pair.joint:
-        hf_tokenizer(pair.tgt_tokenizer, package.model.cfg.max_len).save_pretrained(out / TARGET_TOKENIZER_DIR)
+        hf_tokenizer(pair.tgt_tokenizer, package.model.cfg.max_positions).save_pretrained(out / TARGET_TOKENIZER_DIR)
     (out / "README.md").write_text(hub_card(package.config, package.training, transformers_folder=True),
                                    encoding="utf-8")
     write_json(out / "playground.json", package.config)  # where the export came from

@@ -97,8 +97,8 @@ def info_lines(s: PackageSummary) -> list[str]:
     vocabulary = f"{m['src_vocab_size']:,}" if s.joint else f"{m['src_vocab_size']:,}/{m['tgt_vocab_size']:,}"
     lines = [f"{s.name}: {s.direction}, {s.params:,} parameters, {(s.size_bytes or 0) / MB:.1f} MB on disk",
              f"  d_model {m['d_model']}, {m['n_heads']} heads, {s.layers}, ff {m['d_ff']}, {m['activation']}, "
-             f"{m['positional_encoding']} positions, {m['norm_placement']}-LN, "
-             f"{'tied' if m['tie_embeddings'] else 'untied'} embeddings, max length {m['max_len']}",
+             f"{m['max_positions']} {m['positional_encoding']} positions, {m['norm_placement']}-LN, "
+             f"{'tied' if m['tie_embeddings'] else 'untied'} embeddings",
              f"  tokenizer {s.tokenizer_kind} ({'joint' if s.joint else 'separate'}), vocabulary {vocabulary}"]
     if s.base:
         lines.append(f"  fine-tuned from {s.base_words}")

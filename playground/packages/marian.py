@@ -33,13 +33,14 @@ from playground.core.tokenizer import (
     UNK_ID,
     PairTokenizer,
     pre_tokenizer,
+    sentencepiece_decoder,
     sentencepiece_normalizer,
-    text_decoder,
 )
 from playground.errors import PackageError
 from playground.packages.format import safetensors_shapes
-from playground.packages.marian_weights import from_marian, weight_slots
+from playground.packages.marian_weights import from_marian, marian_shapes
 from playground.packages.sentencepiece_model import CONTROL, NORMAL, UNIGRAM, UNKNOWN, SentencePieceModel, read_spm
+from playground.packages.tokenizer_checks import MAX_CHARSMAP_BYTES, charsmap_fits
 from playground.runtime.memory import check_model_loads
 
 MARIAN_FILES = ("config.json", "model.safetensors", "source.spm", "target.spm", "vocab.json", "tokenizer_config.json")
@@ -119,7 +120,7 @@ def checkpoint_of(config: dict) -> MarianCheckpoint:
             activation=ACTIVATIONS[activation], dropout=float(config.get("dropout", 0.1)),
             attention_dropout=float(config.get("attention_dropout", 0.0)), joint_vocab=bool(share),
             tie_embeddings=bool(config.get("tie_word_embeddings", True)),
-            max_len=number("max_position_embeddings"), scale_embedding=bool(config.get("scale_embedding", False)),
+            max_positions=number("max_position_embeddings"), scale_embedding=bool(config.get("scale_embedding", False)),
             final_logits_bias=True, never_generate_pad=True)
     except (ValueError, TypeError) as err:
         raise PackageError(f"config.json describes a model the playground cannot build: {err}.") from None
@@ -219,6 +220,9 @@ def side_tokenizer(spm: SentencePieceModel, pieces: list[str], order: list[int],
             and spm.split_by_whitespace and not spm.whitespace_as_suffix):
         raise PackageError(f"{name} handles whitespace in a way other than SentencePiece's default (a dummy prefix, "
                            "extra whitespace removed, words split at spaces), which the playground does not import.")
+    if spm.precompiled_charsmap and not charsmap_fits(spm.precompiled_charsmap):
+        raise PackageError(f"{name}'s character map is larger than {MAX_CHARSMAP_BYTES:,} bytes or corrupt; it was "
+                           "not read.")
     scores = {p.text: p.score for p in spm.pieces if p.type == NORMAL}
     unknown = [p.type for p in spm.pieces if p.type not in (NORMAL, UNKNOWN, CONTROL)]
     if unknown:
@@ -236,7 +240,7 @@ def side_tokenizer(spm: SentencePieceModel, pieces: list[str], order: list[int],
     tokenizer = Tokenizer(models.Unigram(vocab, unk_id=UNK_ID, byte_fallback=False))
     tokenizer.normalizer = sentencepiece_normalizer(spm.precompiled_charsmap)
     tokenizer.pre_tokenizer = pre_tokenizer("unigram")
-    tokenizer.decoder = text_decoder()
+    tokenizer.decoder = sentencepiece_decoder()
     tokenizer.add_special_tokens([AddedToken(token, special=True, normalized=False) for token in SPECIAL_TOKENS])
     codes = [token for token, _ in vocab if LANGUAGE_CODE.match(token)]
     tokenizer.add_tokens([AddedToken(code, normalized=False) for code in codes])
@@ -247,15 +251,8 @@ def converted_model(path: Path, checkpoint: MarianCheckpoint, order: list[int]) 
     """The checkpoint's weights in our model: shapes checked from the header before a tensor is read."""
     cfg = checkpoint.cfg
     shapes = safetensors_shapes(path)
-    marian_vocab, d = cfg.src_vocab_size - 1, cfg.d_model
-    with torch.device("meta"):
-        ours = {name: tuple(t.shape) for name, t in Transformer(cfg).state_dict().items()}
-    needed: dict[str, tuple[int, ...]] = {"final_logits_bias": (1, marian_vocab)}
-    for slot in weight_slots(cfg):
-        shape = ours[slot.ours]
-        if slot.ours.endswith("tokens.weight") or slot.ours == "output.weight":
-            shape = (marian_vocab, d)
-        needed[slot.hf] = (shape[0] // slot.parts, *shape[1:])
+    marian_vocab = cfg.src_vocab_size - 1
+    needed = {"final_logits_bias": (1, marian_vocab), **marian_shapes(cfg, marian_vocab)}
     wrong = [f"{k}: {shapes[k]} (config.json: {v})" for k, v in needed.items() if k in shapes and shapes[k] != v]
     if wrong:
         raise PackageError(f"model.safetensors does not fit config.json: {'; '.join(wrong[:3])}.")
@@ -268,10 +265,14 @@ def converted_model(path: Path, checkpoint: MarianCheckpoint, order: list[int]) 
     except (SafetensorError, OSError) as err:
         raise PackageError(f"model.safetensors is corrupt or truncated ({err}).") from None
     index = torch.tensor(order)
-    for name in ("src_embed.tokens.weight", "tgt_embed.tokens.weight", "output.weight"):
-        state[name] = state[name][index]
-    bias = tensors.get("final_logits_bias", torch.zeros(1, marian_vocab)).float()[0][index]
+    bias = tensors.pop("final_logits_bias", torch.zeros(1, marian_vocab)).float()[0][index]
     bias[BOS_ID] -= ABSENT_LOGIT
+    del tensors
+    reordered: dict[int, torch.Tensor] = {}  # tied embeddings are one tensor: reordered once
+    for name in ("src_embed.tokens.weight", "tgt_embed.tokens.weight", "output.weight"):
+        if id(state[name]) not in reordered:
+            reordered[id(state[name])] = state[name][index]
+        state[name] = reordered[id(state[name])]
     state["final_logits_bias"] = bias
     model = Transformer(cfg)
     model.load_state_dict(state, strict=True)

@@ -87,6 +87,24 @@ def weight_slots(cfg: TransformerConfig) -> list[Slot]:
     return slots
 
 
+def marian_shapes(cfg: TransformerConfig, vocab_size: int) -> dict[str, tuple[int, ...]]:
+    """The shape of each transformers tensor of the model `cfg` describes with a vocabulary of vocab_size (from the
+    config alone: checked against a checkpoint's header before a tensor is read)."""
+    d, ff = cfg.d_model, cfg.d_ff
+    shapes = {}
+    for slot in weight_slots(cfg):
+        name = slot.hf
+        if name.endswith(("embed_tokens.weight", "shared.weight", "lm_head.weight")):
+            shapes[name] = (vocab_size, d)
+        elif ".fc1." in name:
+            shapes[name] = (ff, d) if name.endswith("weight") else (ff,)
+        elif ".fc2." in name:
+            shapes[name] = (d, ff) if name.endswith("weight") else (d,)
+        else:  # attention projections, LayerNorms
+            shapes[name] = (d, d) if name.endswith("weight") and "_proj" in name else (d,)
+    return shapes
+
+
 def to_marian(ours: dict[str, torch.Tensor], cfg: TransformerConfig) -> dict[str, torch.Tensor]:
     """Our state dict under the transformers names, the model dimension permuted."""
     p = residual_permutation(cfg.d_model)
@@ -108,17 +126,22 @@ def from_marian(tensors: dict[str, torch.Tensor], cfg: TransformerConfig) -> dic
     inverse = torch.argsort(residual_permutation(cfg.d_model))
     slots = weight_slots(cfg)
     parts: dict[str, dict[int, torch.Tensor]] = {}
+    converted: dict[tuple, torch.Tensor] = {}  # a tied tensor is converted once, and shared
     for ours, part in dict.fromkeys((slot.ours, slot.part) for slot in slots):
         tied = tied_names(ours, cfg)
         candidates = [slot for slot in slots if slot.ours in tied and slot.part == part]
         slot = next((s for s in candidates if s.hf in tensors), candidates[0])
-        tensor = tensors[slot.hf].float()
-        if slot.reads:
-            tensor = tensor[:, inverse]
-        if slot.writes:
-            tensor = tensor[inverse]
-        parts.setdefault(ours, {})[part] = tensor
-    return {name: torch.cat([pieces[i] for i in range(len(pieces))]).contiguous() for name, pieces in parts.items()}
+        key = (slot.hf, slot.reads, slot.writes)
+        if key not in converted:
+            tensor = tensors[slot.hf].float()
+            if slot.reads:
+                tensor = tensor[:, inverse]
+            if slot.writes:
+                tensor = tensor[inverse]
+            converted[key] = tensor
+        parts.setdefault(ours, {})[part] = converted[key]
+    return {name: pieces[0] if len(pieces) == 1 else torch.cat([pieces[i] for i in range(len(pieces))])
+            for name, pieces in parts.items()}
 
 
 def tied_names(ours: str, cfg: TransformerConfig) -> set[str]:

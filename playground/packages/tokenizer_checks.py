@@ -20,6 +20,7 @@ from playground.core.tokenizer import (
     TOKENIZER_KINDS,
     PairTokenizer,
     pre_tokenizer,
+    sentencepiece_decoder,
     sentencepiece_normalizer,
     text_decoder,
     text_normalizer,
@@ -40,7 +41,7 @@ def written_pipeline() -> dict[str, list]:
 
     return {"normalizer": [None, state(text_normalizer())],
             "pre_tokenizer": [state(pre_tokenizer(kind)) for kind in TOKENIZER_KINDS],
-            "decoder": [state(text_decoder())],
+            "decoder": [state(text_decoder()), state(sentencepiece_decoder())],
             "post_processor": [None], "truncation": [None], "padding": [None]}
 
 
@@ -97,8 +98,7 @@ def check_tokenizer_cost(path: Path, vocab_size: int) -> None:
 
 def is_sentencepiece_normalizer(normalizer) -> bool:
     """Whether `normalizer` (as JSON) is core.tokenizer.sentencepiece_normalizer's, an imported Marian tokenizer's,
-    with a character map the native parser reads within its size: at most MAX_CHARSMAP_BYTES, and its header's trie
-    size inside it (a garbage header made the parser reserve gigabytes and abort the server: issue 32's row A)."""
+    with a character map that charsmap_fits."""
     if not isinstance(normalizer, dict) or not isinstance(normalizer.get("normalizers"), list):
         return False
     steps = normalizer["normalizers"]
@@ -112,11 +112,16 @@ def is_sentencepiece_normalizer(normalizer) -> bool:
         raw = base64.b64decode(charsmap, validate=True)
     except (binascii.Error, ValueError):
         return False
-    trie_bytes = int.from_bytes(raw[:4], "little") if len(raw) >= 4 else -1
-    if not 0 <= trie_bytes <= len(raw) - 4 or trie_bytes % 4:
-        return False
     expected = json.loads(sentencepiece_normalizer(b"").__getstate__())
-    return {**normalizer, "normalizers": steps[1:]} == expected
+    return charsmap_fits(raw) and {**normalizer, "normalizers": steps[1:]} == expected
+
+
+def charsmap_fits(charsmap: bytes) -> bool:
+    """Whether 🤗 tokenizers' native parser reads a SentencePiece character map within its size: at most
+    MAX_CHARSMAP_BYTES, and the trie size its header gives inside it (a garbage header made the parser reserve
+    gigabytes and abort the server: issue 32's row A)."""
+    trie_bytes = int.from_bytes(charsmap[:4], "little") if len(charsmap) >= 4 else -1
+    return len(charsmap) <= MAX_CHARSMAP_BYTES and 0 <= trie_bytes <= len(charsmap) - 4 and trie_bytes % 4 == 0
 
 
 def check_parsing_cost(tokenizer: dict, what: str) -> None:

@@ -30,8 +30,8 @@ def base_settings(folder: Path) -> dict:
 
 
 def longest_sentence(folder: Path) -> int:
-    """The most tokens a sentence may have for the base's positions (a fine-tune's max_len at most)."""
-    return sentence_tokens({**MODEL_DEFAULTS, **read_config(folder)["model"]}["max_len"])
+    """The most tokens a sentence may have for the base's positions (a fine-tune's max_sentence_tokens at most)."""
+    return sentence_tokens({**MODEL_DEFAULTS, **read_config(folder)["model"]}["max_positions"])
 
 
 def finetune_config(cfg: TrainConfig, base: Path, asked: dict | None = None) -> TrainConfig:
@@ -42,10 +42,10 @@ def finetune_config(cfg: TrainConfig, base: Path, asked: dict | None = None) -> 
     refuse_fixed_changes(kept, {k: v for k, v in (asked or {}).items() if k in kept and v is not None},
                          shown_name(base.name), KEPT_FROM_BASE, "start from scratch")
     longest = longest_sentence(base)
-    if cfg.max_len > longest:
+    if cfg.max_sentence_tokens > longest:
         raise TrainingError(f"Max tokens per sentence must be at most {longest:,} to fine-tune "
                             f"{shown_name(base.name)} (its model has {model_positions(longest):,} positions), not "
-                            f"{cfg.max_len:,}: lower it.")
+                            f"{cfg.max_sentence_tokens:,}: lower it.")
     try:
         return TrainConfig.of(**{**cfg.settings(), **kept})
     except TrainingError as err:

@@ -35,7 +35,7 @@ FIELDS = form_fields()
 # The fields whose value sizes the model or its tokenizer: out of range, their refusal says what they would cost;
 # within range, they are where a form refused for its cost says so.
 COUNTED_FIELDS = (*(k for k in MODEL_SETTINGS if SETTINGS[k].kind is int), "vocab_size")
-SIZE_FIELDS = (*COUNTED_FIELDS, "max_len", "batch_tokens")
+SIZE_FIELDS = (*COUNTED_FIELDS, "max_sentence_tokens", "batch_tokens")
 
 
 def preset_values(name: str) -> dict:
@@ -81,7 +81,8 @@ def checked_config(values: dict, base: Path | None = None) -> TrainConfig:
 def base_values(values: dict, base: Path) -> dict:
     """The form's `values` for a run fine-tuning `base`: its model and tokenizer settings (the form shows them
     locked), the maximum length within its positions."""
-    return {**values, **base_settings(base), "max_len": min(values["max_len"], longest_sentence(base))}
+    longest = min(values["max_sentence_tokens"], longest_sentence(base))
+    return {**values, **base_settings(base), "max_sentence_tokens": longest}
 
 
 def field_note(name: str, values: dict) -> str:
@@ -107,7 +108,7 @@ def would_cost(values: dict) -> str:
         shape = {k: int(values[k]) if SETTINGS[k].kind is int else values[k] for k in MODEL_SETTINGS}
         vocab = int(values["vocab_size"])
         model = TransformerConfig(src_vocab_size=vocab, tgt_vocab_size=vocab, joint_vocab=bool(values["joint_vocab"]),
-                                  max_len=model_positions(int(values["max_len"])), **shape)
+                                  max_positions=model_positions(int(values["max_sentence_tokens"])), **shape)
         return cost_words(model.num_parameters())
     except (KeyError, TypeError, ValueError, OverflowError, ZeroDivisionError):
         return ""

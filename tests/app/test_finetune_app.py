@@ -18,9 +18,9 @@ from playground.training.form import FIELDS
 from playground.training.presets import FINE_TUNE, PRESETS
 from playground.training.trainer import Trainer
 
-TINY = dict(d_model=32, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=64, vocab_size=200, max_len=32,
-            batch_tokens=512, max_steps=6, max_minutes=0, max_epochs=0, eval_every=100, eval_sentences=4,
-            warmup_steps=10, lr=3e-3, schedule="inverse_sqrt", precision="fp32", device="cpu", seed=7)
+TINY = dict(d_model=32, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=64, vocab_size=200,
+            max_sentence_tokens=32, batch_tokens=512, max_steps=6, max_minutes=0, max_epochs=0, eval_every=100,
+            eval_sentences=4, warmup_steps=10, lr=3e-3, schedule="inverse_sqrt", precision="fp32", device="cpu", seed=7)
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +44,8 @@ def test_a_visitor_fine_tunes_their_own_model_and_never_another_visitors(space):
     fields = dict(zip(FIELDS, chosen[1:]))
     assert chosen[0] == FINE_TUNE and fields["lr"]["value"] == PRESETS[FINE_TUNE].settings["lr"]
     assert fields["d_model"]["value"] == 32 and fields["d_model"]["interactive"] is False  # the model's, locked
-    assert fields["max_len"]["value"] == 32 and fields["max_len"].get("interactive") is not False  # the run's own
+    longest = fields["max_sentence_tokens"]
+    assert longest["value"] == 32 and longest.get("interactive") is not False  # the run's own
     # the form's d_model is not the model's: the model's own settings are used
     done = alice.predict(model_name="tuned", start_from=base, api_name="/train",
                          **{**TINY, "lr": 1e-4, "max_steps": 3, "d_model": 64})[0]
@@ -66,7 +67,7 @@ def test_a_fine_tune_in_several_calls_starts_from_the_base(tmp_path, one_thread)
     assert isinstance(list(Trainer(tiny_cfg(max_steps=4, eval_every=100, eval_sentences=2), DATA, base).run())[-1],
                       Done)
     cfg = TrainConfig.of(**{**PRESETS[FINE_TUNE].settings, "max_minutes": None, "max_steps": 200, "eval_every": 1000,
-                            "eval_sentences": 2, "max_len": 16, "precision": "fp32", "device": "cpu"})
+                            "eval_sentences": 2, "max_sentence_tokens": 16, "precision": "fp32", "device": "cpu"})
     whole = [e for e in Trainer(cfg, DATA, tmp_path / "whole", init_from=base).run() if isinstance(e, Step)]
     run = ChunkedRun(cfg, DATA, tmp_path / "chunked", chunk_s=max(whole[-1].elapsed / 3, 1.5), run_chunk=train_chunk,
                      init_from=base)

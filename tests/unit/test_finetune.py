@@ -23,7 +23,8 @@ from playground.training.schedule import learning_rate
 from playground.training.trainer import Trainer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-RUN = dict(max_minutes=None, max_steps=3, eval_every=100, eval_sentences=2, max_len=16, precision="fp32", device="cpu")
+RUN = dict(max_minutes=None, max_steps=3, eval_every=100, eval_sentences=2, max_sentence_tokens=16, precision="fp32",
+           device="cpu")
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +90,7 @@ def test_a_fine_tune_refuses_other_model_settings_and_positions_past_the_bases(b
         finetune_config(fine_tune_cfg(), base, {"d_model": 64, "n_heads": 2})
     assert finetune_config(fine_tune_cfg(), base, {"d_model": 32.0}).model.d_model == 32  # the same value is fine
     with pytest.raises(TrainingError, match="at most 16 to fine-tune 'base'.*18 positions"):
-        finetune_config(fine_tune_cfg(max_len=64), base)
+        finetune_config(fine_tune_cfg(max_sentence_tokens=64), base)
 
 
 def test_a_fine_tune_resumes_and_keeps_its_base(base, tmp_path):
@@ -107,7 +108,7 @@ def test_the_cli_fine_tunes_with_init_from(base, tmp_path, capsys):
     data = tmp_path / "pairs.tsv"
     data.write_text("".join(f"{s}\t{t}\n" for s, t in reverse_pairs(40)), encoding="utf-8")
     common = ["train", "--data", str(data), "--out", str(tmp_path / "tuned"), "--init-from", str(base),
-              "--max-steps", "2", "--eval-sentences", "2", "--max-len", "16", "--device", "cpu"]
+              "--max-steps", "2", "--eval-sentences", "2", "--max-sentence-tokens", "16", "--device", "cpu"]
     assert main(common) == 0
     training = json.loads((tmp_path / "tuned" / "training.json").read_text(encoding="utf-8"))
     assert training["base"] == {"name": "base"} and training["config"]["lr"] == PRESETS[FINE_TUNE].settings["lr"]

@@ -43,12 +43,18 @@ def marian(checkpoint):
 
 @pytest.fixture(scope="module")
 def marian_ids(package, checkpoint) -> torch.Tensor:
-    """Marian's id of each of our ids, found by the token strings (-1 for our <bos>, which Marian lacks)."""
+    return marian_ids_of(package, checkpoint)
+
+
+def marian_ids_of(package, checkpoint: Path) -> torch.Tensor:
+    """Marian's id of each of our ids, found by the token strings (-1 for our <bos>, which Marian lacks). A piece
+    only one side's SentencePiece model has ends in an extra "▁" on the other side, one in neither on both."""
     vocab = json.loads((checkpoint / "vocab.json").read_text(encoding="utf-8"))
     src, tgt = package.tokenizer.src_tokenizer, package.tokenizer.tgt_tokenizer
     ids = []
     for i in range(tgt.get_vocab_size()):
         names = {MARIAN_SPECIALS.get(src.id_to_token(i)), src.id_to_token(i), tgt.id_to_token(i)}
+        names |= {name[:-1] for name in names if name and len(name) > 1 and name.endswith("▁")}  # no side's piece
         found = [vocab[name] for name in names if name in vocab]
         assert len(found) <= 1
         ids.append(found[0] if found else -1)
@@ -90,10 +96,14 @@ def marian_batch(package, marian_ids, texts):
 
 
 def test_logits_are_marians(package, marian, marian_ids):
-    model, _ = marian
-    src, hf_src, mask = marian_batch(package, marian_ids, sentences(8, seed=3))
+    assert_logits_match(package, marian[0], marian_ids, sentences(8, seed=3))
+
+
+def assert_logits_match(package, model, marian_ids, texts: list[str]) -> None:
+    """Teacher-forced on random targets: every logit of a token Marian has within 1e-4 of Marian's."""
+    src, hf_src, mask = marian_batch(package, marian_ids, texts)
     generator = torch.Generator().manual_seed(0)
-    tgt = torch.randint(4, len(marian_ids), (8, 12), generator=generator)
+    tgt = torch.randint(4, len(marian_ids), (len(texts), 12), generator=generator)
     tgt[:, 0] = package.model.cfg.bos_id
     with torch.no_grad():
         ours = package.model(src, tgt)
@@ -116,10 +126,16 @@ def generated(model, ids, mask, **options) -> list[list[int]]:
 
 @pytest.mark.parametrize("method", ["greedy", "beam"])
 def test_greedy_and_beam_outputs_are_generates(method, package, marian, marian_ids):
-    model, _ = marian
     texts = [t for t in sentences(40, seed=5) if t.strip()][:6]
-    limit = 24
+    outputs = searched_alike(package, marian[0], marian_ids, texts, method, limit=16)
+    assert len({tuple(ids) for ids in outputs}) > len(texts) // 2  # the input decides the output
+    assert {len(ids) for ids in outputs} - {16}  # and some end before the limit, at </s>
+
+
+def searched_alike(package, model, marian_ids, texts: list[str], method: str, limit: int) -> list[list[int]]:
+    """Our search's best output for each text (in Marian's ids), asserted equal to generate()'s."""
     opts = DecodeOptions(method=method, beam_size=4, length_penalty=1.0, max_output_tokens=limit)
+    outputs = []
     for text in texts:  # one at a time: transformers' beam search pads finished rows differently
         src, hf_src, mask = marian_batch(package, marian_ids, [text])
         search = beam_search if method == "beam" else greedy_or_sample
@@ -127,6 +143,26 @@ def test_greedy_and_beam_outputs_are_generates(method, package, marian, marian_i
         theirs = generated(model, hf_src, mask, num_beams=4 if method == "beam" else 1, length_penalty=1.0,
                            early_stopping=True, max_new_tokens=limit)
         assert ours == theirs, repr(text)
+        outputs += ours
+    return outputs
+
+
+def test_opus_mt_en_de_shapes_import_exactly(tmp_path):
+    """opus-mt-en-de's real shapes: d_model 512, 6+6 layers, 8 heads, FFN 2048, 58,101 tokens, swish, scaled
+    embeddings (74 M parameters); a few sentences, fp32."""
+    import transformers
+
+    checkpoint = make_marian_checkpoint(tmp_path / "opus-mt-en-de", d_model=512, layers=6, heads=8, ffn=2048,
+                                        vocab_size=58_101, positions=512)
+    config = json.loads((checkpoint / "config.json").read_text())
+    assert (config["vocab_size"], config["activation_function"], config["scale_embedding"]) == (58_101, "swish", True)
+    package = load_package(import_marian(checkpoint, tmp_path / "models" / "en-de", origin="opus-mt-en-de"))
+    assert marian_parameters(config) == package.model.num_parameters() > 73_000_000
+    model = transformers.MarianMTModel.from_pretrained(checkpoint).eval()
+    ids = marian_ids_of(package, checkpoint)
+    texts = [t for t in sentences(12, seed=9) if t.strip()][:3]
+    assert_logits_match(package, model, ids, texts)
+    searched_alike(package, model, ids, texts[:1], "greedy", limit=6)
 
 
 def test_the_package_says_where_it_came_from(package):
