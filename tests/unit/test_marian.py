@@ -233,3 +233,12 @@ def test_a_charsmap_whose_header_overruns_it_is_refused_before_parsing(package, 
     (tmp_path / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
     with pytest.raises(PackageError, match=r"normalizer \(Sequence\) is not one the playground writes"):
         check_tokenizer_cost(tmp_path / "tokenizer.json", vocab)
+
+
+def test_a_truncated_sentencepiece_model_is_refused_naming_it(checkpoint, tmp_path):
+    folder = tmp_path / "cut"
+    shutil.copytree(checkpoint, folder)
+    data = (folder / "source.spm").read_bytes()
+    (folder / "source.spm").write_bytes(data[: len(data) // 2])
+    with pytest.raises(PackageError, match="source.spm is not a SentencePiece model"):
+        import_marian(folder, tmp_path / "out", origin="x")
