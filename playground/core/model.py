@@ -30,6 +30,7 @@ from playground.core.positional import Embedding
 
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "swish": nn.SiLU}
 
+
 @dataclass
 class TransformerConfig:
     src_vocab_size: int
