@@ -281,7 +281,8 @@ class Transformer(nn.Module):
         cfg = self.cfg
         head_dim = cfg.d_model // cfg.n_heads
         caches = [LayerCache(src.size(0), cfg.n_heads, head_dim, max_steps, memory) for _ in self.decoder]
-        return DecoderState(kv, self.src_key_mask(src), caches)
+        mask = self.src_key_mask(src)  # without padding (always at batch 1) no mask to apply at every step
+        return DecoderState(kv, None if mask.all() else mask, caches)
 
     @torch.inference_mode()
     def decode_step(self, tokens: torch.Tensor, state: DecoderState) -> torch.Tensor:

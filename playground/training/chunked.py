@@ -64,7 +64,7 @@ def train_chunk(cfg: dict, prepared: str, out_dir: str, resume_from: str | None,
     data, ready = load_prepared(prepared)
     trainer = Trainer(TrainConfig.from_dict(cfg), data, out_dir, resume_from=resume_from, prepared=ready,
                       between_steps=yield_to_quick_calls)  # a visitor's translate first on a shared CPU
-    trainer.pause_after_s = max(WORK_SHARE * seconds - (time.monotonic() - began), 0.0)
+    trainer.stop_rules.pause_after_s = max(WORK_SHARE * seconds - (time.monotonic() - began), 0.0)
     ended = False
     for event in trainer.run():
         if os.path.exists(stop_file) or TERMINATED.is_set():
