@@ -213,7 +213,7 @@ def greedy_or_sample(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
     is called before each step (DecodeBounds)."""
     cfg, B = model.cfg, src.size(0)
     limits = length_limits(model, src, opts.max_output_tokens)
-    max_len = int(limits.max())
+    output_steps = int(limits.max())
     generator = None
     if opts.method == "sample":
         generator = torch.Generator(device=src.device)
@@ -221,16 +221,16 @@ def greedy_or_sample(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
             generator.seed()  # a fresh seed for this generator only: torch.seed() would re-seed everyone's global RNG
         else:
             generator.manual_seed(opts.seed)
-    state = model.start_decoding(src, max_len)
+    state = model.start_decoding(src, output_steps)
     tokens = torch.full((B,), cfg.bos_id, dtype=torch.long, device=src.device)
     rows = torch.arange(B, device=src.device)  # which sentence each live row belongs to
     row_limits = limits  # limits[rows]
-    out_ids = torch.full((B, max_len), cfg.pad_id, dtype=torch.long, device=src.device)
-    out_lp = torch.zeros(B, max_len, device=src.device)
+    out_ids = torch.full((B, output_steps), cfg.pad_id, dtype=torch.long, device=src.device)
+    out_lp = torch.zeros(B, output_steps, device=src.device)
     lengths = torch.zeros(B, dtype=torch.long, device=src.device)
     # a step at batch 1 takes ~1 ms, so each tensor operation and host sync of the bookkeeping counts: one sync a
     # step (live.all()), and a row's length written once, when it leaves
-    for step in range(max_len):
+    for step in range(output_steps):
         stop_check()
         logp = next_token_logprobs(model, tokens, state)  # [live, V]
         if generator is None:
@@ -292,9 +292,9 @@ def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
     step, as {"sentence", "parent", "hypothesis"}."""
     cfg, B, K = model.cfg, src.size(0), opts.beam_size
     limits = length_limits(model, src, opts.max_output_tokens)
-    max_len = int(limits.max())
+    output_steps = int(limits.max())
     device = src.device
-    state = model.start_decoding(src, max_len)  # encode each source once, then give each of its K beams a copy
+    state = model.start_decoding(src, output_steps)  # encode each source once, then give each of its K beams a copy
     state.select(torch.arange(B, device=device).repeat_interleave(K))
     scores = torch.full((B, K), float("-inf"), device=device)
     scores[:, 0] = 0.0  # all beams start identical: let only the first one expand
@@ -305,7 +305,7 @@ def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
     sentence_limits = limits  # limits[sentence]
     among_best = torch.arange(2 * K, device=device) < K  # the first K of the 2K candidates
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
-    for step in range(max_len):
+    for step in range(output_steps):
         stop_check()
         n = sentence.numel()
         logp = next_token_logprobs(model, tokens, state)  # [n*K, V]

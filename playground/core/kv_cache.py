@@ -15,15 +15,15 @@ import torch
 
 
 class LayerCache:
-    """Self-attention keys and values of one decoder layer for up to max_len steps, in one buffer stored time-major
-    [max_len, B, 2, H, Dh]: a step writes its keys and values with one copy, and the positions filled so far are one
-    contiguous block, so reordering the rows (beam search does it every step) is a single row gather of that block
-    into a spare buffer, and the two buffers swap. Batch-major [B, H, max_len, Dh] made it a strided gather of
+    """Self-attention keys and values of one decoder layer for up to `steps` output steps, in one buffer stored
+    time-major [steps, B, 2, H, Dh]: a step writes its keys and values with one copy, and the positions filled so far
+    are one contiguous block, so reordering the rows (beam search does it every step) is a single row gather of that
+    block into a spare buffer, and the two buffers swap. Batch-major [B, H, steps, Dh] made it a strided gather of
     [B, H, :length] slices into a fresh buffer, many times slower; separate key and value buffers, two copies and two
     gathers a step (bench/decode_speed.py)."""
 
-    def __init__(self, batch: int, n_heads: int, head_dim: int, max_len: int, like: torch.Tensor):
-        self.kv = like.new_empty(max_len, batch, 2, n_heads, head_dim)
+    def __init__(self, batch: int, n_heads: int, head_dim: int, steps: int, like: torch.Tensor):
+        self.kv = like.new_empty(steps, batch, 2, n_heads, head_dim)
         self.length = 0
 
     def append(self, kv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -43,7 +43,7 @@ class LayerCache:
 
 
 def gather_rows(buffer: torch.Tensor, index: torch.Tensor, spare: torch.Tensor, length: int) -> torch.Tensor:
-    """buffer[:length, index] written into the storage of `spare` (contiguous), viewed as [max_len, len(index), ...]."""
+    """buffer[:length, index] written into the storage of `spare` (contiguous), viewed as [steps, len(index), ...]."""
     shape = (buffer.size(0), len(index), *buffer.shape[2:])
     size = math.prod(shape)
     if spare.numel() < size:  # more rows than before (rows duplicated): a bigger spare

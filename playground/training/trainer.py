@@ -20,7 +20,8 @@ from playground.core.model import Transformer
 from playground.core.tokenizer import PairBpeDropout, PairTokenizer
 from playground.data.batching import GlobalBatch, encode_pairs
 from playground.errors import PlaygroundError, TrainingError
-from playground.packages.format import saved_config
+from playground.packages.format import read_config, saved_config
+from playground.packages.store import load_package, model_config
 from playground.runtime.device import one_thread_on_cpu
 from playground.runtime.memory import check_training_fits, keep_allocator_compact
 from playground.training import events
@@ -47,6 +48,7 @@ from playground.training.evaluation import (
     validation_loss,
 )
 from playground.training.events import StopReason
+from playground.training.finetune import base_record, finetune_config
 from playground.training.inputs import (
     TrainData,
     encode_epoch,
@@ -107,12 +109,14 @@ class Trainer:
 
     def __init__(self, cfg: TrainConfig, data: TrainData, out_dir: str | Path, resume_from: str | Path | None = None,
                  ranks: Ranks = SINGLE, prepared: Prepared | None = None,
-                 between_steps: Callable[[str], object] = no_wait):
+                 between_steps: Callable[[str], object] = no_wait, init_from: str | Path | None = None):
         import torch._dynamo  # noqa: F401 - the first optimizer imports it (~3 s once per process): the process's
         # start-up, not this run's work, so before the clock starts
         self.setup_started = time.perf_counter()  # the time cap counts the tokenizer, the encoding and the loading
         if cfg.early_stop_metric == "auto":  # settled on the data: BLEU cannot judge references under four words
             cfg = replace(cfg, early_stop_metric=judging_metric(cfg.early_stop_metric, data.val))
+        if init_from is not None and resume_from is None:  # the model and tokenizer settings are the base's
+            cfg = finetune_config(cfg, Path(init_from))
         self.cfg, self.data, self.out_dir, self.ranks = cfg, data, Path(out_dir), ranks
         self.between_steps = between_steps
         self.stop_rules = StopRules(cfg, ranks)  # budgets, Stop and the call's length
@@ -127,8 +131,11 @@ class Trainer:
         self.history, self.early_stopping = History(), EarlyStopping(cfg.early_stop_metric, cfg.patience)
         self.budget = MinutesPlan(cfg)  # the steps the run plans to take and the schedule fitted to them
         self.eval_limit: int | None = None  # sentences the last validation of a fitted run had time to decode
+        self.base: dict | None = None  # a fine-tuned run's base (training.json's "base": finetune.base_record)
         if resume_from is not None:
             self.resume(Path(resume_from))  # every rank loads the weights and the optimizer state
+        elif init_from is not None:
+            self.start_from(Path(init_from))  # its model and tokenizer: no tokenizer trained, no new weights
         else:
             check_run_cost(cfg, self.device, self.precision)  # before the tokenizer's trainer reserves its tables
             self.start_model(prepared.tokenizer if prepared else shared_tokenizer(data, cfg, ranks))
@@ -156,6 +163,15 @@ class Trainer:
         self.model = Transformer(model_cfg, torch.Generator().manual_seed(self.cfg.seed)).to(self.device)
         self.optimization = Optimization(self.cfg, self.model, self.device, self.precision, self.ranks)
 
+    def start_from(self, base: Path) -> None:
+        """Fine-tuning: the base package's weights and tokenizer (every rank loads them), checked to fit before they
+        are loaded."""
+        check_training_fits(model_config(read_config(base)["model"]), self.cfg.batch_tokens, self.device,
+                            self.precision)
+        package = load_package(base, self.device)
+        self.model, self.tokenizer, self.base = package.model.train(), package.tokenizer, base_record(base)
+        self.optimization = Optimization(self.cfg, self.model, self.device, self.precision, self.ranks)
+
     def resume(self, folder: Path) -> None:
         package, state, optimizer_tensors = load_run(folder, self.device)
         refuse_fixed_changes(saved_config(package.training), self.cfg.to_dict(), folder.name)
@@ -165,6 +181,7 @@ class Trainer:
         self.step, self.epoch, self.batch_in_epoch = state.step, state.epoch, state.batch_in_epoch
         self.tokens_seen, self.elapsed_before = state.tokens_seen, state.elapsed_s
         self.history = History(**package.training["history"])  # training.json: save() writes it with the state
+        self.base = package.training.get("base")
         self.early_stopping.best, self.early_stopping.bad_evals = state.best, state.bad_evals
         self.budget.resume(package.training, state)
         try:
@@ -455,6 +472,7 @@ class Trainer:
                      "val_pairs": len(self.data.val), "src_lang": self.data.src_lang, "tgt_lang": self.data.tgt_lang},
             **self.run_facts(elapsed), "tokens_seen": self.tokens_seen,
             "last": self.history.evals[-1] if self.history.evals else None, "history": self.history.as_dict(),
+            **({"base": self.base} if self.base else {}),
         }
 
     def result(self, elapsed: float, last_loss: float | None, averaged: str | None = None) -> dict:
@@ -466,10 +484,10 @@ class Trainer:
 
 
 def run_training(cfg: TrainConfig, data: TrainData, out_dir: str | Path, resume_from: str | Path | None = None,
-                 ranks: Ranks = SINGLE) -> Iterator[events.Event]:
+                 ranks: Ranks = SINGLE, init_from: str | Path | None = None) -> Iterator[events.Event]:
     """Convenience: build a Trainer and iterate its events; setup errors come out as one Error event."""
     try:
-        trainer = Trainer(cfg, data, out_dir, resume_from, ranks)
+        trainer = Trainer(cfg, data, out_dir, resume_from, ranks, init_from=init_from)
     except PlaygroundError as err:
         yield events.Error(str(err))
         return

@@ -25,18 +25,18 @@ log = logging.getLogger("playground.ui")
 # Quick calls: bounded by time and size
 
 
-def quick_call(task: Callable, advice: str) -> Callable:
+def quick_call(task: Callable, advice: str, seconds: float | None = None) -> Callable:
     """A quick call (translate, attention, steps, compare, Inside views, checking an upload): `task` (a function of
-    playground.serving.work) runs in a worker process under the time limit one may take (limits.quick_call_seconds();
-    past it the worker is killed, the call says `advice`, and the next call gets a fresh worker), and is marked so
-    that a CPU training step in this process waits for it (foreground.quick). A client's calls take one worker at a
-    time (work_owner)."""
+    playground.serving.work) runs in a worker process under the time limit one may take (limits.quick_call_seconds(),
+    or `seconds`; past it the worker is killed, the call says `advice`, and the next call gets a fresh worker), and is
+    marked so that a CPU training step in this process waits for it (foreground.quick). A client's calls take one
+    worker at a time (work_owner)."""
     from playground.runtime.foreground import quick
     from playground.serving import work
 
     @functools.wraps(task)
     def in_worker(*args):
-        return work.run(task, *args, advice=advice, gone=client_gone(), owner=work_owner())
+        return work.run(task, *args, advice=advice, gone=client_gone(), owner=work_owner(), seconds=seconds)
     return quick(in_worker)
 
 

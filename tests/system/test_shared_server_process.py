@@ -154,7 +154,7 @@ def test_api_sessions_expire_and_all_sessions_data_is_capped(server, tmp_path):
     warm = visitor(server.url, "198.51.100.50")  # the readers and plots loaded once, before the baseline
     assert "pairs kept" in warm.predict([handle_file(str(corpus(100)))], 0.05, api_name="/load_files")[0]
     upload = export_zip(tiny_package(tmp_path / "warms"), tmp_path)
-    assert warm.predict(handle_file(str(upload)), api_name="/import_model")[0] == "✅ Imported **warms**."
+    assert warm.predict(handle_file(str(upload)), api_name="/import_model")[0].startswith("✅ Imported **warms**:")
     baseline = server.settled_rss()
     refused, start = [], time.monotonic()
     for n in range(8):  # 8 API sessions from 8 addresses, each loading the corpus, none ever closing a tab
@@ -220,7 +220,7 @@ def test_a_name_left_taken_by_a_killed_import_is_free_again(server, tmp_path):
     upload = export_zip(tiny_package(tmp_path / "leftover"), tmp_path)
     person = visitor(server.url, "198.51.100.200")
     imported = person.predict(handle_file(str(upload)), api_name="/import_model")[0]
-    assert imported == "✅ Imported **leftover**."  # the name itself, not leftover-2 (shown without the code)
+    assert imported.startswith("✅ Imported **leftover**:")  # the name itself, not leftover-2 (shown without the code)
     assert named(json.loads((server.models / REGISTRY).read_text()), "leftover")
 
 
