@@ -25,18 +25,28 @@ log = logging.getLogger("playground.ui")
 # Quick calls: bounded by time and size
 
 
-def quick_call(task: Callable, advice: str) -> Callable:
+# The listener options of an event whose handler runs a quick call: no concurrency limit of Gradio's, so that a call
+# waiting for a worker holds a thread and one of Gradio's 40 jobs, not one of its event's few slots (where it kept
+# other visitors' calls of that event waiting behind one address's); the worker pool alone decides who works, in
+# turn across addresses, and refuses what one address has too many of (playground.runtime.workers.Admission)
+IN_WORKERS = dict(concurrency_limit=None)
+
+
+def quick_call(task: Callable, advice: str, run: Callable | None = None) -> Callable:
     """A quick call (translate, attention, steps, compare, Inside views, checking an upload): `task` (a function of
     playground.serving.work) runs in a worker process under the time limit one may take (limits.quick_call_seconds();
     past it the worker is killed, the call says `advice`, and the next call gets a fresh worker), and is marked so
     that a CPU training step in this process waits for it (foreground.quick). A client's calls take one worker at a
-    time (work_owner)."""
+    time (work_owner). `run` sends it to another pool than the quick calls' (work.run): reading a data file goes
+    to playground.serving.jobs.run."""
     from playground.runtime.foreground import quick
-    from playground.serving import work
+
+    if run is None:
+        from playground.serving.work import run
 
     @functools.wraps(task)
     def in_worker(*args):
-        return work.run(task, *args, advice=advice, gone=client_gone(), owner=work_owner())
+        return run(task, *args, advice=advice, gone=client_gone(), owner=work_owner())
     return quick(in_worker)
 
 

@@ -17,7 +17,7 @@ from playground.serving import work
 from playground.serving.library import Library
 from playground.settings import KB, MB
 from playground.ui.caches import package_info
-from playground.ui.handlers import bind, quick_call, readable, said_beside
+from playground.ui.handlers import IN_WORKERS, bind, quick_call, readable, said_beside
 from playground.ui.pickers import default_model, model_dropdown, model_names, package_folder
 from playground.ui.state import Session, visitor_of
 from playground.ui.tabs import hub_panel
@@ -253,7 +253,7 @@ def build(session: gr.State, library: Library) -> ModelsTab:
     f.download_btn.click(**said_beside(bind(export_model, library), [f.download], f.status),
                          inputs=[session, model, f.with_state], api_name="export_model")
     imported = f.upload.upload(**said_beside(bind(import_model, library), [f.status, table, model, f.upload], f.status),
-                               inputs=[session, f.upload], api_name="import_model")
+                               inputs=[session, f.upload], api_name="import_model", **IN_WORKERS)
     deleted = f.delete_btn.click(**said_beside(bind(delete_model, library), [f.status, table, model, f.confirm],
                                            f.status), inputs=[session, model, f.confirm], api_name="delete_model")
     # a tick is for one model and one press: a refused delete, or another model picked, asks again
