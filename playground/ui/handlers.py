@@ -32,22 +32,34 @@ log = logging.getLogger("playground.ui")
 IN_WORKERS = dict(concurrency_limit=None)
 
 
-def quick_call(task: Callable, advice: str, run: Callable | None = None) -> Callable:
+def quick_call(task: Callable, advice: str) -> Callable:
     """A quick call (translate, attention, steps, compare, Inside views, checking an upload): `task` (a function of
     playground.serving.work) runs in a worker process under the time limit one may take (limits.quick_call_seconds();
     past it the worker is killed, the call says `advice`, and the next call gets a fresh worker), and is marked so
     that a CPU training step in this process waits for it (foreground.quick). A client's calls take one worker at a
-    time (work_owner). `run` sends it to another pool than the quick calls' (work.run): reading a data file goes
-    to playground.serving.jobs.run."""
+    time (work_owner)."""
     from playground.runtime.foreground import quick
+    from playground.serving import work
 
-    if run is None:
-        from playground.serving.work import run
+    return quick(sent_to(work.run, task, advice))
 
+
+def job_call(task: Callable, advice: str) -> Callable:
+    """A job (reading an uploaded data file, exporting a package): `task` (a function of playground.serving.jobs)
+    runs in a process of its own under limits.job_seconds(), the client's jobs one at a time. Not a quick call: a
+    training step does not wait for it."""
+    from playground.serving import jobs
+
+    return sent_to(jobs.run, task, advice)
+
+
+def sent_to(run: Callable, task: Callable, advice: str) -> Callable:
+    """task(*args) sent through `run` (a pool's: playground.serving.work.run, jobs.run) on behalf of this event's
+    client, stopped when it has gone."""
     @functools.wraps(task)
     def in_worker(*args):
         return run(task, *args, advice=advice, gone=client_gone(), owner=work_owner())
-    return quick(in_worker)
+    return in_worker
 
 
 def work_owner() -> str:

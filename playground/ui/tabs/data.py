@@ -13,7 +13,7 @@ from playground.errors import DataError
 from playground.insight import plots
 from playground.serving import jobs
 from playground.ui import sessions, texts
-from playground.ui.handlers import IN_WORKERS, quick_call, readable, said_beside
+from playground.ui.handlers import IN_WORKERS, job_call, readable, said_beside
 from playground.ui.numbers import Range, checked
 from playground.ui.state import Session
 
@@ -39,7 +39,7 @@ def builtin_choices() -> list[tuple[str, str]]:
     return [(f"{d.title} ({name})", name) for name, d in BUILTIN_DATASETS.items()]
 
 
-read_in_worker = quick_call(jobs.read_pairs, "Upload a smaller sample of the corpus.", run=jobs.run)
+read_in_job = job_call(jobs.read_pairs, "Upload a smaller sample of the corpus.")
 
 
 def read_upload(files, language_hint: tuple[str, str] | None = None) -> tuple[object, str]:
@@ -53,8 +53,8 @@ def read_upload(files, language_hint: tuple[str, str] | None = None) -> tuple[ob
         raise DataError(f"{len(paths)} files were uploaded; upload one file with both sides, or two aligned files "
                         "(source first, then target). Clear the upload box (its ×) and upload again.")
     if len(paths) == 1:
-        return read_in_worker(str(paths[0]), None, MAX_WORDS, language_hint), paths[0].name
-    return read_in_worker(str(paths[0]), str(paths[1]), MAX_WORDS, None), f"{paths[0].name} + {paths[1].name}"
+        return read_in_job(str(paths[0]), None, MAX_WORDS, language_hint), paths[0].name
+    return read_in_job(str(paths[0]), str(paths[1]), MAX_WORDS, None), f"{paths[0].name} + {paths[1].name}"
 
 
 # ----------------------------------------------------------------------------------------------------------

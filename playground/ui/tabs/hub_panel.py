@@ -14,12 +14,12 @@ import gradio as gr
 
 from playground.serving import jobs
 from playground.serving.library import Library
-from playground.ui.handlers import IN_WORKERS, bind, cleared_export, quick_call, readable, said_beside
+from playground.ui.handlers import IN_WORKERS, bind, cleared_export, job_call, readable, said_beside
 from playground.ui.pickers import package_folder
 from playground.ui.state import Session, oauth_available, visitor_of
 
 # the export parses the package's tokenizer and loads and converts its weights: in a job process of its own
-exported_in_worker = quick_call(jobs.export_archive, "Export a smaller model.", run=jobs.run)
+exported_in_job = job_call(jobs.export_archive, "Export a smaller model.")
 
 
 def export_zip(folder: Path, fmt: str, quantization: str, visitor: str) -> str:
@@ -28,7 +28,7 @@ def export_zip(folder: Path, fmt: str, quantization: str, visitor: str) -> str:
     copied the zip, as for the package zip)."""
     from playground.packages.sweep import export_dir
 
-    return exported_in_worker(str(folder), fmt, quantization, str(export_dir(visitor, folder.name, fmt, quantization)))
+    return exported_in_job(str(folder), fmt, quantization, str(export_dir(visitor, folder.name, fmt, quantization)))
 
 
 # ----------------------------------------------------------------------------------------------------------
