@@ -14,7 +14,7 @@ visitor, each from its own client address:
 
 3. under attack (--rows, issue 32): for each row of bench/attacks.py, an attacker from its own address (or
    --attackers of them, each from its own, each with --sessions sessions: a flood from one address) replays it
-   again and again (each row is run once before, to make its
+   again and again, from a process of its own (each row is run once before, to make its
    files and import its packages) while the translator sends the same requests;
    the server's resident memory is read before and after.
 
@@ -89,17 +89,17 @@ def rss_mb(pid: int) -> float:
         return int(status.read().split("VmRSS:")[1].split()[0]) / 1024
 
 
-def under_attack(url: str, pid: int, translator, row: str, requests: int, pause_s: float, attackers: int = 1,
-                 sessions: int = 1) -> dict:
-    """The translator's latencies while `attackers`, each from its own address with `sessions` sessions, replay
-    `row` (bench/attacks.py) over and over; the replays, how long one took, how many raised, what they were
-    answered (the 3 answers most often given, by their first words), and the server's RSS before and after."""
+def attack(url: str, row: str, addresses: list[str], started, done, results) -> None:
+    """In a process of its own (the victim's client measures from another, whose GIL thirty flooding clients would
+    share): a client per entry of `addresses` replays `row` (bench/attacks.py) back to back from `started` until
+    `done`; the replays' durations, the 3 answers most often given (by their first words) and the first failure go
+    into `results`."""
     folder = RESULTS_DIR / "attacks"
-    clients = [client(url, f"203.0.{113 + i}.{ord(row)}") for i in range(attackers) for _ in range(sessions)]
     folder.mkdir(exist_ok=True)
+    clients = [client(url, address) for address in addresses]
     for attacker in clients:  # its files made, its packages imported (each visitor sees its own uploads)
         PREPARE.get(row, ROWS[row])(url, attacker, folder)
-    before, done, replays, failures, answers = rss_mb(pid), threading.Event(), [], [], Counter()
+    replays, failures, answers = [], [], Counter()
 
     def replay(attacker) -> None:
         while not done.is_set():
@@ -113,13 +113,33 @@ def under_attack(url: str, pid: int, translator, row: str, requests: int, pause_
     threads = [threading.Thread(target=replay, args=(attacker,), daemon=True) for attacker in clients]
     for thread in threads:
         thread.start()
-    latencies = translate_times(translator, requests, pause_s)
-    done.set()
+    started.set()
     for thread in threads:
         thread.join(timeout=600)
+    results.put((replays, failures[:1], dict(answers.most_common(3))))
+
+
+def under_attack(url: str, pid: int, translator, row: str, requests: int, pause_s: float, attackers: int = 1,
+                 sessions: int = 1) -> dict:
+    """The translator's latencies while `attackers`, each from its own address with `sessions` sessions, replay
+    `row` over and over (attack); the replays, how long one took, the first failure, what they were answered, and
+    the server's RSS before and after."""
+    import multiprocessing
+
+    fork = multiprocessing.get_context("fork")  # the attackers' clients are made in the child
+    started, done, results = fork.Event(), fork.Event(), fork.Queue()
+    addresses = [f"203.0.{113 + i}.{ord(row)}" for i in range(attackers) for _ in range(sessions)]
+    attackers_process = fork.Process(target=attack, args=(url, row, addresses, started, done, results))
+    attackers_process.start()
+    while not started.wait(1):
+        assert attackers_process.is_alive(), "the attackers' process ended before its replays began"
+    before = rss_mb(pid)
+    latencies = translate_times(translator, requests, pause_s)
+    done.set()
+    replays, failures, answers = results.get(timeout=600)
+    attackers_process.join(timeout=60)
     return {**summary(latencies), "replays": len(replays), "replay_s": statistics.median(replays) if replays else None,
-            "raised": failures[:1], "answered": dict(answers.most_common(3)), "rss_before_mb": before,
-            "rss_after_mb": rss_mb(pid)}
+            "raised": failures, "answered": answers, "rss_before_mb": before, "rss_after_mb": rss_mb(pid)}
 
 
 def heaviest_lines(method: str) -> int:

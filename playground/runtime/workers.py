@@ -162,6 +162,13 @@ def python_command(module: str, *args: str) -> tuple[list[str], dict[str, str]]:
     return [sys.executable, "-m", module, *args], {**os.environ, "PYTHONPATH": path}
 
 
+def too_many_calls(held: int) -> str:
+    """The refusal of a call whose address has `held` calls at the workers already, the most it may have."""
+    return (f"Your network has {held} requests at this server's workers already (at work or waiting), the most one "
+            "address may have; this one was not started. Try again when they have been answered (the operator sets "
+            "PLAYGROUND_MAX_WAITING_CALLS).")
+
+
 @dataclass(eq=False)
 class Turn:
     """One call waiting for a worker, or at work."""
@@ -214,9 +221,7 @@ class Admission:
         with self.changed:
             held = self.at_work.get(owner, 0) + sum(turn.owner == owner for turn in self.line)
             if owner and held > self.waiting:
-                raise WorkStopped(f"Your network has {held} requests at this server's workers already (at work or "
-                                  "waiting), the most one address may have; this one was not started. Try again "
-                                  "when they have been answered (the operator sets PLAYGROUND_MAX_WAITING_CALLS).")
+                raise WorkStopped(too_many_calls(held))
             turn = Turn(owner, time.monotonic())
             self.line.append(turn)
             self.grant()

@@ -25,11 +25,13 @@ log = logging.getLogger("playground.ui")
 # Quick calls: bounded by time and size
 
 
-# The listener options of an event whose handler runs a quick call: no concurrency limit of Gradio's, so that a call
-# waiting for a worker holds a thread and one of Gradio's 40 jobs, not one of its event's few slots (where it kept
-# other visitors' calls of that event waiting behind one address's); the worker pool alone decides who works, in
-# turn across addresses, and refuses what one address has too many of (playground.runtime.workers.Admission)
-IN_WORKERS = dict(concurrency_limit=None)
+# The listener options of an event whose handler runs a quick call or a job: no concurrency limit of Gradio's, so
+# that a call waiting for a worker holds a thread and one of Gradio's 40 jobs, not one of its event's few slots
+# (where it kept other visitors' calls of that event waiting behind one address's); the worker pool alone decides
+# who works, in turn across addresses (playground.runtime.workers.Admission). Their one concurrency id lets a shared
+# app refuse, as it joins the queue, a call past what one address may have there (sessions.bound_waiting)
+WORKERS_QUEUE = "workers"
+IN_WORKERS = dict(concurrency_limit=None, concurrency_id=WORKERS_QUEUE)
 
 
 def quick_call(task: Callable, advice: str) -> Callable:
