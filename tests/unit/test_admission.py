@@ -93,3 +93,4 @@ def test_a_waiting_call_ends_when_its_client_has_gone_and_gives_its_place_back()
     assert started.wait(5)
     waiter.join()
     assert not admission.at_work and not admission.line
+
