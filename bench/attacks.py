@@ -68,7 +68,7 @@ def untrained_zip(folder: Path, name: str, spec: dict) -> Path:
 
     tokenizer = PairTokenizer.from_json_strings(json.dumps(spec))
     shape = {**demo_json("config.json")["model"], "src_vocab_size": tokenizer.src_vocab_size,
-             "tgt_vocab_size": tokenizer.tgt_vocab_size, "max_len": 4096}
+             "tgt_vocab_size": tokenizer.tgt_vocab_size, "max_positions": 4096}
     torch.manual_seed(0)
     save_package(folder / name, Transformer(TransformerConfig(**shape)).eval(), tokenizer, src_lang="en",
                  tgt_lang="de", training={"steps": 1, "wall_s": 1.0})

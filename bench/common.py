@@ -192,11 +192,11 @@ def load_split(data_dir: str | Path, split: str, max_words: int = 256) -> list[P
     return load_parallel(src, tgt, src_lang=SRC_LANG, tgt_lang=TGT_LANG, max_words=100_000, dedupe=False).pairs
 
 
-def load_pairs(data_dir: str | Path | None, split: str, max_len: int = 256) -> list[Pair]:
+def load_pairs(data_dir: str | Path | None, split: str, max_words: int = 256) -> list[Pair]:
     """A Multi30k split (load_split), or without a folder the project's built-in English→German toy data as a
     stand-in: its train.tsv for "train", its test.tsv for any other split."""
     if data_dir:
-        return load_split(data_dir, split, max_len)
+        return load_split(data_dir, split, max_words)
     return load_parallel(DATASETS_DIR / "mini-translation" / ("train.tsv" if split == "train" else "test.tsv")).pairs
 
 
@@ -216,7 +216,7 @@ def project_trainer(data_dir: str | None, max_pairs: int | None, precision: str,
     unless `batch_tokens` is given."""
     cfg = preset_config("small", precision=precision, device=device, seed=seed)
     cfg = dataclasses.replace(cfg, max_minutes=None, max_steps=10**9, eval_every=10**9)
-    train = load_pairs(data_dir, "train", cfg.max_len)[:max_pairs]
+    train = load_pairs(data_dir, "train", cfg.max_sentence_tokens)[:max_pairs]
     val = load_pairs(data_dir, "val")[:200]
     data = TrainData(train, val, SRC_LANG, TGT_LANG, "multi30k" if data_dir else "mini-translation")
     trainer = Trainer(cfg, data, out_dir)

@@ -212,7 +212,7 @@ def small_preset_run(data: str | None, device: torch.device, seed: int, minutes:
     trains it; the package is saved to out_dir."""
     cfg = preset_config("small", device=device.type, precision="auto", seed=seed)
     cfg = dataclasses.replace(cfg, max_minutes=minutes, max_steps=None, max_epochs=None)
-    pairs = TrainData(common.load_pairs(data, "train", cfg.max_len), common.load_pairs(data, "val"),
+    pairs = TrainData(common.load_pairs(data, "train", cfg.max_sentence_tokens), common.load_pairs(data, "val"),
                       common.SRC_LANG, common.TGT_LANG, "Multi30k" if data else "mini-translation")
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
@@ -323,7 +323,7 @@ def ctranslate2_greedy(folder: Path, package: Package, sentences: list[str], dev
     texts = [""] * len(sentences)
     for limit, indices in by_output_limit(package, sentences).items():
         found = translate_with_ctranslate2(translator, exported, [sentences[i] for i in indices],
-                                           package.model.cfg.max_len, max_output_tokens=limit)
+                                           package.model.cfg.max_positions, max_output_tokens=limit)
         for i, text in zip(indices, found):
             texts[i] = text
     return texts

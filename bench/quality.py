@@ -84,8 +84,8 @@ def main() -> None:
     cfg = preset_config(args.preset, device=args.device, precision=args.precision, seed=args.seed,
                         eval_sentences=args.eval_sentences, bpe_dropout=args.bpe_dropout, **dict(args.set))
     cfg = dataclasses.replace(cfg, max_minutes=args.minutes, max_steps=None, max_epochs=None)
-    data = TrainData(common.load_split(args.data, "train", cfg.max_len), common.load_split(args.data, "val"),
-                     common.SRC_LANG, common.TGT_LANG, "Multi30k")
+    data = TrainData(common.load_split(args.data, "train", cfg.max_sentence_tokens),
+                     common.load_split(args.data, "val"), common.SRC_LANG, common.TGT_LANG, "Multi30k")
     summary = train(cfg, data, args.out, args.preset)
     val = common.load_split(args.data, "val")
     test = common.load_split(args.data, common.TEST_SPLIT)[: args.test_sentences]

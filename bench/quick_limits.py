@@ -31,7 +31,7 @@ from playground.runtime.request_bounds import decode_tokens, server_bounds
 DEMO = Path(__file__).resolve().parents[1] / "models" / "demo-en-de"
 # a model of the paper's base shape with an 8k vocabulary: the largest a free CPU Space serves in practice
 BASE = TransformerConfig(8000, 8000, d_model=512, n_heads=8, n_encoder_layers=6, n_decoder_layers=6, d_ff=2048,
-                         max_len=256, dropout=0.0)
+                         max_positions=256, dropout=0.0)
 
 
 def peak_rise(fn):
@@ -44,8 +44,8 @@ def peak_rise(fn):
     return result, seconds, (limits._status_bytes("VmHWM") - start_rss) / 1e6
 
 
-def decode_cost(name: str, model: Transformer, tokenizer, sentences: list[str], max_len: int) -> dict:
-    opts = DecodeOptions("greedy", max_output_tokens=max_len)
+def decode_cost(name: str, model: Transformer, tokenizer, sentences: list[str], max_output_tokens: int) -> dict:
+    opts = DecodeOptions("greedy", max_output_tokens=max_output_tokens)
     tokens = decode_tokens(model.cfg, source_ids(tokenizer, sentences, model.cfg, server_bounds()), opts)
     results, seconds, rise = peak_rise(lambda: translate(model, tokenizer, sentences, opts, server_bounds()))
     decoded = sum(len(t.best.ids) for t in results)
@@ -70,7 +70,7 @@ def main() -> None:
                         decode_cost("base shape (63 M, untrained)", base, demo.tokenizer, lines[:64], 255)]
     # the attention maps at the cell limit, and drawing them
     cfg = TransformerConfig(2000, 2000, d_model=64, n_heads=8, n_encoder_layers=6, n_decoder_layers=6, d_ff=64,
-                            max_len=4096)
+                            max_positions=4096)
     wide = Transformer(cfg).eval()
     ids = list(range(4, 2000))
     maps, seconds, rise = peak_rise(lambda: attention_maps(wide, demo.tokenizer, ids + [3], [2] + ids,

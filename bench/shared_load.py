@@ -38,9 +38,10 @@ from attacks import PREPARE, ROWS
 from common import REPO_ROOT, RESULTS_DIR, base_parser, call_times, emit_json, print_table, start
 
 SENTENCE = "A man in a blue shirt is riding a bicycle down the street."
-TRAIN = dict(d_model=128, n_heads=4, n_encoder_layers=3, n_decoder_layers=3, d_ff=512, vocab_size=2000, max_len=64,
-             batch_tokens=2048, max_steps=100_000, max_minutes=0, max_epochs=0, eval_every=200, eval_sentences=32,
-             warmup_steps=100, lr=1e-3, schedule="inverse_sqrt", precision="fp32", device="cpu", seed=1)
+TRAIN = dict(d_model=128, n_heads=4, n_encoder_layers=3, n_decoder_layers=3, d_ff=512, vocab_size=2000,
+             max_sentence_tokens=64, batch_tokens=2048, max_steps=100_000, max_minutes=0, max_epochs=0, eval_every=200,
+             eval_sentences=32, warmup_steps=100, lr=1e-3, schedule="inverse_sqrt", precision="fp32", device="cpu",
+             seed=1)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -152,7 +153,7 @@ def heaviest_lines(method: str) -> int:
     from playground.ui.tabs.translate import MAX_SENTENCES
 
     cfg = TransformerConfig(**read_json(REPO_ROOT / "models" / "demo-en-de" / "config.json")["model"])
-    per_line = output_limit(cfg, cfg.max_len, None) * (5 if method == "beam" else 1)
+    per_line = output_limit(cfg, cfg.max_positions, None) * (5 if method == "beam" else 1)
     return min(MAX_SENTENCES, max_decode_tokens() // per_line)
 
 

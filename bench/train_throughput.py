@@ -49,15 +49,15 @@ class Runner(Protocol):
 
 
 class PositionalEncoding(nn.Module):
-    def __init__(self, d_model: int, dropout: float, max_len: int = 5000):
+    def __init__(self, d_model: int, dropout: float, max_positions: int = 5000):
         super().__init__()
         inv_freq = torch.exp(-torch.arange(0, d_model, 2) * math.log(10000) / d_model)
-        position = torch.arange(max_len)[:, None]
-        table = torch.zeros(max_len, d_model)
+        position = torch.arange(max_positions)[:, None]
+        table = torch.zeros(max_positions, d_model)
         table[:, 0::2] = torch.sin(position * inv_freq)
         table[:, 1::2] = torch.cos(position * inv_freq)
         self.dropout = nn.Dropout(dropout)
-        self.register_buffer("table", table[None])  # [1, max_len, D]
+        self.register_buffer("table", table[None])  # [1, max_positions, D]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.dropout(x + self.table[:, : x.size(1)])

@@ -37,7 +37,7 @@ def model(tokenizer):
     torch.manual_seed(0)
     cfg = TransformerConfig(src_vocab_size=tokenizer.src_vocab_size, tgt_vocab_size=tokenizer.tgt_vocab_size,
                             d_model=32, n_heads=4, n_encoder_layers=2, n_decoder_layers=2, d_ff=64, dropout=0.0,
-                            max_len=32)
+                            max_positions=32)
     return Transformer(cfg).eval()
 
 
@@ -64,7 +64,7 @@ def data_files(tmp_path_factory) -> tuple[Path, Path]:
 def tiny():
     tokenizer = train_tokenizer([("a b c", "c b a"), ("b c d", "d c b")] * 3, kind="word", vocab_size=20)
     cfg = TransformerConfig(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, d_model=8, n_heads=2,
-                            n_encoder_layers=1, n_decoder_layers=1, d_ff=16, max_len=12)
+                            n_encoder_layers=1, n_decoder_layers=1, d_ff=16, max_positions=12)
     return Transformer(cfg), tokenizer
 
 

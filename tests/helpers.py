@@ -68,8 +68,8 @@ def reverse_pairs(n, seed=0):
 
 
 def tiny_cfg(**changes) -> TrainConfig:
-    values = dict(d_model=32, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=64, dropout=0.0,
-                  tokenizer="word", vocab_size=50, max_len=16, batch_tokens=256, schedule="inverse_sqrt", lr=3e-3,
+    values = dict(d_model=32, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=64, dropout=0.0, tokenizer="word",
+                  vocab_size=50, max_sentence_tokens=16, batch_tokens=256, schedule="inverse_sqrt", lr=3e-3,
                   warmup_steps=10, max_steps=12, eval_every=6, eval_sentences=8, precision="fp32", device="cpu")
     return TrainConfig.of(**{**values, **changes})
 
@@ -85,7 +85,7 @@ DATA = TrainData(reverse_pairs(80), reverse_pairs(10, seed=1), "seq", "rev", "re
 # Adam's first steps move each weight by about ±lr wherever |gradient| >> eps, so a gradient that is zero in theory
 # but rounding noise in practice (the key biases, which softmax ignores) could flip sign between two summation
 # orders; eps = 1e-6 keeps such noise from moving weights and leaves every real gradient's update as it is.
-TINY_FLAGS = [*TINY_MODEL_FLAGS, "--dropout", "0", "--max-len", "16", "--batch-tokens", "256",
+TINY_FLAGS = [*TINY_MODEL_FLAGS, "--dropout", "0", "--max-sentence-tokens", "16", "--batch-tokens", "256",
               "--schedule", "inverse_sqrt", "--lr", "3e-3", "--warmup-steps", "10", "--eps", "1e-6",
               "--eval-every", "100", "--eval-sentences", "4", "--precision", "fp32", "--device", "cpu"]
 
@@ -104,7 +104,7 @@ def train_two_runs(folder: Path) -> Path:
     words = [["a", "b", "c"], ["c", "d"], ["d", "e", "a", "b"], ["b", "b", "c", "e"], ["e", "d", "c"], ["a", "c", "e"]]
     pairs = [(" ".join(w), " ".join(reversed(w))) for w in words] * 6
     settings = dict(d_model=16, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=32, dropout=0.0,
-                    tokenizer="word", vocab_size=30, max_len=8, batch_tokens=64, schedule="inverse_sqrt",
+                    tokenizer="word", vocab_size=30, max_sentence_tokens=8, batch_tokens=64, schedule="inverse_sqrt",
                     warmup_steps=4, max_steps=8, eval_every=4, eval_sentences=4, precision="fp32", device="cpu")
     data = TrainData(pairs, pairs[:4], "seq", "rev", "reversal")
     for name, lr in (("slow", 1e-3), ("fast", 3e-3)):
@@ -124,7 +124,7 @@ def tiny_model(tokenizer, **overrides) -> Transformer:
     torch.manual_seed(0)
     cfg = TransformerConfig(src_vocab_size=tokenizer.src_vocab_size, tgt_vocab_size=tokenizer.tgt_vocab_size,
                             d_model=32, n_heads=4, n_encoder_layers=1, n_decoder_layers=1, d_ff=64, dropout=0.0,
-                            max_len=34, joint_vocab=tokenizer.joint, **overrides)
+                            max_positions=34, joint_vocab=tokenizer.joint, **overrides)
     return Transformer(cfg).eval()
 
 
@@ -132,7 +132,7 @@ def tiny_package(folder: Path, history: int = 0) -> Path:
     """A valid tiny package; `history` steps of recorded loss and learning rate make its training.json big."""
     tokenizer = train_tokenizer([("a b c", "c b a"), ("b c d", "d c b")] * 3, kind="word", vocab_size=20)
     cfg = TransformerConfig(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, d_model=8, n_heads=2,
-                            n_encoder_layers=1, n_decoder_layers=1, d_ff=16, max_len=12)
+                            n_encoder_layers=1, n_decoder_layers=1, d_ff=16, max_positions=12)
     torch.manual_seed(0)
     training = {"steps": history, "epochs": 1.0, "wall_s": 1.0, "device": "cpu"}
     if history:
@@ -293,7 +293,7 @@ NORMALIZER_BOMB = ("normalizer", {"type": "Replace", "pattern": {"String": "x"},
 
 
 # the issue's row-1 package: 64 heads, 6+6 layers, 4,096 positions, yet only ~0.4 M parameters
-WIDE = dict(d_model=64, n_heads=64, n_encoder_layers=6, n_decoder_layers=6, d_ff=64, max_len=4096, dropout=0.0)
+WIDE = dict(d_model=64, n_heads=64, n_encoder_layers=6, n_decoder_layers=6, d_ff=64, max_positions=4096, dropout=0.0)
 
 
 def peak_rss() -> int:

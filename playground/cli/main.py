@@ -1,4 +1,5 @@
-"""Command line: python -m playground {train,translate,evaluate,info,average,compare,export} ... (see --help of each).
+"""Command line: python -m playground {train,translate,evaluate,info,average,compare,export,import-hf} ... (see
+--help of each).
 
 `train` runs unchanged under torchrun: every process trains, rank 0 alone prints, logs and saves. One module per
 command group (playground.cli.train, .translate, .packages; playground.cli.export); this one
@@ -10,6 +11,7 @@ import argparse
 import sys
 
 from playground.cli.export import add_export_command
+from playground.cli.import_hf import add_import_command
 from playground.cli.packages import add_package_commands
 from playground.cli.train import add_train_command
 from playground.cli.translate import add_translate_commands
@@ -24,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_translate_commands(sub)
     add_package_commands(sub)
     add_export_command(sub)
+    add_import_command(sub)
     return parser
 
 

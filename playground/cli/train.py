@@ -155,11 +155,11 @@ def train_on_this_rank(args: argparse.Namespace, cfg: TrainConfig, ranks: Ranks,
     from playground.training.inputs import TrainData
     from playground.training.trainer import run_training
 
-    data = load_data(args.data, args.data_tgt, args.src_lang, args.tgt_lang, cfg.max_len)
+    data = load_data(args.data, args.data_tgt, args.src_lang, args.tgt_lang, cfg.max_sentence_tokens)
     if ranks.is_main:
         say(args, data.summary())
     if args.val:
-        val = load_data(args.val, args.val_tgt, args.src_lang, args.tgt_lang, cfg.max_len).pairs
+        val = load_data(args.val, args.val_tgt, args.src_lang, args.tgt_lang, cfg.max_sentence_tokens).pairs
         train = data.pairs
     else:
         train, val = split_pairs(data.pairs, args.val_fraction, seed=cfg.seed)

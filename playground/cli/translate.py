@@ -49,7 +49,7 @@ def add_decoding_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--top-p", type=float, default=1.0,
                    help="nucleus sampling: smallest set with probability ≥ p (default 1.0)")
     g.add_argument("--seed", type=int, default=0, help="random seed for sampling (default 0)")
-    g.add_argument("--max-output-tokens", "--max-len", dest="max_output_tokens", type=int, default=None,
+    g.add_argument("--max-output-tokens", dest="max_output_tokens", type=int, default=None,
                    help="maximum output tokens (default 2 x source + 10)")
     g.add_argument("--batch-size", type=int, default=64, help="sentences decoded together (default 64)")
     g.add_argument("--device", default="auto", help="auto, cpu, cuda or mps (default auto)")

@@ -130,12 +130,12 @@ def source_ids(tokenizer, texts: list[str], cfg: TransformerConfig,
     """Source tokens + <eos>, cut as the trainer cuts them (batching.encode_pairs), so inference never reaches a
     position that training left unfilled; each text is cut by characters first (DecodeBounds.cut_line)."""
     texts = [bounds.cut_line(text) for text in texts]
-    return [ids[: sentence_tokens(cfg.max_len)] + [cfg.eos_id] for ids in tokenizer.encode_src_batch(texts)]
+    return [ids[: sentence_tokens(cfg.max_positions)] + [cfg.eos_id] for ids in tokenizer.encode_src_batch(texts)]
 
 
 def output_limit(cfg: TransformerConfig, source_length: int, max_output_tokens: int | None) -> int:
     """The most target tokens a sentence of `source_length` tokens (with <eos>) may decode (see length_limits)."""
-    return max(1, min(max_output_tokens or 2 * source_length + 10, cfg.max_len - 1))
+    return max(1, min(max_output_tokens or 2 * source_length + 10, cfg.max_positions - 1))
 
 
 def cache_bytes(cfg: TransformerConfig, source_length: int, output_length: int, beams: int) -> int:
@@ -189,7 +189,16 @@ def length_limits(model: Transformer, src: torch.Tensor, max_output_tokens: int 
     decodes the same alone or in a batch), and never past the model's positions (0 holds <bos>)."""
     src_lengths = (src != model.cfg.pad_id).sum(1)
     limits = torch.full_like(src_lengths, max_output_tokens) if max_output_tokens else 2 * src_lengths + 10
-    return limits.clamp(1, model.cfg.max_len - 1)
+    return limits.clamp(1, model.cfg.max_positions - 1)
+
+
+def next_token_logprobs(model: Transformer, tokens: torch.Tensor, state) -> torch.Tensor:
+    """[rows, V] log-probabilities of each row's next token. A model that never outputs <pad> and <bos> (Marian's
+    bad_words_ids) gets them at -inf after the softmax, as transformers masks them, so the others keep their values."""
+    logp = F.log_softmax(model.decode_step(tokens, state).float(), dim=-1)
+    if model.cfg.never_generate_pad:
+        logp[:, [model.cfg.pad_id, model.cfg.bos_id]] = float("-inf")
+    return logp
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -219,7 +228,7 @@ def greedy_or_sample(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
     lengths = torch.zeros(B, dtype=torch.long, device=src.device)
     for step in range(max_len):
         stop_check()
-        logp = F.log_softmax(model.decode_step(tokens, state).float(), dim=-1)  # [live, V]
+        logp = next_token_logprobs(model, tokens, state)  # [live, V]
         if generator is None:
             tokens = logp.argmax(-1)
         else:
@@ -292,7 +301,7 @@ def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
     for step in range(max_len):
         stop_check()
         n = sentence.numel()
-        logp = F.log_softmax(model.decode_step(tokens, state).float(), dim=-1)  # [n*K, V]
+        logp = next_token_logprobs(model, tokens, state)  # [n*K, V]
         # 2K candidates: at most K of them end in <eos>, so K open ones remain
         top_scores, beam, token, token_lp = best_continuations(scores, logp, 2 * K)  # 4 x [n, 2K]
         is_eos = token == cfg.eos_id

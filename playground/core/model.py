@@ -28,6 +28,7 @@ from playground.core.dropout import Dropout
 from playground.core.kv_cache import DecoderState, LayerCache
 from playground.core.positional import Embedding
 
+ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "swish": nn.SiLU}
 
 @dataclass
 class TransformerConfig:
@@ -38,33 +39,39 @@ class TransformerConfig:
     n_encoder_layers: int = 6
     n_decoder_layers: int = 6
     d_ff: int = 2048
-    activation: str = "relu"  # "relu" (paper) or "gelu"
+    activation: str = "relu"  # "relu" (paper), "gelu", or "swish" (x * sigmoid(x): Marian's OPUS-MT models)
     dropout: float = 0.1  # on embeddings and after each sublayer (paper: P_drop = 0.1)
     attention_dropout: float = 0.0  # on the attention weights
     positional_encoding: str = "sinusoidal"  # "sinusoidal" (paper) or "learned"
     norm_placement: str = "post"  # "post" (paper: LayerNorm(x + Sublayer(x))) or "pre" (with final norms)
     joint_vocab: bool = True  # source and target share one vocabulary
     tie_embeddings: bool = True  # target embedding = output projection, and = source embedding when joint
-    max_len: int = 256  # positions (config.json's name): a sentence's tokens + <bos>/<eos> (sequences.py)
+    max_positions: int = 256  # a sentence's tokens + <bos>/<eos> (sequences.py)
     pad_id: int = 0
     unk_id: int = 1
     bos_id: int = 2
     eos_id: int = 3
+    # Marian's options (Junczys-Dowmunt et al. 2018, as 🤗 transformers' MarianMTModel has them); the defaults are
+    # the paper's network
+    scale_embedding: bool = True  # embeddings x sqrt(d_model) (§3.4); Marian's scale_embedding may turn it off
+    final_logits_bias: bool = False  # a fixed vector added to the logits (Marian's final_logits_bias buffer)
+    never_generate_pad: bool = False  # search never outputs <pad> or <bos> (Marian's bad_words_ids = [[pad]])
 
     def __post_init__(self) -> None:
         problems = []
         if self.d_model % self.n_heads:
             problems.append(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
-        if self.activation not in ("relu", "gelu"):
-            problems.append(f"activation must be 'relu' or 'gelu', not {self.activation!r}")
+        if self.activation not in ACTIVATIONS:
+            problems.append(f"activation must be one of {', '.join(ACTIVATIONS)}, not {self.activation!r}")
         if self.positional_encoding not in ("sinusoidal", "learned"):
             problems.append(f"positional_encoding must be 'sinusoidal' or 'learned', not {self.positional_encoding!r}")
         if self.norm_placement not in ("post", "pre"):
             problems.append(f"norm_placement must be 'post' or 'pre', not {self.norm_placement!r}")
         if self.joint_vocab and self.src_vocab_size != self.tgt_vocab_size:
             problems.append("a joint vocabulary needs src_vocab_size == tgt_vocab_size")
-        if min(self.n_encoder_layers, self.n_decoder_layers) < 1 or min(self.d_model, self.d_ff, self.max_len) < 1:
-            problems.append("layers, d_model, d_ff and max_len must be positive")
+        layers, sizes = (self.n_encoder_layers, self.n_decoder_layers), (self.d_model, self.d_ff, self.max_positions)
+        if min(*layers, *sizes) < 1:
+            problems.append("layers, d_model, d_ff and max_positions must be positive")
         specials = {"pad_id": self.pad_id, "unk_id": self.unk_id, "bos_id": self.bos_id, "eos_id": self.eos_id}
         vocab = min(self.src_vocab_size, self.tgt_vocab_size)
         outside = [f"{name} {value}" for name, value in specials.items() if not 0 <= value < vocab]
@@ -82,7 +89,7 @@ class TransformerConfig:
         where building it, even on the meta device, costs tens of ms (and ~2 s the first time). The memory check,
         the duration estimate and Transformer.num_parameters all count with it; a test holds it to the tensors."""
         d, f = self.d_model, self.d_ff
-        positions = self.max_len * d if self.positional_encoding == "learned" else 0
+        positions = self.max_positions * d if self.positional_encoding == "learned" else 0
         attention = 4 * d * d + 4 * d  # fused QKV (or Q + fused KV) and the output projection, with biases
         feed_forward = 2 * d * f + f + d
         norm = 2 * d
@@ -102,13 +109,13 @@ class TransformerConfig:
 
 class FeedForward(nn.Module):
     """§3.3 position-wise feed-forward network, FFN(x) = max(0, xW1 + b1)W2 + b2: D -> d_ff -> D at every position
-    (ReLU as in the paper, or GELU)."""
+    (ReLU as in the paper, GELU, or Marian's swish)."""
 
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
         self.up = nn.Linear(cfg.d_model, cfg.d_ff)
         self.down = nn.Linear(cfg.d_ff, cfg.d_model)
-        self.act = nn.ReLU() if cfg.activation == "relu" else nn.GELU()
+        self.act = ACTIVATIONS[cfg.activation]()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down(self.act(self.up(x)))  # [B,T,D] -> [B,T,d_ff] -> [B,T,D]
@@ -181,8 +188,8 @@ class Transformer(nn.Module):
         """`generator` draws the initial weights (default: torch's global stream)."""
         super().__init__()
         self.cfg = cfg
-        embedding = dict(d_model=cfg.d_model, n_positions=cfg.max_len, pad_id=cfg.pad_id,
-                         encoding=cfg.positional_encoding, dropout=cfg.dropout)
+        embedding = dict(d_model=cfg.d_model, n_positions=cfg.max_positions, pad_id=cfg.pad_id,
+                         encoding=cfg.positional_encoding, dropout=cfg.dropout, scaled=cfg.scale_embedding)
         self.src_embed = Embedding(cfg.src_vocab_size, **embedding)
         share_src = cfg.tie_embeddings and cfg.joint_vocab
         self.tgt_embed = Embedding(cfg.tgt_vocab_size, **embedding, tokens=self.src_embed.tokens if share_src else None)
@@ -192,6 +199,8 @@ class Transformer(nn.Module):
         self.encoder_norm = nn.LayerNorm(cfg.d_model) if pre else nn.Identity()
         self.decoder_norm = nn.LayerNorm(cfg.d_model) if pre else nn.Identity()
         self.output = nn.Linear(cfg.d_model, cfg.tgt_vocab_size, bias=False)
+        if cfg.final_logits_bias:  # fixed, not trained (as Marian's); saved with the weights
+            self.register_buffer("final_logits_bias", torch.zeros(cfg.tgt_vocab_size))
         self.reset_parameters(generator)
         if cfg.tie_embeddings:
             self.output.weight = self.tgt_embed.tokens.weight
@@ -245,7 +254,10 @@ class Transformer(nn.Module):
             x, ws, wc = layer(x, memory_kv[i], src_mask, need_weights, None if cache is None else cache[i])
             self_w.append(ws)
             cross_w.append(wc)
-        return self.output(self.decoder_norm(x)), self_w, cross_w
+        logits = self.output(self.decoder_norm(x))
+        if self.cfg.final_logits_bias:
+            logits = logits + self.final_logits_bias.to(logits.dtype)
+        return logits, self_w, cross_w
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, return_attention: bool = False):
         """Teacher forcing. src [B,S], tgt_in [B,T] (starts with <bos>) -> logits [B,T,V].

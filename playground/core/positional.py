@@ -17,22 +17,24 @@ from playground.core.dropout import Dropout
 
 
 def sinusoidal_table(positions: int, d_model: int) -> torch.Tensor:
-    """PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(...): [positions, d_model]."""
-    position = torch.arange(positions, dtype=torch.float32)[:, None]
-    inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
-    table = torch.zeros(positions, d_model)
+    """PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(...): [positions, d_model]. Computed in float64
+    and rounded once, as Marian (and transformers' MarianMTModel) compute theirs, so an imported model sees the same
+    float32 table (float32 arithmetic was 3e-5 off by position 512)."""
+    position = torch.arange(positions, dtype=torch.float64)[:, None]
+    inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(10000.0) / d_model))
+    table = torch.zeros(positions, d_model, dtype=torch.float64)
     table[:, 0::2] = torch.sin(position * inv_freq)
     table[:, 1::2] = torch.cos(position * inv_freq[: d_model // 2])
-    return table
+    return table.float()
 
 
 class Embedding(nn.Module):
-    """Token embedding * sqrt(d_model) + positional encoding, then dropout."""
+    """Token embedding * sqrt(d_model) (or unscaled) + positional encoding, then dropout."""
 
     def __init__(self, vocab_size: int, d_model: int, n_positions: int, pad_id: int, encoding: str, dropout: float,
-                 tokens: nn.Embedding | None = None):
+                 tokens: nn.Embedding | None = None, scaled: bool = True):
         super().__init__()
-        self.scale = math.sqrt(d_model)
+        self.scale = math.sqrt(d_model) if scaled else 1.0
         self.tokens = tokens if tokens is not None else nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
         if encoding == "learned":
             self.positions = nn.Embedding(n_positions, d_model)

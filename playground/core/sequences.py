@@ -1,10 +1,10 @@
 """Token sequences as the model takes them: a sentence's tokens between <bos> and <eos> within the model's
 positions, and rows of ids padded into one batch tensor.
 
-A model trained on sentences of up to max_len tokens needs max_len + 2 positions: the source gets <eos> appended and
-the decoder input <bos> prepended (its output, the target + <eos>, is as long). Training (data/batching.py) and
-decoding (core/decode.py) cut and pad sentences with the same functions, so inference never reaches a position that
-training left unfilled.
+A model trained on sentences of up to N tokens (TrainConfig.max_sentence_tokens) needs N + 2 positions
+(TransformerConfig.max_positions): the source gets <eos> appended and the decoder input <bos> prepended (its output,
+the target + <eos>, is as long). Training (data/batching.py) and decoding (core/decode.py) cut and pad sentences with
+the same functions, so inference never reaches a position that training left unfilled.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from playground.core.tokenizer import PAD_ID
 SPECIAL_POSITIONS = 2  # room for <bos>/<eos> on top of a sentence's own tokens
 
 
-def model_positions(max_len: int) -> int:
-    """Positions the model needs for sentences of up to `max_len` tokens (TrainConfig.max_len)."""
-    return max_len + SPECIAL_POSITIONS
+def model_positions(max_sentence_tokens: int) -> int:
+    """Positions the model needs for sentences of up to `max_sentence_tokens` tokens (TrainConfig's setting)."""
+    return max_sentence_tokens + SPECIAL_POSITIONS
 
 
 def sentence_tokens(positions: int) -> int:

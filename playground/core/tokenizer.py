@@ -311,9 +311,26 @@ def text_normalizer() -> normalizers.Normalizer:
     return normalizers.NFC()
 
 
+def sentencepiece_normalizer(precompiled_charsmap: bytes) -> normalizers.Normalizer:
+    """SentencePiece's normalisation as 🤗 transformers converts it (convert_slow_tokenizer.SpmConverter): the
+    model's character map (e.g. nmt_nfkc), then its extra whitespace removed. For imported Marian tokenizers
+    (playground/packages/marian.py); the playground's own use NFC."""
+    steps = [normalizers.Strip(left=False, right=True), normalizers.Replace(Regex(" {2,}"), SPACE_MARKER)]
+    if precompiled_charsmap:
+        steps.insert(0, normalizers.Precompiled(precompiled_charsmap))
+    return normalizers.Sequence(steps)
+
+
 def text_decoder() -> decoders.Decoder:
     """Joins the tokens and turns "▁" back into spaces, for every kind."""
     return decoders.Metaspace(replacement=SPACE_MARKER)
+
+
+def sentencepiece_decoder() -> decoders.Decoder:
+    """text_decoder for imported Marian tokenizers, whose tokens of the other side's SentencePiece model end in an
+    extra "▁" so that they never match (playground/packages/marian.py): it is dropped first, and the token decodes
+    as MarianTokenizer decodes it."""
+    return decoders.Sequence([decoders.Replace(Regex(f"(?<=.){SPACE_MARKER}$"), ""), text_decoder()])
 
 
 def pre_tokenizer(kind: str) -> pre_tokenizers.PreTokenizer:

@@ -91,7 +91,7 @@ class EncodedPairs(Sequence):
         return (self[i] for i in range(len(self)))
 
 
-def encode_pairs(tokenizer: PairTokenizer, pairs: list[tuple[str, str]], max_len: int) -> EncodedPairs:
+def encode_pairs(tokenizer: PairTokenizer, pairs: list[tuple[str, str]], max_sentence_tokens: int) -> EncodedPairs:
     """Tokenise once, up front: source + <eos>, target without specials; pairs too long for the model are cut.
     In chunks, so the tokenizer's output for the whole corpus never exists at once."""
     src_parts, tgt_parts = [TokenRows.from_lists([])], [TokenRows.from_lists([])]  # so that no pairs make no rows
@@ -99,8 +99,8 @@ def encode_pairs(tokenizer: PairTokenizer, pairs: list[tuple[str, str]], max_len
         chunk = pairs[start : start + ENCODE_CHUNK]
         src = tokenizer.encode_src_batch([s for s, _ in chunk])
         tgt = tokenizer.encode_tgt_batch([t for _, t in chunk])
-        src_parts.append(TokenRows.from_lists([s[:max_len] + [EOS_ID] for s in src]))
-        tgt_parts.append(TokenRows.from_lists([t[:max_len] for t in tgt]))
+        src_parts.append(TokenRows.from_lists([s[:max_sentence_tokens] + [EOS_ID] for s in src]))
+        tgt_parts.append(TokenRows.from_lists([t[:max_sentence_tokens] for t in tgt]))
     return EncodedPairs(TokenRows.concatenate(src_parts), TokenRows.concatenate(tgt_parts))
 
 

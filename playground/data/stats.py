@@ -48,7 +48,7 @@ class SideStats:
     tokens: int  # total whitespace tokens
     mean_len: float
     median_len: float
-    max_len: int
+    longest_len: int
     p95_len: int  # 95th percentile, nearest rank
     lengths: list[int]  # one per pair, the data for a length histogram
     vocab_size: int  # distinct whitespace tokens
@@ -87,7 +87,7 @@ def _side_stats(texts: list[str]) -> SideStats:
         tokens=sum(lengths),
         mean_len=sum(lengths) / len(lengths),
         median_len=float(statistics.median(ordered)),
-        max_len=ordered[-1],
+        longest_len=ordered[-1],
         p95_len=ordered[math.ceil(0.95 * len(ordered)) - 1],
         lengths=lengths,
         vocab_size=len(vocabulary),

@@ -13,10 +13,14 @@ import math
 import os
 from pathlib import Path
 
+import numpy as np
+
 from playground.core.model import Transformer
 from playground.core.tokenizer import BOS_ID, EOS_ID, SPECIAL_TOKENS, UNK_ID
 from playground.errors import PlaygroundError
 from playground.export.optional import QUANTIZATIONS, require
+
+NEVER = -1e9  # a logit bias that no token's logit overcomes
 
 
 def model_spec(model: Transformer, src_vocab: list[str], tgt_vocab: list[str]):
@@ -28,7 +32,8 @@ def model_spec(model: Transformer, src_vocab: list[str], tgt_vocab: list[str]):
     if cfg.positional_encoding != "sinusoidal":
         raise PlaygroundError("CTranslate2 export needs sinusoidal positions; this model uses "
                               "positional_encoding='learned'. Train with sinusoidal positions to export it.")
-    activation = common_spec.Activation.RELU if cfg.activation == "relu" else common_spec.Activation.GELU
+    activation = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU,
+                  "swish": common_spec.Activation.SWISH}[cfg.activation]
     spec = transformer_spec.TransformerSpec.from_config(
         (cfg.n_encoder_layers, cfg.n_decoder_layers), cfg.n_heads, pre_norm=cfg.norm_placement == "pre",
         activation=activation)
@@ -48,7 +53,7 @@ def model_spec(model: Transformer, src_vocab: list[str], tgt_vocab: list[str]):
         norm(spec_part.layer_norm, norm_name)
 
     for side, embed in ((spec.encoder, "src_embed"), (spec.decoder, "tgt_embed")):
-        side.scale_embeddings = math.sqrt(cfg.d_model)
+        side.scale_embeddings = math.sqrt(cfg.d_model) if cfg.scale_embedding else 1.0
         side.position_encodings.encodings = getattr(model, embed).table.cpu().numpy()
         embeddings = side.embeddings[0] if isinstance(side.embeddings, list) else side.embeddings
         embeddings.weight = w[f"{embed}.tokens.weight"]
@@ -70,6 +75,11 @@ def model_spec(model: Transformer, src_vocab: list[str], tgt_vocab: list[str]):
         norm(spec.encoder.layer_norm, "encoder_norm")
         norm(spec.decoder.layer_norm, "decoder_norm")
     linear(spec.decoder.projection, "output")
+    if cfg.final_logits_bias or cfg.never_generate_pad:
+        bias = w["final_logits_bias"].copy() if cfg.final_logits_bias else np.zeros(cfg.tgt_vocab_size, np.float32)
+        if cfg.never_generate_pad:  # CTranslate2 has no generation config: <pad> and <bos> are out of reach here
+            bias[[cfg.pad_id, cfg.bos_id]] = NEVER
+        spec.decoder.projection.bias = bias
 
     spec.register_source_vocabulary(src_vocab)
     spec.register_target_vocabulary(tgt_vocab)
@@ -96,7 +106,7 @@ def export_ctranslate2(package_folder: str | os.PathLike, out: str | os.PathLike
         raise PlaygroundError(f"{out} already exists and is not empty: choose a new folder for the export.")
     package = load_package(package_folder)
     write_ctranslate2(package.model, package.tokenizer, out, quantization)
-    write_json(out / "playground.json", package.config)  # the package's config: languages, max_len (positions)
+    write_json(out / "playground.json", package.config)  # the package's config: languages, max_positions
     return out
 
 
@@ -119,7 +129,7 @@ def translate_with_ctranslate2(translator, tokenizer, sentences: list[str], posi
                                length_penalty: float = 1.0, max_output_tokens: int | None = None,
                                batch_size: int = 64) -> list[str]:
     """Translate with a loaded ctranslate2.Translator and the package's PairTokenizer (saved beside the export):
-    text -> source token strings -> CTranslate2 -> target token strings -> text. `positions` is the model's max_len
+    text -> source token strings -> CTranslate2 -> target token strings -> text. `positions`: the model's max_positions
     (playground.json in the export); without max_output_tokens a batch may produce up to 2 x its longest source + 10
     tokens, our own default, and never more than the model has positions for."""
     src = [[tokenizer.src_tokenizer.id_to_token(i) for i in ids[: positions - 2]]  # cut as decode.source_ids does

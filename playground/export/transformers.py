@@ -5,10 +5,9 @@ Which architecture: transformers has no class with our exact layout, but two com
     from 0, biases everywhere, no final norms, an output projection without bias (final_logits_bias stays 0);
   * pre-LN + sinusoidal positions -> Pegasus (PegasusForConditionalGeneration): Marian's pre-LN twin, with the
     final encoder and decoder LayerNorms our pre-LN model has.
-Both build their sinusoid with all sines before all cosines, where ours interleaves them (sin at 2i, cos at 2i+1).
-Permuting the model dimension the same way in every weight that reads or writes the residual stream (embeddings,
-the inputs of Q/K/V/fc1/lm_head, the outputs of out-proj/fc2, the LayerNorms, which are permutation-equivariant)
-gives the identical network. Learned positions have no such twin (BART/mBART add a LayerNorm on the embeddings
+Both build their sinusoid with all sines before all cosines, where ours interleaves them: the weights are permuted
+by the table the Marian import reads backwards (playground/packages/marian_weights.py). Learned positions have no
+such twin (BART/mBART add a LayerNorm on the embeddings
 and offset positions by 2), so they are refused, naming the setting.
 """
 
@@ -23,6 +22,7 @@ from playground.core.model import Transformer, TransformerConfig
 from playground.core.tokenizer import EOS_ID, SPECIAL_TOKENS
 from playground.errors import PlaygroundError
 from playground.export.optional import require
+from playground.packages.marian_weights import to_marian
 
 TARGET_TOKENIZER_DIR = "target_tokenizer"  # separate vocabularies: the target side's tokenizer, for decoding
 
@@ -44,11 +44,6 @@ def architecture(cfg: TransformerConfig) -> str:
     return "pegasus"
 
 
-def residual_permutation(d_model: int) -> torch.Tensor:
-    """Index m of the exported model's residual stream holds our index perm[m]: sines (even) first, then cosines."""
-    return torch.cat([torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)])
-
-
 def hf_config(cfg: TransformerConfig):
     """The MarianConfig / PegasusConfig of the same network."""
     transformers = require("transformers")
@@ -56,8 +51,8 @@ def hf_config(cfg: TransformerConfig):
         vocab_size=cfg.src_vocab_size, d_model=cfg.d_model, encoder_layers=cfg.n_encoder_layers,
         decoder_layers=cfg.n_decoder_layers, encoder_attention_heads=cfg.n_heads, decoder_attention_heads=cfg.n_heads,
         encoder_ffn_dim=cfg.d_ff, decoder_ffn_dim=cfg.d_ff, activation_function=cfg.activation, dropout=cfg.dropout,
-        attention_dropout=cfg.attention_dropout, activation_dropout=0.0, max_position_embeddings=cfg.max_len,
-        scale_embedding=True, pad_token_id=cfg.pad_id, bos_token_id=cfg.bos_id, eos_token_id=cfg.eos_id,
+        attention_dropout=cfg.attention_dropout, activation_dropout=0.0, max_position_embeddings=cfg.max_positions,
+        scale_embedding=cfg.scale_embedding, pad_token_id=cfg.pad_id, bos_token_id=cfg.bos_id, eos_token_id=cfg.eos_id,
         decoder_start_token_id=cfg.bos_id, forced_eos_token_id=None, tie_word_embeddings=cfg.tie_embeddings,
         init_std=0.02)
     if architecture(cfg) == "marian":
@@ -68,61 +63,11 @@ def hf_config(cfg: TransformerConfig):
 
 
 def hf_weights(model: Transformer) -> dict[str, torch.Tensor]:
-    """Our weights under the transformers names, the model dimension permuted (see the module docstring)."""
-    cfg = model.cfg
-    p = residual_permutation(cfg.d_model)
-    ours = {k: v.detach().float().cpu() for k, v in model.state_dict().items()}
-    out: dict[str, torch.Tensor] = {}
-
-    def linear(name: str, weight: torch.Tensor, bias: torch.Tensor, reads: bool, writes: bool) -> None:
-        """reads/writes: whether the layer's input/output is the residual stream."""
-        if reads:
-            weight = weight[:, p]
-        if writes:
-            weight, bias = weight[p], bias[p]
-        out[f"{name}.weight"], out[f"{name}.bias"] = weight.contiguous(), bias.contiguous()
-
-    def norm(name: str, ours_name: str) -> None:
-        out[f"{name}.weight"], out[f"{name}.bias"] = ours[f"{ours_name}.weight"][p], ours[f"{ours_name}.bias"][p]
-
-    def attention(name: str, q_w, q_b, k_w, k_b, v_w, v_b, ours_out: str) -> None:
-        for proj, w, b in (("q", q_w, q_b), ("k", k_w, k_b), ("v", v_w, v_b)):
-            linear(f"{name}.{proj}_proj", w, b, reads=True, writes=False)
-        linear(f"{name}.out_proj", ours[f"{ours_out}.weight"], ours[f"{ours_out}.bias"], reads=False, writes=True)
-
-    def feed_forward(name: str, ours_name: str) -> None:
-        linear(f"{name}.fc1", ours[f"{ours_name}.up.weight"], ours[f"{ours_name}.up.bias"], reads=True, writes=False)
-        linear(f"{name}.fc2", ours[f"{ours_name}.down.weight"], ours[f"{ours_name}.down.bias"], reads=False,
-               writes=True)
-
-    for i in range(cfg.n_encoder_layers):
-        hf, me = f"model.encoder.layers.{i}", f"encoder.{i}"
-        qkv_w, qkv_b = ours[f"{me}.self_attn.qkv.weight"].chunk(3), ours[f"{me}.self_attn.qkv.bias"].chunk(3)
-        attention(f"{hf}.self_attn", qkv_w[0], qkv_b[0], qkv_w[1], qkv_b[1], qkv_w[2], qkv_b[2], f"{me}.self_attn.out")
-        norm(f"{hf}.self_attn_layer_norm", f"{me}.attn_block.norm")
-        feed_forward(hf, f"{me}.ff")
-        norm(f"{hf}.final_layer_norm", f"{me}.ff_block.norm")
-    for i in range(cfg.n_decoder_layers):
-        hf, me = f"model.decoder.layers.{i}", f"decoder.{i}"
-        qkv_w, qkv_b = ours[f"{me}.self_attn.qkv.weight"].chunk(3), ours[f"{me}.self_attn.qkv.bias"].chunk(3)
-        attention(f"{hf}.self_attn", qkv_w[0], qkv_b[0], qkv_w[1], qkv_b[1], qkv_w[2], qkv_b[2], f"{me}.self_attn.out")
-        norm(f"{hf}.self_attn_layer_norm", f"{me}.self_block.norm")
-        kv_w, kv_b = ours[f"{me}.cross_attn.kv.weight"].chunk(2), ours[f"{me}.cross_attn.kv.bias"].chunk(2)
-        attention(f"{hf}.encoder_attn", ours[f"{me}.cross_attn.q.weight"], ours[f"{me}.cross_attn.q.bias"],
-                  kv_w[0], kv_b[0], kv_w[1], kv_b[1], f"{me}.cross_attn.out")
-        norm(f"{hf}.encoder_attn_layer_norm", f"{me}.cross_block.norm")
-        feed_forward(hf, f"{me}.ff")
-        norm(f"{hf}.final_layer_norm", f"{me}.ff_block.norm")
-    if cfg.norm_placement == "pre":
-        norm("model.encoder.layer_norm", "encoder_norm")
-        norm("model.decoder.layer_norm", "decoder_norm")
-
-    src, tgt = ours["src_embed.tokens.weight"][:, p], ours["tgt_embed.tokens.weight"][:, p]
-    if cfg.joint_vocab and cfg.tie_embeddings:
-        out["model.shared.weight"] = src
-    out["model.encoder.embed_tokens.weight"], out["model.decoder.embed_tokens.weight"] = src, tgt
-    out["lm_head.weight"] = ours["output.weight"][:, p].contiguous()
-    return out
+    """Our weights under the transformers names, the model dimension permuted (packages/marian_weights.py)."""
+    weights = to_marian(model.state_dict(), model.cfg)
+    if model.cfg.final_logits_bias:
+        weights["final_logits_bias"] = model.final_logits_bias.detach().float().cpu()[None]
+    return weights
 
 
 def hf_model(model: Transformer):
@@ -133,21 +78,22 @@ def hf_model(model: Transformer):
     hf = cls(config).eval()
     weights = hf_weights(model)
     missing, unexpected = hf.load_state_dict(weights, strict=False)
-    # the sinusoids are recomputed by transformers (never saved); final_logits_bias stays 0 as our projection has none
+    # the sinusoids are recomputed by transformers (never saved); final_logits_bias stays 0 where ours has none
     missing = [k for k in missing if not k.endswith("embed_positions.weight") and k != "final_logits_bias"]
     if missing or unexpected:
         raise PlaygroundError(f"Internal export error: transformers expects {missing}, got unexpected {unexpected}.")
     hf.generation_config = transformers.GenerationConfig(
         decoder_start_token_id=model.cfg.bos_id, bos_token_id=model.cfg.bos_id, eos_token_id=model.cfg.eos_id,
-        pad_token_id=model.cfg.pad_id, forced_eos_token_id=None, max_length=model.cfg.max_len,
+        pad_token_id=model.cfg.pad_id, forced_eos_token_id=None, max_length=model.cfg.max_positions,
         # generate() defaults to the app's beam search (5 beams, length penalty 1; num_beams=1 is greedy). Ours
         # ends a sentence once it holds num_beams finished hypotheses and scores them sum(log p) / len ** penalty,
         # len counting <eos> and not <bos>, as transformers does: early_stopping=True is the same stopping rule
-        num_beams=5, length_penalty=1.0, early_stopping=True)
+        num_beams=5, length_penalty=1.0, early_stopping=True,
+        bad_words_ids=[[model.cfg.pad_id], [model.cfg.bos_id]] if model.cfg.never_generate_pad else None)
     return hf
 
 
-def hf_tokenizer(tokenizer, max_len: int):
+def hf_tokenizer(tokenizer, max_positions: int):
     """PreTrainedTokenizerFast over our tokenizer.json, appending <eos> to each source as our model expects."""
     transformers = require("transformers")
     from tokenizers import Tokenizer, processors
@@ -156,10 +102,10 @@ def hf_tokenizer(tokenizer, max_len: int):
     backend.post_processor = processors.TemplateProcessing(
         single=f"$A {SPECIAL_TOKENS[EOS_ID]}", special_tokens=[(SPECIAL_TOKENS[EOS_ID], EOS_ID)])
     pad, unk, bos, eos = SPECIAL_TOKENS
-    # our source is cut to max_len - 2 tokens + <eos>; clean_up off: it would change spaces around punctuation
+    # our source is cut to max_positions - 2 tokens + <eos>; clean_up off: it would change spaces around punctuation
     return transformers.PreTrainedTokenizerFast(
         tokenizer_object=backend, pad_token=pad, unk_token=unk, bos_token=bos, eos_token=eos,
-        model_max_length=max_len - 1, clean_up_tokenization_spaces=False)
+        model_max_length=max_positions - 1, clean_up_tokenization_spaces=False)
 
 
 def export_transformers(package_folder: str | os.PathLike, out: str | os.PathLike) -> Path:
@@ -177,9 +123,9 @@ def export_transformers(package_folder: str | os.PathLike, out: str | os.PathLik
     hf.save_pretrained(out)
     os.chmod(out / "model.safetensors", 0o644)  # safetensors writes 0600, the other files are world-readable
     pair = package.tokenizer
-    hf_tokenizer(pair.src_tokenizer, package.model.cfg.max_len).save_pretrained(out)
+    hf_tokenizer(pair.src_tokenizer, package.model.cfg.max_positions).save_pretrained(out)
     if not pair.joint:
-        hf_tokenizer(pair.tgt_tokenizer, package.model.cfg.max_len).save_pretrained(out / TARGET_TOKENIZER_DIR)
+        hf_tokenizer(pair.tgt_tokenizer, package.model.cfg.max_positions).save_pretrained(out / TARGET_TOKENIZER_DIR)
     (out / "README.md").write_text(hub_card(package.config, package.training, transformers_folder=True),
                                    encoding="utf-8")
     write_json(out / "playground.json", package.config)  # where the export came from

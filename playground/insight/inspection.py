@@ -39,9 +39,9 @@ MAX_BATCHING_PAIRS = 20_000  # pairs encoded for the batching comparison: enough
 MAX_FREQUENCY_PAIRS = 5_000  # pairs encoded to rank tokens by frequency for the embedding map
 
 
-def train_max_len(model: Transformer) -> int:
-    """The trainer's max_len for this model (core.sequences.sentence_tokens)."""
-    return sentence_tokens(model.cfg.max_len)
+def trained_sentence_tokens(model: Transformer) -> int:
+    """The trainer's max_sentence_tokens for this model (core.sequences.sentence_tokens)."""
+    return sentence_tokens(model.cfg.max_positions)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -49,13 +49,13 @@ def train_max_len(model: Transformer) -> int:
 
 
 def positional_encoding(model: Transformer, side: str = "source") -> np.ndarray:
-    """What the model adds to the token embedding at each position, [max_len, d_model]: its sinusoidal buffer, or
+    """What the model adds to the token embedding at each position, [max_positions, d_model]: its sinusoidal buffer, or
     for learned encodings the weights of its `positions` embedding (each side learns its own)."""
     if side not in SIDES:
         raise PlaygroundError(f"side must be one of {', '.join(SIDES)}, not {side!r}.")
     embed = model.src_embed if side == "source" else model.tgt_embed
     with torch.no_grad():
-        return embed.position_encoding(0, model.cfg.max_len).float().cpu().numpy()
+        return embed.position_encoding(0, model.cfg.max_positions).float().cpu().numpy()
 
 
 def curve_dimensions(d_model: int) -> list[int]:
@@ -89,7 +89,7 @@ def mask_batch(model: Transformer, tokenizer, pairs: Sequence[Pair], n_pairs: in
     if not pairs:
         raise DataError("Load data on the Data tab first: the masks are drawn for a batch of your pairs.")
     chosen = random.Random(seed).sample(pairs, min(max(int(n_pairs), 1), len(pairs)))
-    encoded = encode_pairs(tokenizer, chosen, train_max_len(model))
+    encoded = encode_pairs(tokenizer, chosen, trained_sentence_tokens(model))
     batch = collate(encoded, list(range(len(encoded))), torch.device("cpu"))
     padding = model.src_key_mask(batch.src)[:, 0, 0, :]  # [B, S]
     T = batch.tgt_in.size(1)
@@ -266,7 +266,7 @@ def batch_padding(encoded: Sequence[tuple[list[int], list[int]]], batches: Seque
     return BatchingStats(name, len(batches), src_pad / n, tgt_pad / n, real, padded)
 
 
-def compare_batching(tokenizer, pairs: Sequence[Pair], batch_tokens: int, max_len: int,
+def compare_batching(tokenizer, pairs: Sequence[Pair], batch_tokens: int, max_sentence_tokens: int,
                      seed: int = 0) -> tuple[BatchingStats, BatchingStats]:
     """(random, grouped by length): the trainer's length-grouped batches (playground.data.batching.make_batches) against
     the same pairs shuffled at random into batches of the same sizes, so both hold the same sentences per batch."""
@@ -274,7 +274,7 @@ def compare_batching(tokenizer, pairs: Sequence[Pair], batch_tokens: int, max_le
         raise DataError("Load data on the Data tab first: batching is measured on your pairs.")
     if len(pairs) > MAX_BATCHING_PAIRS:
         pairs = random.Random(seed).sample(pairs, MAX_BATCHING_PAIRS)
-    encoded = encode_pairs(tokenizer, pairs, max_len)
+    encoded = encode_pairs(tokenizer, pairs, max_sentence_tokens)
     grouped = make_batches(encoded, int(batch_tokens), seed)
     order = list(range(len(encoded)))
     random.Random(seed).shuffle(order)

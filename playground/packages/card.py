@@ -27,6 +27,13 @@ def model_section(s: PackageSummary) -> list[str]:
     ]
 
 
+def origin_section(s: PackageSummary) -> list[str]:
+    """Where an imported model came from, under which license, and what to cite."""
+    i = s.imported
+    return ["", "## Origin", f"- imported from {i['origin']} ({i['architecture']}); license: {i['license']}",
+            "- please cite:", *[f"  - {citation}" for citation in i["citations"]]]
+
+
 def training_section(s: PackageSummary) -> list[str]:
     lines = ["", "## Training",
              f"- data: {known(s.data, 'user data')}, {known(s.train_pairs)} training pairs, "
@@ -44,8 +51,9 @@ def model_card(config: dict, training: dict | None, load_from: str | None = None
     """The card saved in the package folder; `load_from` is where its snippet loads the package from (models/NAME)."""
     s = summarize(config, training)
     lines = [f"# {s.name}", "",
-             f"A Transformer encoder-decoder translating **{s.direction}**, made with Transformer Playground.", ""]
-    lines += model_section(s) + (training_section(s) if s.trained else [])
+             f"A Transformer encoder-decoder translating **{s.direction}**, "
+             f"{'imported into' if s.imported else 'made with'} Transformer Playground.", ""]
+    lines += model_section(s) + (origin_section(s) if s.imported else []) + (training_section(s) if s.trained else [])
     lines += ["", "## Use it", "", "```python", "from playground.package import load_package",
               "from playground.decode import translate", f'pkg = load_package("{load_from or "models/" + s.name}")',
               'print(translate(pkg.model, pkg.tokenizer, ["your sentence"])[0].text)', "```", ""]

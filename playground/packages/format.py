@@ -26,6 +26,10 @@ RESUME_TENSORS, RESUME_STATE = "resume.safetensors", "resume.json"  # optimizer 
 REQUIRED = (CONFIG, WEIGHTS, TOKENIZER)
 ALLOWED = {CONFIG, WEIGHTS, TOKENIZER, TGT_TOKENIZER, TRAINING, CARD, RESUME_TENSORS, RESUME_STATE}
 SCHEMAS = {CONFIG: schema.CONFIG, TRAINING: schema.TRAINING, RESUME_STATE: schema.RESUME}
+# Keys renamed since packages were first saved, {file: (section, {old: new})}: "max_len" meant positions in
+# config.json and tokens per sentence in training.json; each now has its own name, and an old file still loads.
+RENAMED_KEYS = {CONFIG: ("model", {"max_len": "max_positions"}),
+                TRAINING: ("config", {"max_len": "max_sentence_tokens"})}
 
 
 @dataclass
@@ -90,9 +94,21 @@ def read_json(path: Path, check: bool = True) -> dict:
         raise PackageError(f"{path.name} in {path.parent.name} nests too deeply to be a package file.") from None
     if not isinstance(value, dict):
         raise PackageError(f"{path.name} in {path.parent.name} must hold a JSON object.")
+    rename_old_keys(value, path.name)
     if check and path.name in SCHEMAS:
         schema.validate(value, SCHEMAS[path.name], f"{path.name} in {path.parent.name}")
     return value
+
+
+def rename_old_keys(value: dict, file_name: str) -> None:
+    """Rename, in place, the keys of a package file saved under an older name (RENAMED_KEYS); a new name given too
+    wins."""
+    section, renames = RENAMED_KEYS.get(file_name, ("", {}))
+    fields = value.get(section)
+    if isinstance(fields, dict):
+        for old, new in renames.items():
+            if old in fields:
+                fields.setdefault(new, fields.pop(old))
 
 
 def write_json(path: Path, data: dict) -> None:

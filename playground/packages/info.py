@@ -38,6 +38,7 @@ class PackageSummary:
     last: dict = field(default_factory=dict)  # the final validation (the one the weights are from)
     best: dict = field(default_factory=dict)  # the best validation, by early_stop_metric
     early_stop_metric: str = "bleu"
+    imported: dict = field(default_factory=dict)  # where a model made elsewhere came from (config.json's "imported")
 
     @property
     def direction(self) -> str:
@@ -66,7 +67,8 @@ def summarize(config: dict, training: dict | None, name: str | None = None,
         device=training.get("device"), precision=training.get("precision"), data=data.get("description"),
         train_pairs=data.get("train_pairs"), val_pairs=data.get("val_pairs"), last=training.get("last") or {},
         best=training.get("best") or {},
-        early_stop_metric=saved_config(training).get("early_stop_metric", "bleu"))
+        early_stop_metric=saved_config(training).get("early_stop_metric", "bleu"),
+        imported=config.get("imported") or {})
 
 
 def summary_of(info: dict) -> PackageSummary:
@@ -85,8 +87,8 @@ def info_lines(s: PackageSummary) -> list[str]:
     vocabulary = f"{m['src_vocab_size']:,}" if s.joint else f"{m['src_vocab_size']:,}/{m['tgt_vocab_size']:,}"
     lines = [f"{s.name}: {s.direction}, {s.params:,} parameters, {(s.size_bytes or 0) / MB:.1f} MB on disk",
              f"  d_model {m['d_model']}, {m['n_heads']} heads, {s.layers}, ff {m['d_ff']}, {m['activation']}, "
-             f"{m['positional_encoding']} positions, {m['norm_placement']}-LN, "
-             f"{'tied' if m['tie_embeddings'] else 'untied'} embeddings, max length {m['max_len']}",
+             f"{m['max_positions']} {m['positional_encoding']} positions, {m['norm_placement']}-LN, "
+             f"{'tied' if m['tie_embeddings'] else 'untied'} embeddings",
              f"  tokenizer {s.tokenizer_kind} ({'joint' if s.joint else 'separate'}), vocabulary {vocabulary}"]
     if s.trained:
         lines.append(f"  trained {known(s.steps)} steps ({s.epochs:.2f} epochs) in "

@@ -63,13 +63,13 @@ class Num:
 
 @dataclass(frozen=True)
 class Str:
-    max_len: int = 1000
+    max_chars: int = 1000
 
     def check(self, value, where: str) -> None:
         if not isinstance(value, str):
             raise Invalid(where, f"must be text, not {type(value).__name__}")
-        if len(value) > self.max_len:
-            raise Invalid(where, f"is {len(value):,} characters long; at most {self.max_len:,}")
+        if len(value) > self.max_chars:
+            raise Invalid(where, f"is {len(value):,} characters long; at most {self.max_chars:,}")
 
 
 @dataclass(frozen=True)
@@ -219,14 +219,17 @@ MODEL = Obj({
     "src_vocab_size": VOCAB, "tgt_vocab_size": VOCAB, "d_model": SIZE, "n_heads": Int(1, 10_000),
     "n_encoder_layers": LAYERS, "n_decoder_layers": LAYERS, "d_ff": SIZE, "activation": Str(20),
     "dropout": Num(0, 1), "attention_dropout": Num(0, 1), "positional_encoding": Str(20), "norm_placement": Str(20),
-    "joint_vocab": Bool(), "tie_embeddings": Bool(), "max_len": Int(2, MAX_POSITIONS),
+    "joint_vocab": Bool(), "tie_embeddings": Bool(), "max_positions": Int(2, MAX_POSITIONS),
     "pad_id": Int(0, 999_999), "unk_id": Int(0, 999_999), "bos_id": Int(0, 999_999), "eos_id": Int(0, 999_999),
+    "scale_embedding": Bool(), "final_logits_bias": Bool(), "never_generate_pad": Bool(),
 }, required=frozenset({"src_vocab_size", "tgt_vocab_size"}))
 CONFIG = Obj({
     "format_version": Int(), "name": Str(64), "src_lang": Str(64), "tgt_lang": Str(64), "model": MODEL,
     "tokenizer": Obj({"kind": Str(20), "joint": Bool()}, required=frozenset({"kind", "joint"})),
     "special_tokens": Obj({k: Int(0, 999_999) for k in ("pad", "unk", "bos", "eos")}),
     "num_parameters": Int(), "saved_at": Str(64), "versions": Obj({}, extra=True),
+    "imported": Obj({"origin": Str(1000), "architecture": Str(100), "license": Str(200),
+                     "citations": List(Str(500), 10)}),
 }, required=frozenset({"format_version", "src_lang", "tgt_lang", "model", "tokenizer", "num_parameters"}))
 
 # A training record's `config`: the settings of the run by name (resuming builds a TrainConfig from them), typed from

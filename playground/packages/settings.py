@@ -142,7 +142,7 @@ def tokenizer_cost(vocab_size: float) -> str:
     return f"training its tokenizer alone would reserve about {tokenizer_training_bytes(int(vocab_size)) / GB:,.1f} GB"
 
 
-def _max_sentence_tokens() -> int:
+def _sentence_tokens_limit() -> int:
     return sentence_tokens(limits.max_positions())
 
 
@@ -169,9 +169,9 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "post (Post-LN, the paper): normalise after adding each sublayer's output; pre (Pre-LN): before each "
             "sublayer, steadier at high learning rates", choices=NORM_PLACEMENTS, model=True),
     Setting("tie_embeddings", bool, True, "model", "Tie embeddings and output layer", model=True),
-    Setting("max_len", int, 128, "model", "Max tokens per sentence",
+    Setting("max_sentence_tokens", int, 128, "model", "Max tokens per sentence",
             "longer pairs are dropped when the data is read; the model gets two positions more (<bos>, <eos>)",
-            low=1, high=_max_sentence_tokens),
+            low=1, high=_sentence_tokens_limit),
     # its tokenizer
     Setting("tokenizer", str, "bpe", "tokenizer", "Tokenizer kind", choices=TOKENIZER_KINDS),
     Setting("vocab_size", int, 8000, "tokenizer", "Vocabulary size",

@@ -97,8 +97,10 @@ def save_package(
     tgt_lang: str = "tgt",
     training: dict | None = None,
     resume: tuple[dict[str, torch.Tensor], dict] | None = None,
+    imported: dict | None = None,
 ) -> Path:
-    """Write the package atomically. `resume` = (optimizer tensors, trainer state JSON) to continue training."""
+    """Write the package atomically. `resume` = (optimizer tensors, trainer state JSON) to continue training;
+    `imported`: where a model made elsewhere came from (origin, architecture, license, citations)."""
     folder = Path(folder)
     check_name(folder.name)
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -118,6 +120,8 @@ def save_package(
             "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "versions": library_versions(),
         }
+        if imported is not None:
+            config["imported"] = imported
         # save_model stores tied weights once; load_model restores them tied
         save_model(model, str(tmp / WEIGHTS), metadata={"format": "pt"})
         os.chmod(tmp / WEIGHTS, 0o644)  # safetensors writes 0600; the package's other files are world-readable

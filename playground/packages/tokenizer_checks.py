@@ -6,6 +6,8 @@ added tokens, counted in its JSON before the library reads it. Checked at every 
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 import json
 from pathlib import Path
@@ -18,11 +20,16 @@ from playground.core.tokenizer import (
     TOKENIZER_KINDS,
     PairTokenizer,
     pre_tokenizer,
+    sentencepiece_decoder,
+    sentencepiece_normalizer,
     text_decoder,
     text_normalizer,
 )
 from playground.errors import PackageError
 from playground.packages.format import read_limited
+
+# an imported Marian tokenizer's SentencePiece character map (nmt_nfkc's is 237 KB); larger ones are refused unread
+MAX_CHARSMAP_BYTES = 1024 * 1024
 
 
 @functools.cache
@@ -34,7 +41,7 @@ def written_pipeline() -> dict[str, list]:
 
     return {"normalizer": [None, state(text_normalizer())],
             "pre_tokenizer": [state(pre_tokenizer(kind)) for kind in TOKENIZER_KINDS],
-            "decoder": [state(text_decoder())],
+            "decoder": [state(text_decoder()), state(sentencepiece_decoder())],
             "post_processor": [None], "truncation": [None], "padding": [None]}
 
 
@@ -52,7 +59,7 @@ def check_side(tokenizer: Tokenizer, side: str) -> None:
         component = getattr(tokenizer, part)
         found[part] = None if component is None else json.loads(component.__getstate__())
     for part, allowed in written_pipeline().items():
-        if found[part] not in allowed:
+        if found[part] not in allowed and not (part == "normalizer" and is_sentencepiece_normalizer(found[part])):
             kind = (found[part] or {}).get("type", "set") if isinstance(found[part], dict) else "set"
             raise PackageError(f"The {side} tokenizer's {part.replace('_', '-')} ({kind}) is not one the playground "
                                "writes, so what it costs per character is unknown; it was not loaded. Train a new "
@@ -89,13 +96,41 @@ def check_tokenizer_cost(path: Path, vocab_size: int) -> None:
     check_parsing_cost(tokenizer, what)
 
 
+def is_sentencepiece_normalizer(normalizer) -> bool:
+    """Whether `normalizer` (as JSON) is core.tokenizer.sentencepiece_normalizer's, an imported Marian tokenizer's,
+    with a character map that charsmap_fits."""
+    if not isinstance(normalizer, dict) or not isinstance(normalizer.get("normalizers"), list):
+        return False
+    steps = normalizer["normalizers"]
+    first = steps[0] if steps and isinstance(steps[0], dict) else {}
+    charsmap = first.get("precompiled_charsmap") if first.get("type") == "Precompiled" else None
+    if charsmap is None:
+        return normalizer == json.loads(sentencepiece_normalizer(b"").__getstate__())
+    if not isinstance(charsmap, str) or len(charsmap) > MAX_CHARSMAP_BYTES * 4 // 3 + 4:
+        return False
+    try:
+        raw = base64.b64decode(charsmap, validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    expected = json.loads(sentencepiece_normalizer(b"").__getstate__())
+    return charsmap_fits(raw) and {**normalizer, "normalizers": steps[1:]} == expected
+
+
+def charsmap_fits(charsmap: bytes) -> bool:
+    """Whether 🤗 tokenizers' native parser reads a SentencePiece character map within its size: at most
+    MAX_CHARSMAP_BYTES, and the trie size its header gives inside it (a garbage header made the parser reserve
+    gigabytes and abort the server: issue 32's row A)."""
+    trie_bytes = int.from_bytes(charsmap[:4], "little") if len(charsmap) >= 4 else -1
+    return len(charsmap) <= MAX_CHARSMAP_BYTES and 0 <= trie_bytes <= len(charsmap) - 4 and trie_bytes % 4 == 0
+
+
 def check_parsing_cost(tokenizer: dict, what: str) -> None:
-    """Refuse, in the tokenizer's JSON before the library parses it, a normalizer the playground does not write (a
-    Precompiled charsmap is parsed by native code that may ask for gigabytes and abort: issue 32's row A) and a
+    """Refuse, in the tokenizer's JSON before the library parses it, a normalizer the playground does not write or
+    import (a Precompiled charsmap past its bounds: is_sentencepiece_normalizer, issue 32's row A) and a
     WordPiece model that tries words of more than MAX_WORDPIECE_CHARS characters (its longest-match search costs
     the cube of a word's length: 24 words of 2,000 letters held a worker for a minute, row D)."""
     normalizer = tokenizer.get("normalizer")
-    if normalizer not in written_pipeline()["normalizer"]:
+    if normalizer not in written_pipeline()["normalizer"] and not is_sentencepiece_normalizer(normalizer):
         kind = normalizer.get("type", "set") if isinstance(normalizer, dict) else "set"
         raise PackageError(f"{what}: its normalizer ({kind}) is not one the playground writes, so what it costs to "
                            "read is unknown; it was not loaded. Train a new tokenizer with the playground.")

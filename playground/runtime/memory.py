@@ -32,11 +32,11 @@ HEADROOM = 0.9  # leave a tenth of the free memory to the rest of the process
 def training_memory_bytes(cfg: TransformerConfig, batch_tokens: int, precision: str = "fp32") -> int:
     """Weights + gradients + Adam's two moments, plus the activations kept for the backward pass of one batch
     (batch_tokens source + target tokens): per layer the sublayer inputs/outputs, the feed-forward hidden units and
-    the attention weights (for sentences of up to 128 tokens, or max_len when shorter), and the logits over the
+    the attention weights (for sentences of up to 128 tokens, or max_positions when fewer), and the logits over the
     target vocabulary with their softmax and gradient."""
     states = 4 * cfg.num_parameters() * BYTES
     half = batch_tokens // 2  # about half of a batch's tokens are on each side
-    d, f, h, length = cfg.d_model, cfg.d_ff, cfg.n_heads, min(cfg.max_len, 128)
+    d, f, h, length = cfg.d_model, cfg.d_ff, cfg.n_heads, min(cfg.max_positions, 128)
     per_token = {"encoder": 8 * d + 2 * f + 2 * h * length, "decoder": 12 * d + 2 * f + 4 * h * length}
     activations = half * (cfg.n_encoder_layers * per_token["encoder"] + cfg.n_decoder_layers * per_token["decoder"])
     activation_bytes = 2 if precision in ("bf16", "fp16") else 4  # autocast keeps matmul outputs in 16 bits
@@ -46,7 +46,7 @@ def training_memory_bytes(cfg: TransformerConfig, batch_tokens: int, precision: 
 
 def position_table(cfg: TransformerConfig) -> int:
     """Floats of the sinusoidal position table (a buffer, not a parameter), one per encoder and decoder side."""
-    return 2 * cfg.max_len * cfg.d_model if cfg.positional_encoding == "sinusoidal" else 0
+    return 2 * cfg.max_positions * cfg.d_model if cfg.positional_encoding == "sinusoidal" else 0
 
 
 def tokenizer_training_bytes(vocab_size: int) -> int:
@@ -88,7 +88,7 @@ def check_shape_limits(cfg: TransformerConfig, error: type[Exception] = Training
     shape = {"heads": (cfg.n_heads, limits.max_heads()),
              "encoder layers": (cfg.n_encoder_layers, limits.max_layers()),
              "decoder layers": (cfg.n_decoder_layers, limits.max_layers()),
-             "positions (max_len)": (cfg.max_len, limits.max_positions())}
+             "positions (max_positions)": (cfg.max_positions, limits.max_positions())}
     over = [f"{value:,} {name} (at most {allowed:,})" for name, (value, allowed) in shape.items() if value > allowed]
     if over:
         raise error(f"This model has {'; '.join(over)}: more than this server serves.")
@@ -117,8 +117,8 @@ def check_training_fits(cfg: TransformerConfig, batch_tokens: int, device: torch
     if free is not None and need > HEADROOM * free:
         raise TrainingError(
             f"This run needs about {need / GB:.1f} GB but {device.type} has {free / GB:.1f} GB free: lower batch "
-            f"tokens (now {batch_tokens}), the maximum length ({cfg.max_len}), d_model ({cfg.d_model}), the number "
-            f"of layers or the vocabulary size ({cfg.tgt_vocab_size}).")
+            f"tokens (now {batch_tokens}), the positions ({cfg.max_positions}), d_model ({cfg.d_model}), the number of "
+            f"layers or the vocabulary size ({cfg.tgt_vocab_size}).")
 
 
 @functools.cache

@@ -34,7 +34,7 @@ from playground.insight.inspection import (
     next_token_table,
     positional_encoding,
     sampling_steps,
-    train_max_len,
+    trained_sentence_tokens,
 )
 from playground.packages.format import WEIGHTS, saved_config
 from playground.packages.names import SHIPPED_MODELS, SHIPPED_MODELS_DIR
@@ -180,7 +180,7 @@ def attention(folder: str, source: str, target: str | None) -> dict:
         out_ids, target = list(hyp.ids), hyp.text
         if out_ids and out_ids[-1] == model.cfg.eos_id:
             out_ids = out_ids[:-1]
-    tgt_in = [model.cfg.bos_id] + out_ids[: model.cfg.max_len - 1]
+    tgt_in = [model.cfg.bos_id] + out_ids[: model.cfg.max_positions - 1]
     maps = attention_maps(model, tokenizer, src_ids, tgt_in, attention_cell_limit(model.cfg))
     return {"maps": {k: np.asarray(maps[k]) for k in ("encoder", "decoder", "cross")},
             "src_tokens": list(maps["src_tokens"]), "tgt_tokens": list(maps["tgt_tokens"]),
@@ -215,8 +215,8 @@ def batching_data(folder: str, pairs, batch_tokens: int, seed: int) -> tuple:
     """(about, the budget: batch_tokens or the model's own, compare_batching's random and grouped batches)."""
     package = MODELS.get(folder)
     budget = batch_tokens if batch_tokens > 0 else training_batch_tokens(package)
-    return about(package), budget, compare_batching(package.tokenizer, pairs, budget, train_max_len(package.model),
-                                                    seed)
+    return about(package), budget, compare_batching(package.tokenizer, pairs, budget,
+                                                    trained_sentence_tokens(package.model), seed)
 
 
 def embedding_data(folder: str, pairs, n_tokens: int) -> tuple:

@@ -1,7 +1,7 @@
 """The settings of a training run as one object, TrainConfig, made from their declaration
 (playground.packages.settings.SETTINGS): the run's own settings are its fields, and the model's are one nested
-TransformerConfig (`cfg.model`), whose vocabulary and positions follow the tokenizer's and max_len settings until the
-trained tokenizer gives the real sizes (model_config).
+TransformerConfig (`cfg.model`), whose vocabulary and positions follow the tokenizer's and max_sentence_tokens
+settings until the trained tokenizer gives the real sizes (model_config).
 
 A TrainConfig is written and read flat, one value per setting name (training.json, the CLI's flags, the form, the
 API): `settings()` and `TrainConfig.of(**settings)`."""
@@ -49,16 +49,16 @@ class RunSettings:
         problems = settings_problems(self.settings())
         if self.max_steps is None and self.max_epochs is None and self.max_minutes is None:
             problems.append("set a budget: max steps, max epochs or max minutes")
-        if not problems and self.batch_tokens < 2 * self.max_len:
+        if not problems and self.batch_tokens < 2 * self.max_sentence_tokens:
             problems.append(f"batch tokens ({self.batch_tokens}) must hold at least one pair of the maximum "
-                            f"length (2 x {self.max_len}); raise batch tokens or lower the maximum length")
+                            f"length (2 x {self.max_sentence_tokens}); raise batch tokens or lower the maximum length")
         if self.bpe_dropout and self.tokenizer != "bpe":
             problems.append("BPE-dropout needs the bpe tokenizer")
         if problems:
             raise TrainingError("Invalid training settings: " + "; ".join(problems) + ".")
         # the model follows the run's vocabulary and sentence length (the trained tokenizer's sizes: model_config)
         self.model = replace(self.model, src_vocab_size=self.vocab_size, tgt_vocab_size=self.vocab_size,
-                             joint_vocab=self.joint_vocab, max_len=model_positions(self.max_len))
+                             joint_vocab=self.joint_vocab, max_positions=model_positions(self.max_sentence_tokens))
 
     def model_config(self, src_vocab: int, tgt_vocab: int, joint: bool) -> TransformerConfig:
         """The model to build once the tokenizer is trained, with its real vocabulary sizes."""

@@ -92,14 +92,14 @@ def estimate_training(
 ) -> Estimate:
     """Time `timed_steps` training steps (after one warm-up step) on the device of `cfg` and extrapolate.
 
-    seq_len: tokens per sentence of the synthetic batch (default min(cfg.max_len, 24)); vocab_size: the vocabulary
-    the tokenizer will have (default cfg.vocab_size); epoch_steps: batches per epoch of the real data, needed to turn
-    a max_epochs budget into steps. Raises TrainingError for settings that cannot run.
+    seq_len: tokens per sentence of the synthetic batch (default min(cfg.max_sentence_tokens, 24)); vocab_size:
+    the vocabulary the tokenizer will have (default cfg.vocab_size); epoch_steps: batches per epoch of the real data,
+    needed to turn a max_epochs budget into steps. Raises TrainingError for settings that cannot run.
     """
     device = resolve_device(cfg.device)
     precision = resolve_precision(cfg.precision, device)
     vocab = vocab_size or cfg.vocab_size
-    length = max(2, min(seq_len or 24, cfg.max_len))
+    length = max(2, min(seq_len or 24, cfg.max_sentence_tokens))
     check_training_fits(cfg.model_config(vocab, vocab, True), cfg.batch_tokens, device, precision)  # before building
     rows = max(1, cfg.batch_tokens // (2 * length))
     try:

@@ -33,7 +33,7 @@ FIELDS = form_fields()
 # The fields whose value sizes the model or its tokenizer: out of range, their refusal says what they would cost;
 # within range, they are where a form refused for its cost says so.
 COUNTED_FIELDS = (*(k for k in MODEL_SETTINGS if SETTINGS[k].kind is int), "vocab_size")
-SIZE_FIELDS = (*COUNTED_FIELDS, "max_len", "batch_tokens")
+SIZE_FIELDS = (*COUNTED_FIELDS, "max_sentence_tokens", "batch_tokens")
 
 
 def preset_values(name: str) -> dict:
@@ -97,7 +97,7 @@ def would_cost(values: dict) -> str:
         shape = {k: int(values[k]) if SETTINGS[k].kind is int else values[k] for k in MODEL_SETTINGS}
         vocab = int(values["vocab_size"])
         model = TransformerConfig(src_vocab_size=vocab, tgt_vocab_size=vocab, joint_vocab=bool(values["joint_vocab"]),
-                                  max_len=model_positions(int(values["max_len"])), **shape)
+                                  max_positions=model_positions(int(values["max_sentence_tokens"])), **shape)
         return cost_words(model.num_parameters())
     except (KeyError, TypeError, ValueError, OverflowError, ZeroDivisionError):
         return ""

@@ -48,8 +48,8 @@ def encode_epoch(tokenizer: PairTokenizer, segmenter: PairBpeDropout | None, pai
     """The training pairs as ids: segmented once, or with BPE-dropout afresh each epoch, seeded by the run's seed
     and the epoch (every rank, and a resumed run, segments an epoch alike)."""
     if segmenter is None:
-        return encode_pairs(tokenizer, pairs, cfg.max_len)
-    return encode_pairs(segmenter.reseeded(f"{cfg.seed}/{epoch}"), pairs, cfg.max_len)
+        return encode_pairs(tokenizer, pairs, cfg.max_sentence_tokens)
+    return encode_pairs(segmenter.reseeded(f"{cfg.seed}/{epoch}"), pairs, cfg.max_sentence_tokens)
 
 
 def epoch_batch_list(train_set, cfg: TrainConfig, epoch: int, device: torch.device, ranks: Ranks) -> list[list[int]]:

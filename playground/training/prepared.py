@@ -43,8 +43,8 @@ def prepare(cfg: TrainConfig, data: TrainData, folder: str | Path, resume_from: 
     folder = Path(folder)
     tokenizer = (package_tokenizer(Path(resume_from)) if resume_from is not None else
                  train_tokenizer(data.train, kind=cfg.tokenizer, vocab_size=cfg.vocab_size, joint=cfg.joint_vocab))
-    train_set = encode_pairs(tokenizer, data.train, cfg.max_len)
-    val_set = encode_pairs(tokenizer, data.val, cfg.max_len)
+    train_set = encode_pairs(tokenizer, data.train, cfg.max_sentence_tokens)
+    val_set = encode_pairs(tokenizer, data.val, cfg.max_sentence_tokens)
     folder.mkdir(parents=True, exist_ok=True)
     tensors = {}
     for part, encoded in (("train", train_set), ("val", val_set)):

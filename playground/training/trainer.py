@@ -185,8 +185,8 @@ class Trainer:
         them encoded once, except training pairs that BPE-dropout segments anew each epoch."""
         self.segmenter = PairBpeDropout(self.tokenizer, self.cfg.bpe_dropout) if self.cfg.bpe_dropout else None
         self.train_set = prepared.train_set if prepared and not self.segmenter else self.encode_train(self.epoch)
-        self.val_set = (prepared.val_set if prepared
-                        else encode_pairs(self.tokenizer, self.data.val, self.cfg.max_len))  # never segmented
+        self.val_set = (prepared.val_set if prepared  # never segmented
+                        else encode_pairs(self.tokenizer, self.data.val, self.cfg.max_sentence_tokens))
         self.batches = self.epoch_batches(self.epoch)
 
     def snapshot_store(self) -> SnapshotStore | None:

@@ -20,9 +20,9 @@ from playground.ui.app import build_app
 
 MODEL = "tiny-test"
 # a model small enough to train in a second or two on two busy CPU cores
-TINY = dict(d_model=32, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=64, vocab_size=200, max_len=32,
-            batch_tokens=512, max_steps=30, max_minutes=0, max_epochs=0, eval_every=15, eval_sentences=16,
-            warmup_steps=10, lr=3e-3, schedule="inverse_sqrt", precision="fp32", device="cpu")
+TINY = dict(d_model=32, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=64, vocab_size=200,
+            max_sentence_tokens=32, batch_tokens=512, max_steps=30, max_minutes=0, max_epochs=0, eval_every=15,
+            eval_sentences=16, warmup_steps=10, lr=3e-3, schedule="inverse_sqrt", precision="fp32", device="cpu")
 
 
 @pytest.fixture(scope="module")

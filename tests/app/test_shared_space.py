@@ -28,9 +28,9 @@ from playground.ui.app import build_app
 
 pytestmark = pytest.mark.sessions
 
-TINY = dict(d_model=32, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=64, vocab_size=200, max_len=32,
-            batch_tokens=512, max_steps=20, max_minutes=0, max_epochs=0, eval_every=10, eval_sentences=8,
-            warmup_steps=10, lr=3e-3, schedule="inverse_sqrt", precision="fp32", device="cpu", seed=7)
+TINY = dict(d_model=32, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=64, vocab_size=200,
+            max_sentence_tokens=32, batch_tokens=512, max_steps=20, max_minutes=0, max_epochs=0, eval_every=10,
+            eval_sentences=8, warmup_steps=10, lr=3e-3, schedule="inverse_sqrt", precision="fp32", device="cpu", seed=7)
 DEMO = "demo-en-de"
 CAP_MINUTES = 0.04  # a run-length cap of 2.4 s
 
@@ -69,7 +69,7 @@ def package_zip(tmp_path_factory) -> Path:
     """A tiny valid package as a zip, to upload."""
     tokenizer = train_tokenizer([("a b c", "c b a"), ("b c d", "d c b")] * 3, kind="word", vocab_size=20)
     cfg = TransformerConfig(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, d_model=8, n_heads=2,
-                            n_encoder_layers=1, n_decoder_layers=1, d_ff=16, max_len=12)
+                            n_encoder_layers=1, n_decoder_layers=1, d_ff=16, max_positions=12)
     torch.manual_seed(0)
     folder = save_package(tmp_path_factory.mktemp("zip") / "upload", Transformer(cfg), tokenizer)
     return export_zip(folder, tmp_path_factory.mktemp("zipped"))

@@ -10,9 +10,9 @@ from helpers import client_of, launched, refusal_of
 
 from playground.ui.app import build_app
 
-TINY = dict(d_model=32, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=64, vocab_size=200, max_len=32,
-            batch_tokens=512, max_steps=5, max_minutes=0, max_epochs=0, eval_every=5, eval_sentences=4,
-            warmup_steps=2, lr=3e-3, schedule="inverse_sqrt", precision="fp32", device="cpu")
+TINY = dict(d_model=32, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=64, vocab_size=200,
+            max_sentence_tokens=32, batch_tokens=512, max_steps=5, max_minutes=0, max_epochs=0, eval_every=5,
+            eval_sentences=4, warmup_steps=2, lr=3e-3, schedule="inverse_sqrt", precision="fp32", device="cpu")
 
 
 @pytest.fixture(scope="module")

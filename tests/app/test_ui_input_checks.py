@@ -177,8 +177,8 @@ def test_translate_refuses_numbers_out_of_range_and_keeps_its_results(numbers_ap
             ("Beam size must be a whole number from 1 to 16, not 0.", dict(method="beam", beam_size=0)),
             ("Length penalty α must be from 0 to 2, not -1.", dict(method="beam", length_penalty=-1)),
             ("n-best must be a whole number from 1 to 3, not 5.", dict(method="beam", beam_size=3, nbest=5)),
-            ("Max output tokens must be a whole number from 0 to 65, not 10,000.", dict(max_len=10_000)),
-            ("Max output tokens must be a whole number from 0 to 65, not -5.", dict(max_len=-5))]:
+            ("Max output tokens must be a whole number from 0 to 65, not 10,000.", dict(max_output_tokens=10_000)),
+            ("Max output tokens must be a whole number from 0 to 65, not -5.", dict(max_output_tokens=-5))]:
         refused_with(client, message, model, text, **settings, api_name="/translate")
     # a hidden method's setting is neither checked nor used
     assert client.predict(model, text, "greedy", top_k=-3, beam_size=0, api_name="/translate")[0]["data"]
@@ -188,8 +188,8 @@ def test_translate_refuses_numbers_out_of_range_and_keeps_its_results(numbers_ap
     refused_with(client, f"Table row must be a whole number from 1 to {rows}, not 0.", 0, 5, api_name="/next_tokens")
     refused_with(client, "Candidates per step must be a whole number from 1 to 20, not 99.", 1, 99,
                  api_name="/next_tokens")
-    refused_with(client, "Max output tokens must be a whole number from 0 to 65, not 99.", model, text, max_len=99,
-                 api_name="/decode_steps")
+    refused_with(client, "Max output tokens must be a whole number from 0 to 65, not 99.", model, text,
+                 max_output_tokens=99, api_name="/decode_steps")
     # the last results are the session's still: row 1's view is the one the translation drew
     assert client.predict(1, 5, api_name="/next_tokens")[1]["data"] == next_table["data"]
 

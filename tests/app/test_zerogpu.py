@@ -24,9 +24,9 @@ from playground.training.trainer import Trainer
 
 DATA = TrainData(reverse_pairs(200), reverse_pairs(12, seed=1), "seq", "rev", "reverse test")
 STEPS = 600
-TINY = dict(d_model=32, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=64, vocab_size=200, max_len=32,
-            batch_tokens=512, max_minutes=0, max_epochs=0, eval_every=400, eval_sentences=8, warmup_steps=10, lr=3e-3,
-            schedule="inverse_sqrt", precision="fp32", device="auto", seed=7)
+TINY = dict(d_model=32, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=64, vocab_size=200,
+            max_sentence_tokens=32, batch_tokens=512, max_minutes=0, max_epochs=0, eval_every=400, eval_sentences=8,
+            warmup_steps=10, lr=3e-3, schedule="inverse_sqrt", precision="fp32", device="auto", seed=7)
 
 
 def config(**changes):

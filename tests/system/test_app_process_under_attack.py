@@ -49,8 +49,8 @@ def app(tmp_path_factory, tokenizer):
         yield server, client, url, root
 
 
-def translate_demo(client, text: str, model: str = "demo-en-de", method: str = "greedy", max_len: int = 0):
-    return client.predict(model, text, method, 1.0, 0, 1.0, 0, 5, 1.0, 1, max_len, api_name="/translate")
+def translate_demo(client, text: str, model: str = "demo-en-de", method: str = "greedy", max_output_tokens: int = 0):
+    return client.predict(model, text, method, 1.0, 0, 1.0, 0, 5, 1.0, 1, max_output_tokens, api_name="/translate")
 
 
 def timed(call):
@@ -90,7 +90,7 @@ def test_the_app_answers_each_attack_quickly_keeps_serving_and_gives_its_memory_
 
     # row 7: 200 lines of up to 4,095 output tokens on the 4,096-position package: refused before decoding
     (table, note, *_), seconds = timed(lambda: translate_demo(client, "\n".join(["the cat"] * 200), "wide",
-                                                              max_len=4095))
+                                                              max_output_tokens=4095))
     assert "could decode up to 819,000 tokens" in note and seconds < 10
 
     # smaller finding: compare with 100,000 copies of one name is refused by the count, before any name is looked up
@@ -118,7 +118,7 @@ def test_the_app_answers_each_attack_quickly_keeps_serving_and_gives_its_memory_
     # a few seconds on an idle machine, up to half a minute on a busy one)
     assert table["data"][0][3] and seconds < QUICK_CALL_S + 40, seconds
     # the stopped call says why and what to change, beside the button
-    (table, note, *_), seconds = timed(lambda: translate_demo(client, "the cat", "wide", max_len=4095))
+    (table, note, *_), seconds = timed(lambda: translate_demo(client, "the cat", "wide", max_output_tokens=4095))
     assert f"longer than the {QUICK_CALL_S} s one request may run" in note and "PLAYGROUND_" not in note
     assert seconds < QUICK_CALL_S + 10
 

@@ -15,6 +15,8 @@ import ctranslate2
 import pytest
 import torch
 from helpers import DEMO
+from marian_checkpoints import make_marian_checkpoint
+from marian_checkpoints import sentences as marian_sentences
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from playground.core.decode import DecodeOptions, source_ids, translate
@@ -26,7 +28,9 @@ from playground.datasets.catalog import DATASETS_DIR
 from playground.errors import PlaygroundError
 from playground.export import export_package
 from playground.export.ctranslate2 import translate_with_ctranslate2
-from playground.export.transformers import TARGET_TOKENIZER_DIR, residual_permutation
+from playground.export.transformers import TARGET_TOKENIZER_DIR
+from playground.packages.marian import import_marian
+from playground.packages.marian_weights import residual_permutation
 from playground.packages.store import load_package, save_package
 
 TEST_TSV = DATASETS_DIR / "mini-translation" / "test.tsv"
@@ -50,7 +54,7 @@ def quick_package(folder: Path, tokenizer: PairTokenizer, steps: int = 40, **set
     """A small model trained for `steps` Adam steps on mini-translation (a few seconds), saved as a package."""
     torch.manual_seed(0)
     cfg = TransformerConfig(src_vocab_size=tokenizer.src_vocab_size, tgt_vocab_size=tokenizer.tgt_vocab_size,
-                            d_model=64, n_heads=4, d_ff=128, dropout=0.0, max_len=48, joint_vocab=tokenizer.joint,
+                            d_model=64, n_heads=4, d_ff=128, dropout=0.0, max_positions=48, joint_vocab=tokenizer.joint,
                             **settings)
     model = Transformer(cfg)
     pairs = ROWS[50:1050]
@@ -58,7 +62,7 @@ def quick_package(folder: Path, tokenizer: PairTokenizer, steps: int = 40, **set
                     pad_id=cfg.pad_id)
     tgt = pad_batch([[cfg.bos_id] + ids + [cfg.eos_id] for ids in tokenizer.encode_tgt_batch([t for _, t in pairs])],
                     pad_id=cfg.pad_id)
-    src, tgt = src[:, : cfg.max_len], tgt[:, : cfg.max_len + 1]  # the few longest pairs lose their ends
+    src, tgt = src[:, : cfg.max_positions], tgt[:, : cfg.max_positions + 1]  # the few longest pairs lose their ends
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     for step in range(steps):
         rows = torch.arange(step * 64, step * 64 + 64) % len(pairs)
@@ -82,7 +86,7 @@ def by_source_length(package, sentences) -> list[tuple[int, list[int]]]:
     groups = defaultdict(list)
     for i, src in enumerate(source_ids(package.tokenizer, sentences, package.model.cfg)):
         groups[len(src)].append(i)
-    return [(min(2 * n + 10, package.model.cfg.max_len - 1), idx) for n, idx in groups.items()]
+    return [(min(2 * n + 10, package.model.cfg.max_positions - 1), idx) for n, idx in groups.items()]
 
 
 def ours(package, method: str) -> list[str]:
@@ -133,7 +137,7 @@ def test_ctranslate2_export_translates_like_the_playground(name, packages, tmp_p
         theirs = [""] * len(SENTENCES)
         for limit, idx in by_source_length(package, SENTENCES):
             texts = translate_with_ctranslate2(translator, exported, [SENTENCES[i] for i in idx],
-                                               package.model.cfg.max_len, max_output_tokens=limit)
+                                               package.model.cfg.max_positions, max_output_tokens=limit)
             for i, text in zip(idx, texts):
                 theirs[i] = text
         assert agreement(expected, theirs) >= needed, \
@@ -146,7 +150,7 @@ def test_a_model_that_ends_at_once_translates_to_nothing_in_ctranslate2_too(toke
     torch.manual_seed(0)
     tokenizer = tokenizers[True]
     cfg = TransformerConfig(src_vocab_size=tokenizer.src_vocab_size, tgt_vocab_size=tokenizer.tgt_vocab_size,
-                            d_model=16, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=32, max_len=48,
+                            d_model=16, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=32, max_positions=48,
                             norm_placement="pre")
     model = Transformer(cfg).eval()
     with torch.no_grad():  # the final norm outputs its bias, whatever the input: <eos>'s logit is the largest
@@ -157,8 +161,47 @@ def test_a_model_that_ends_at_once_translates_to_nothing_in_ctranslate2_too(toke
     assert ours(load_package(folder), "greedy") == [""] * len(SENTENCES)
     out = export_package(str(folder), "ctranslate2", str(tmp_path / "ct2"))
     translator = ctranslate2.Translator(str(out), device="cpu", intra_threads=1)
-    texts = translate_with_ctranslate2(translator, PairTokenizer.load(out), SENTENCES, cfg.max_len)
+    texts = translate_with_ctranslate2(translator, PairTokenizer.load(out), SENTENCES, cfg.max_positions)
     assert texts == [""] * len(SENTENCES)
+
+
+@pytest.fixture(scope="module")
+def imported_marian(tmp_path_factory) -> Path:
+    """An OPUS-MT-shaped checkpoint made by transformers (random weights), imported as a package."""
+    root = tmp_path_factory.mktemp("marian")
+    return import_marian(make_marian_checkpoint(root / "opus-mt-en-de"), root / "models" / "opus-en-de",
+                         origin="Helsinki-NLP/opus-mt-en-de")
+
+
+def test_an_imported_marian_model_exports_back_and_translates_alike(imported_marian, tmp_path, one_thread):
+    """Back to transformers (greedy and beam; transformers 5 removed pipeline("translation"), which did what this
+    does: AutoTokenizer, generate, decode) and to CTranslate2 (greedy): the same text."""
+    package = load_package(imported_marian)
+    texts = [t for t in marian_sentences(30, seed=7) if t.strip()][:8]
+    limit = 20
+
+    def ours_with(method: str, beams: int) -> list[str]:
+        opts = DecodeOptions(method=method, beam_size=beams, max_output_tokens=limit)
+        return [t.text for t in translate(package.model, package.tokenizer, texts, opts)]
+
+    out = export_package(str(imported_marian), "transformers", str(tmp_path / "hf"))
+    assert json.loads((out / "config.json").read_text())["model_type"] == "marian"
+    model = AutoModelForSeq2SeqLM.from_pretrained(out, local_files_only=True).eval()
+    tokenizer = AutoTokenizer.from_pretrained(out, local_files_only=True)
+    for method, beams in (("greedy", 1), ("beam", 4)):
+        theirs = []
+        for text in texts:  # one at a time, as the pipeline did
+            with torch.inference_mode():
+                out_ids = model.generate(**tokenizer([text], return_tensors="pt"), num_beams=beams,
+                                         max_new_tokens=limit)
+            theirs += tokenizer.batch_decode(out_ids, skip_special_tokens=True)
+        expected = ours_with(method, beams)
+        assert len(set(expected)) > 3 and theirs == expected, method
+    out = export_package(str(imported_marian), "ctranslate2", str(tmp_path / "ct2"))
+    ct2 = ctranslate2.Translator(str(out), device="cpu", intra_threads=1)
+    theirs = translate_with_ctranslate2(ct2, PairTokenizer.load(out), texts, package.model.cfg.max_positions,
+                                        max_output_tokens=limit)
+    assert theirs == ours_with("greedy", 1)
 
 
 def test_the_permutation_turns_our_sinusoid_into_marians():

@@ -28,7 +28,7 @@ def write_pairs(path: Path, n: int = 60) -> Path:
 
 def train_command(data: Path, out: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "playground", "train", "--data", str(data), "--out", str(out), "--preset", "tiny",
-            *TINY_MODEL_FLAGS, "--batch-tokens", "256", "--max-len", "16",
+            *TINY_MODEL_FLAGS, "--batch-tokens", "256", "--max-sentence-tokens", "16",
             "--eval-every", "1", "--eval-sentences", "2", "--precision", "fp32", "--device", "cpu", *extra]
 
 

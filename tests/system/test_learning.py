@@ -21,7 +21,7 @@ def test_tiny_model_learns_sequence_reversal(tmp_path):
     train = load_parallel(ASSETS / "train.tsv").pairs
     test = load_parallel(ASSETS / "test.tsv").pairs
     cfg = TrainConfig.of(d_model=64, n_heads=4, n_encoder_layers=2, n_decoder_layers=2, d_ff=256, dropout=0.0,
-                      norm_placement="pre", tokenizer="word", vocab_size=100, max_len=16, batch_tokens=2560,
+                      norm_placement="pre", tokenizer="word", vocab_size=100, max_sentence_tokens=16, batch_tokens=2560,
                       schedule="cosine", lr=5e-3, warmup_steps=100, max_steps=1000, eval_every=10_000,
                       eval_sentences=50, device="cpu")
     start = time.perf_counter()

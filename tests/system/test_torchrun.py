@@ -34,7 +34,8 @@ def torchrun_train(*args: str) -> subprocess.CompletedProcess:
 def reference_weights(package_config: dict, data_files: tuple[Path, Path], steps: list[int], out: Path) -> dict:
     """One process, accumulate 2: the same global batches as 2 ranks x 1 batch. Weights after each of `steps`."""
     cfg = TrainConfig.from_dict({**package_config, "accumulate": 2, "max_steps": max(steps)})
-    train, val = (load_parallel(path, max_words=cfg.max_len).pairs for path in data_files)  # as the CLI reads them
+    # read as the CLI reads them
+    train, val = (load_parallel(path, max_words=cfg.max_sentence_tokens).pairs for path in data_files)
     trainer = Trainer(cfg, TrainData(train, val), out)
     weights = {}
     for event in trainer.run():

@@ -68,10 +68,10 @@ def test_bpe_dropout_resegments_each_epoch_reproducibly_and_leaves_validation_pl
     data = TrainData(words, words[:8], "seq", "rev", "doubled words")
     cfg = tiny_cfg(tokenizer="bpe", vocab_size=60, bpe_dropout=0.3, max_steps=30, eval_every=15)
     trainer = Trainer(cfg, data, tmp_path / "run")
-    plain = list(encode_pairs(trainer.tokenizer, data.train, cfg.max_len))
+    plain = list(encode_pairs(trainer.tokenizer, data.train, cfg.max_sentence_tokens))
     epoch0 = list(trainer.train_set)
     assert epoch0 != plain and sum(len(s) for s, _ in epoch0) > sum(len(s) for s, _ in plain)
-    assert list(trainer.val_set) == list(encode_pairs(trainer.tokenizer, data.val, cfg.max_len))
+    assert list(trainer.val_set) == list(encode_pairs(trainer.tokenizer, data.val, cfg.max_sentence_tokens))
     assert list(trainer.encode_train(0)) == epoch0 and list(trainer.encode_train(1)) != epoch0  # seeded by epoch
 
     straight = [e for e in events_of(trainer) if isinstance(e, Step)]

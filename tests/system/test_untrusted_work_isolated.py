@@ -66,10 +66,10 @@ def unbounded_words(tokenizer: PairTokenizer) -> PairTokenizer:
 def app(tmp_path_factory, tokenizer):
     root = tmp_path_factory.mktemp("isolated")
     models = root / "models"
-    make_package(models / "bytes", byte_fallback(tokenizer), max_len=4096, d_model=64, n_heads=4, d_ff=64,
+    make_package(models / "bytes", byte_fallback(tokenizer), max_positions=4096, d_model=64, n_heads=4, d_ff=64,
                  n_encoder_layers=2, n_decoder_layers=1)
     make_package(models / "pieces", unbounded_words(train_tokenizer(PAIRS, kind="wordpiece", vocab_size=120)),
-                 max_len=4096, **SHAPE)
+                 max_positions=4096, **SHAPE)
     with app_in_subprocess(models, MEMORY_LIMIT, PLAYGROUND_QUICK_CALL_S=str(QUICK_CALL_S),
                            PLAYGROUND_JOB_MB=str(READER_MB), PLAYGROUND_TRUST_FORWARDED="1",
                            PLAYGROUND_MAX_WAITING_CALLS="4") as (server, client, url):
@@ -77,8 +77,8 @@ def app(tmp_path_factory, tokenizer):
         yield server, client, url, root, status_bytes(server.pid, "VmRSS")
 
 
-def translate(client, text: str, model: str = "demo-en-de", max_len: int = 0):
-    return client.predict(model, text, "greedy", 1.0, 0, 1.0, 0, 5, 1.0, 1, max_len, api_name="/translate")
+def translate(client, text: str, model: str = "demo-en-de", max_output_tokens: int = 0):
+    return client.predict(model, text, "greedy", 1.0, 0, 1.0, 0, 5, 1.0, 1, max_output_tokens, api_name="/translate")
 
 
 def timed(call):
@@ -135,7 +135,8 @@ def test_row_c_emoji_floods_are_refused_before_the_encoder_and_a_victim_is_serve
 
 def test_row_d_a_tokenizer_that_tries_words_of_any_length_is_refused(app):
     server, client, url, root, _ = app
-    (table, note, *_), seconds = timed(lambda: translate(client, "\n".join(["a" * 2000] * 24), "pieces", max_len=1))
+    (table, note, *_), seconds = timed(lambda: translate(client, "\n".join(["a" * 2000] * 24), "pieces",
+                                                         max_output_tokens=1))
     assert "its WordPiece model splits words of up to 1000000000 characters" in note, note
     assert seconds < 10 and server.poll() is None  # it once held a worker for 30-51 s
     assert translate(client, "Today a student swims.")[0]["data"][0][3]

@@ -18,7 +18,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 def saved_model(folder, tokenizer, seed: int, **changes):
     torch.manual_seed(seed)
-    settings = {"d_model": 16, "n_heads": 2, "n_encoder_layers": 1, "n_decoder_layers": 1, "d_ff": 32, "max_len": 32}
+    settings = {"d_model": 16, "n_heads": 2, "n_encoder_layers": 1, "n_decoder_layers": 1, "d_ff": 32,
+                "max_positions": 32}
     cfg = TransformerConfig(src_vocab_size=tokenizer.src_vocab_size, tgt_vocab_size=tokenizer.tgt_vocab_size,
                             **{**settings, **changes})
     return save_package(folder, Transformer(cfg), tokenizer, src_lang="en", tgt_lang="de")

@@ -23,7 +23,7 @@ def package_files(tmp_path_factory):
 
     tokenizer = train_tokenizer([("a b c", "c b a"), ("b c d", "d c b")] * 3, kind="word", vocab_size=20)
     cfg = TransformerConfig(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, d_model=8, n_heads=2,
-                            n_encoder_layers=1, n_decoder_layers=1, d_ff=16, max_len=12)
+                            n_encoder_layers=1, n_decoder_layers=1, d_ff=16, max_positions=12)
     torch.manual_seed(0)
     folder = save_package(tmp_path_factory.mktemp("pkg") / "fuzz", Transformer(cfg), tokenizer)
     return {p.name: p.read_bytes() for p in folder.iterdir()}

@@ -309,7 +309,7 @@ def test_split_small_inputs():
 def test_pair_stats():
     stats = pair_stats([("a b c", "x"), ("a", "y y"), ("b c d e", "z")])
     assert stats.num_pairs == 3
-    assert (stats.src.tokens, stats.src.max_len, stats.src.median_len, stats.src.p95_len) == (8, 4, 3.0, 4)
+    assert (stats.src.tokens, stats.src.longest_len, stats.src.median_len, stats.src.p95_len) == (8, 4, 3.0, 4)
     assert stats.src.lengths == [3, 1, 4] and stats.src.vocab_size == 5 and stats.src.chars == 13
     assert stats.src.mean_len == pytest.approx(8 / 3)
     assert (stats.tgt.tokens, stats.tgt.vocab_size) == (4, 3)

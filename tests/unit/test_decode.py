@@ -153,10 +153,10 @@ def test_long_sources_are_cut_as_the_trainer_cuts_them(tokenizer):
     from playground.data.batching import encode_pairs
     from playground.training.config import TrainConfig
 
-    train_cfg = TrainConfig(max_len=6, batch_tokens=64, max_steps=1)
+    train_cfg = TrainConfig(max_sentence_tokens=6, batch_tokens=64, max_steps=1)
     model_cfg = train_cfg.model_config(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, True)
     long = "the cat sees the dog " * 5
-    trainer_cut = encode_pairs(tokenizer, [(long, "x")], train_cfg.max_len)[0][0]
+    trainer_cut = encode_pairs(tokenizer, [(long, "x")], train_cfg.max_sentence_tokens)[0][0]
     assert source_ids(tokenizer, [long], model_cfg)[0] == trainer_cut
 
 

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 def test_sinusoidal_table_is_the_models_buffer(model):
     table = inspection.positional_encoding(model)
-    assert table.shape == (model.cfg.max_len, model.cfg.d_model)
+    assert table.shape == (model.cfg.max_positions, model.cfg.d_model)
     np.testing.assert_array_equal(table, model.src_embed.table.numpy())
     np.testing.assert_array_equal(inspection.positional_encoding(model, "target"), table)
     assert table[0, 0] == 0 and table[0, 1] == 1  # sin(0), cos(0)
@@ -143,7 +143,7 @@ def test_grouped_batches_pad_less_than_random_ones(tokenizer):
     rng = np.random.default_rng(0)
     lengths = rng.choice([2, 3, 25, 30], size=300)  # skewed: mostly very short or very long
     pairs = [(" ".join(rng.choice(words, n)), " ".join(rng.choice(words, n))) for n in lengths]
-    random_batches, grouped = inspection.compare_batching(tokenizer, pairs, batch_tokens=800, max_len=64)
+    random_batches, grouped = inspection.compare_batching(tokenizer, pairs, batch_tokens=800, max_sentence_tokens=64)
     assert grouped.padding_per_sequence < random_batches.padding_per_sequence / 3
     assert grouped.batches == random_batches.batches  # the same batch sizes, cut two ways
     assert sum(grouped.real_tokens) == sum(random_batches.real_tokens)

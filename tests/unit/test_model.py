@@ -7,7 +7,7 @@ from playground.core.model import Transformer, TransformerConfig
 
 def tiny_config(**changes) -> TransformerConfig:
     values = dict(src_vocab_size=50, tgt_vocab_size=50, d_model=32, n_heads=4, n_encoder_layers=2, n_decoder_layers=2,
-                  d_ff=64, dropout=0.0, max_len=40)
+                  d_ff=64, dropout=0.0, max_positions=40)
     return TransformerConfig(**{**values, **changes})
 
 

@@ -1,5 +1,6 @@
 import json
 import os
+import shutil
 import stat
 import zipfile
 
@@ -170,3 +171,30 @@ def test_unique_names_and_delete(saved):
         assert (taken.name, free.name) == ("tiny-2", "other")
     remove_package(saved)
     assert list_packages(saved.parent) == []
+
+
+def test_a_package_saved_with_the_old_max_len_keys_loads_and_resumes(tmp_path):
+    """config.json's model.max_len (positions) and training.json's config.max_len (tokens per sentence) are read as
+    max_positions and max_sentence_tokens: the demo package, written back in the old format."""
+    from helpers import REPO
+
+    from playground.core.decode import translate
+    from playground.packages.format import TRAINING
+    from playground.training.checkpoint import resume_config
+
+    old = tmp_path / "old-demo"
+    shutil.copytree(REPO / "models" / "demo-en-de", old)
+    for name, section, new_key in (("config.json", "model", "max_positions"),
+                                   (TRAINING, "config", "max_sentence_tokens")):
+        data = json.loads((old / name).read_text(encoding="utf-8"))
+        data[section]["max_len"] = data[section].pop(new_key)
+        (old / name).write_text(json.dumps(data), encoding="utf-8")
+    assert '"max_len"' in (old / "config.json").read_text() and "max_positions" not in (old / "config.json").read_text()
+
+    package, demo = load_package(old), load_package(REPO / "models" / "demo-en-de")
+    assert package.model.cfg.max_positions == demo.model.cfg.max_positions == 66
+    assert package.training["config"]["max_sentence_tokens"] == 64 and "max_len" not in package.training["config"]
+    assert resume_config(old, {"max_steps": 10}).max_sentence_tokens == 64
+    sentences = ["a man is riding a bike .", "two dogs play in the snow ."]
+    assert [t.best.text for t in translate(package.model, package.tokenizer, sentences)] == \
+           [t.best.text for t in translate(demo.model, demo.tokenizer, sentences)]

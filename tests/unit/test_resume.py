@@ -42,11 +42,12 @@ def test_cli_resume_keeps_the_packages_settings_not_the_default_preset(tmp_path,
     training, model = training_record(out)
     saved, small = training["config"], PRESETS["small"].settings
     assert saved["lr"] == 0.0007 and saved["warmup_steps"] == small["warmup_steps"] == 1000
-    assert saved["batch_tokens"] == small["batch_tokens"] and saved["max_len"] == small["max_len"]
+    assert saved["batch_tokens"] == small["batch_tokens"]
+    assert saved["max_sentence_tokens"] == small["max_sentence_tokens"]
     # training.json describes the model the package holds
     assert (saved["d_model"], saved["n_encoder_layers"], saved["norm_placement"]) == (
         model["d_model"], model["n_encoder_layers"], model["norm_placement"]) == (32, 1, "post")
-    assert model["max_len"] == small["max_len"] + 2
+    assert model["max_positions"] == small["max_sentence_tokens"] + 2
     assert training["steps"] == 4 and training["history"]["steps"] == [1, 2, 3, 4]  # 2 steps added to the 2 done
     resumed_cfg = preset_config("small", lr=0.0007, max_steps=4)
     assert training["history"]["lr"][2:] == pytest.approx([learning_rate(resumed_cfg, s) for s in (3, 4)])

@@ -49,16 +49,16 @@ def test_a_huge_package_is_refused_from_its_header_without_building_it(package, 
 
 
 def test_positions_are_capped_and_their_table_counted(package, monkeypatch):
-    """max_len sizes the sinusoidal table, a buffer no parameter count sees: 1e6 positions would be 1.8 GB."""
-    edit_json(package / CONFIG, lambda c: c["model"].update(max_len=1_000_000))
+    """max_positions sizes the sinusoidal table, a buffer no parameter count sees: 1e6 positions would be 1.8 GB."""
+    edit_json(package / CONFIG, lambda c: c["model"].update(max_positions=1_000_000))
     before = peak_rss()
-    with pytest.raises(PackageError, match=r"max_len: must be .*4,?096"):
+    with pytest.raises(PackageError, match=r"max_positions: must be .*4,?096"):
         load_package(package)
     assert peak_rss() - before < 100e6
     with pytest.raises(TrainingError, match="Max tokens per sentence must be from 1 to 4,094, not 1,000,000"):
-        TrainConfig(max_steps=1, max_len=1_000_000, batch_tokens=10**7)
+        TrainConfig(max_steps=1, max_sentence_tokens=1_000_000, batch_tokens=10**7)
     big = TransformerConfig(100, 100, d_model=1024, n_heads=8, d_ff=1024, n_encoder_layers=1, n_decoder_layers=1,
-                            max_len=4096)
+                            max_positions=4096)
     assert memory.position_table(big) == 2 * 4096 * 1024
     monkeypatch.setattr(limits, "available_memory_bytes", lambda: (2 * big.num_parameters() + 4096 * 1024) * 4)
     with pytest.raises(PackageError, match="needs about"):  # the weights fit, the tables on top do not

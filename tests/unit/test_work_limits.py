@@ -53,7 +53,7 @@ def test_sources_are_cut_by_characters_before_they_are_encoded(tokenizer, model,
     monkeypatch.setattr(type(tokenizer), "encode_src_batch", lambda self, texts: seen.extend(texts) or
                         encode(self, texts))
     ids = source_ids(tokenizer, ["the cat " * 1_000_000], model.cfg, server_bounds())  # 8 MB
-    assert len(seen[0]) == limits.max_line_chars() and len(ids[0]) == model.cfg.max_len - 2 + 1
+    assert len(seen[0]) == limits.max_line_chars() and len(ids[0]) == model.cfg.max_positions - 2 + 1
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -76,7 +76,7 @@ def test_decoding_work_is_refused_before_it_starts(tmp_path, tokenizer):
 
 def test_batches_shrink_to_fit_the_decoder_memory_and_one_sentence_too_big_is_refused(tokenizer):
     big = TransformerConfig(32000, 32000, d_model=512, n_heads=8, n_encoder_layers=6, n_decoder_layers=6,
-                            d_ff=2048, max_len=4096)
+                            d_ff=2048, max_positions=4096)
     ids = [[5] * 100 + [3]] * 64
     # 64 sentences x 16 beams x 4,095 steps of a base model's caches would be ~1 TB; one batch now fits 256 MB
     assert fitting_batch(big, ids, DecodeOptions("greedy"), limits.max_decode_bytes()) < 64
@@ -121,7 +121,7 @@ def test_the_time_cap_covers_tokenizer_training_and_cuts_validations(tmp_path, m
     from playground.training import budget
 
     monkeypatch.setattr(budget, "VALIDATION_SHARE", budget.VALIDATIONS_PER_RUN)
-    cfg = tiny_cfg(max_steps=None, max_minutes=0.05, eval_every=1, eval_sentences=600, max_len=128,
+    cfg = tiny_cfg(max_steps=None, max_minutes=0.05, eval_every=1, eval_sentences=600, max_sentence_tokens=128,
                    batch_tokens=1024)
     trainer = Trainer(cfg, data, tmp_path / "run")
     evals, done = [], None

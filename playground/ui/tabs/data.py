@@ -18,7 +18,7 @@ from playground.ui.numbers import Range, checked
 from playground.ui.state import Session
 
 PREVIEW_ROWS = 20
-MAX_WORDS = 256  # longest side kept when reading, in words (the run's max_len cuts tokens later)
+MAX_WORDS = 256  # longest side kept when reading, in words (the run's max tokens per sentence cuts tokens later)
 VALIDATION_SPLIT = Range("Validation split", 0.01, 0.3)  # playground.ui.numbers: drawn and checked from here
 
 
@@ -80,7 +80,7 @@ def summary_markdown(session: Session, note: str = "") -> str:
         "",
         "| side | words | mean length | median | 95th pct. | longest | distinct words |",
         "|---|---:|---:|---:|---:|---:|---:|",
-        *(f"| {name} (`{lang}`) | {s.tokens:,} | {s.mean_len:.1f} | {s.median_len:g} | {s.p95_len} | {s.max_len} | "
+        *(f"| {name} (`{lang}`) | {s.tokens:,} | {s.mean_len:.1f} | {s.median_len:g} | {s.p95_len} | {s.longest_len} | "
           f"{s.vocab_size:,} |" for name, lang, s in (("source", session.src_lang, stats.src),
                                                       ("target", session.tgt_lang, stats.tgt))),
     ])

@@ -58,7 +58,7 @@ def positional_view(session: Session, library: Library, model: str | None, side:
     dims = [int(d) for d in dimensions or [] if 0 <= int(d) < cfg.d_model] or curve_dimensions(cfg.d_model)
     learned = cfg.positional_encoding == "learned"
     what = f"learned {side} position embeddings" if learned else "sinusoidal encoding (the same on both sides)"
-    note = (f"**{name}**: {what}, {cfg.max_len} positions × {cfg.d_model} dimensions. " +
+    note = (f"**{name}**: {what}, {cfg.max_positions} positions × {cfg.d_model} dimensions. " +
             ("These are the weights of the model's `positions` embedding after training: compare them with the "
              "paper's sines (train a model with *Positional encoding: sinusoidal*). Positions beyond the longest "
              "training sentences get no gradient and keep their random start." if learned else

@@ -77,12 +77,12 @@ def model_summary(library: Library, session: Session | None, name: str | None) -
 
 
 def decode_options(method: str, temperature: float, top_k: int, top_p: float, seed: int, beam_size: int,
-                   length_penalty: float, nbest: int, max_len: int):
+                   length_penalty: float, nbest: int, max_output_tokens: int):
     """The DecodeOptions of the chosen method: the settings of the other methods (hidden on the page, and not
     checked there) keep their defaults."""
     from playground.core.decode import DecodeOptions
 
-    options = dict(method=method, max_output_tokens=int(max_len) if max_len else None)
+    options = dict(method=method, max_output_tokens=int(max_output_tokens) if max_output_tokens else None)
     if method == "sample":
         options.update(temperature=float(temperature), top_k=int(top_k or 0), top_p=float(top_p),
                        seed=int(seed) if seed is not None else None)
@@ -132,7 +132,7 @@ def next_token_view(library: Library, session: Session, row: int, k: int = TOP_K
 @readable
 def translate_text(library: Library, session: Session, model: str, text: str, method: str = "greedy",
                    temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0, beam_size: int = 5,
-                   length_penalty: float = 1.0, nbest: int = 1, max_len: int = 0):
+                   length_penalty: float = 1.0, nbest: int = 1, max_output_tokens: int = 0):
     """Translate one sentence per line; returns the results table, a note, and row 1's next-token view."""
     folder = package_folder(library, session, model)
     config = package_info(folder)["config"]
@@ -142,7 +142,7 @@ def translate_text(library: Library, session: Session, model: str, text: str, me
     if len(sentences) > MAX_SENTENCES:
         raise PlaygroundError(f"{len(sentences)} lines is more than this page translates at once "
                               f"({MAX_SENTENCES}); use `python -m playground translate --input FILE` for files.")
-    opts = decode_options(method, temperature, top_k, top_p, seed, beam_size, length_penalty, nbest, max_len)
+    opts = decode_options(method, temperature, top_k, top_p, seed, beam_size, length_penalty, nbest, max_output_tokens)
     start = time.perf_counter()
     results = quick_translation(str(folder), sentences, opts, int(nbest) if method == "sample" else 1)
     seconds = time.perf_counter() - start
@@ -198,12 +198,12 @@ def pick_row(library: Library, session: Session, k: int, evt: gr.SelectData):
 @readable
 def step_through(library: Library, session: Session, model: str, text: str, method: str = "greedy",
                  temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0, beam_size: int = 5,
-                 length_penalty: float = 1.0, max_len: int = 0, k: int = TOP_K):
+                 length_penalty: float = 1.0, max_output_tokens: int = 0, k: int = TOP_K):
     """Decode the first sentence step by step: greedy versus sampling (top-k candidates per step, the greedy
     choice, a seeded sampled choice) or, for beam search, every beam at every step; figure, table and note."""
     folder = package_folder(library, session, model)
     lines, cut = request_lines(text)
-    opts = decode_options(method, temperature, top_k, top_p, seed, beam_size, length_penalty, 1, max_len)
+    opts = decode_options(method, temperature, top_k, top_p, seed, beam_size, length_penalty, 1, max_output_tokens)
     first, k = lines[0] if lines else "", check_candidates(k)
     figure, table, note = steps_figure(quick_steps(str(folder), first, opts, k), first, opts, k)
     return figure, table, note + (cut and "\n\n" + cut)
@@ -251,7 +251,7 @@ def decoding_controls(session: gr.State, library: Library) -> SimpleNamespace:
     with gr.Row():
         c.nbest = NBEST.slider(1, step=1, visible=False,
                                info="how many of the best finished beams to list per sentence")
-        c.max_len = MAX_OUTPUT.number(0, label="Max output tokens (0 = auto)")
+        c.max_output_tokens = MAX_OUTPUT.number(0, label="Max output tokens (0 = auto)")
     c.translate_btn = gr.Button("Translate", variant="primary")
     return c
 
@@ -296,7 +296,7 @@ def output_top(library: Library, session: Session | None, name: str | None) -> i
     """The most output tokens the model makes (its positions, less the one `<bos>` takes); None when the model
     cannot be read (the handler says why)."""
     shape = picked_shape(library, session, name)
-    return shape["max_len"] - 1 if shape else None
+    return shape["max_positions"] - 1 if shape else None
 
 
 def number_checks(library: Library, session: gr.State, c: SimpleNamespace, r: SimpleNamespace) -> dict:
@@ -313,7 +313,7 @@ def number_checks(library: Library, session: gr.State, c: SimpleNamespace, r: Si
     return {c.temperature: of("sample", TEMPERATURE), c.top_k: of("sample", TOP_K_SAMPLING),
             c.top_p: of("sample", TOP_P), c.seed: of("sample", SEED), c.beam_size: of("beam", BEAM_SIZE),
             c.length_penalty: of("beam", LENGTH_PENALTY), c.nbest: nbest,
-            c.max_len: lambda v: MAX_OUTPUT.upto(output_top(library, v[session], v[c.model])),
+            c.max_output_tokens: lambda v: MAX_OUTPUT.upto(output_top(library, v[session], v[c.model])),
             r.row: lambda v: ROW.upto(len(v[session].translations) or None), r.k: CANDIDATES}
 
 
@@ -335,7 +335,7 @@ def build(session: gr.State, library: Library) -> TranslateTab:
     checks = number_checks(library, session, c, r)
     translation = dict(**said_beside(bind(translate_text, library), [r.results, r.note, r.row, r.next_plot,
                                                                      r.next_table], r.note), **IN_WORKERS)
-    inputs = checked([session, c.model, c.text, *settings, c.nbest, c.max_len], checks)
+    inputs = checked([session, c.model, c.text, *settings, c.nbest, c.max_output_tokens], checks)
     translated = c.translate_btn.click(**translation, **inputs, api_name="translate")
     c.text.submit(**translation, **inputs, api_visibility="private")
     r.results.select(**said_beside(bind(pick_row, library), [r.row, r.next_plot, r.next_table], r.row_note),
@@ -343,8 +343,8 @@ def build(session: gr.State, library: Library) -> TranslateTab:
     r.show_row.click(**said_beside(bind(next_tokens, library), [r.next_plot, r.next_table], r.row_note),
                      **checked([session, r.row, r.k], checks), api_name="next_tokens", **IN_WORKERS)
     s.button.click(**said_beside(bind(step_through, library), [s.plot, s.table, s.note], s.note),
-                   **checked([session, c.model, c.text, *settings, c.max_len, r.k], checks), api_name="decode_steps",
-                   **IN_WORKERS)
+                   **checked([session, c.model, c.text, *settings, c.max_output_tokens, r.k], checks),
+                   api_name="decode_steps", **IN_WORKERS)
     # n-best's range follows the beam size and the method, Max output tokens' the model
-    watch(checks, [session, c.model, c.method, c.beam_size, c.nbest, c.max_len], changes=(c.method, c.model))
+    watch(checks, [session, c.model, c.method, c.beam_size, c.nbest, c.max_output_tokens], changes=(c.method, c.model))
     return TranslateTab(c.model, c.text, translated)

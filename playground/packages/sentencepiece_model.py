@@ -1,0 +1,158 @@
+"""The few fields of a SentencePiece model file (.spm, a protobuf ModelProto) that a Marian tokenizer needs, read in
+pure Python: its pieces with their scores and types, the model type, and the normalizer (name, precompiled
+charsmap, whitespace handling).
+
+Why not the sentencepiece library: a Space installs only requirements.txt, and importing an OPUS-MT model there
+must work; protobuf's own parser is not installed either. The wire format is simple (Google's "Encoding" page:
+varints, 32/64-bit numbers, length-delimited bytes), every length is checked against the bytes left, and the file
+is size-limited before it is read. tests/unit/test_marian.py holds this reader to sentencepiece's on trained models.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from playground.errors import PackageError
+
+MAX_SPM_BYTES = 16 * 1024 * 1024  # an OPUS-MT .spm is ~0.8 MB (32,000 pieces and nmt_nfkc's 237 KB charsmap)
+MAX_PIECES = 512_000
+
+# the field numbers of sentencepiece_model.proto
+MODEL_PIECES, MODEL_TRAINER, MODEL_NORMALIZER = 1, 2, 3
+PIECE_TEXT, PIECE_SCORE, PIECE_TYPE = 1, 2, 3
+TRAINER_MODEL_TYPE, TRAINER_SPLIT_BY_WHITESPACE, TRAINER_WHITESPACE_AS_SUFFIX = 3, 22, 24
+TRAINER_BYTE_FALLBACK, TRAINER_UNK_ID = 35, 40
+NORMALIZER_NAME, NORMALIZER_CHARSMAP, NORMALIZER_DUMMY_PREFIX, NORMALIZER_EXTRA_WHITESPACES = 1, 2, 3, 4
+NORMALIZER_ESCAPE_WHITESPACES = 5
+
+# SentencePiece.Type and TrainerSpec.ModelType
+NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
+UNIGRAM = 1
+
+
+@dataclass
+class Piece:
+    text: str
+    score: float
+    type: int = NORMAL
+
+
+@dataclass
+class SentencePieceModel:
+    pieces: list[Piece] = field(default_factory=list)
+    model_type: int = UNIGRAM
+    unk_id: int = 0
+    byte_fallback: bool = False
+    split_by_whitespace: bool = True
+    whitespace_as_suffix: bool = False
+    normalizer_name: str = ""
+    precompiled_charsmap: bytes = b""
+    add_dummy_prefix: bool = True
+    remove_extra_whitespaces: bool = True
+    escape_whitespaces: bool = True
+
+
+def read_spm(path: Path) -> SentencePieceModel:
+    """The model in `path`; PackageError naming the file when it is too large or not a SentencePiece model."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_SPM_BYTES:
+            raise PackageError(f"{path.name} is {size:,} bytes; a SentencePiece model is at most {MAX_SPM_BYTES:,}.")
+        data = path.read_bytes()
+    except OSError as err:
+        raise PackageError(f"{path.name} cannot be read ({err.strerror}).") from err
+    try:
+        return parse_spm(data)
+    except (ValueError, UnicodeDecodeError, struct.error) as err:
+        raise PackageError(f"{path.name} is not a SentencePiece model ({err}).") from None
+
+
+def parse_spm(data: bytes) -> SentencePieceModel:
+    model = SentencePieceModel()
+    for number, value in fields(data):
+        if number == MODEL_PIECES:
+            if len(model.pieces) >= MAX_PIECES:
+                raise ValueError(f"more than {MAX_PIECES:,} pieces")
+            model.pieces.append(parse_piece(message(value)))
+        elif number == MODEL_TRAINER:
+            for n, v in fields(message(value)):
+                if n == TRAINER_MODEL_TYPE:
+                    model.model_type = v
+                elif n == TRAINER_UNK_ID:
+                    model.unk_id = v
+                elif n == TRAINER_BYTE_FALLBACK:
+                    model.byte_fallback = bool(v)
+                elif n == TRAINER_SPLIT_BY_WHITESPACE:
+                    model.split_by_whitespace = bool(v)
+                elif n == TRAINER_WHITESPACE_AS_SUFFIX:
+                    model.whitespace_as_suffix = bool(v)
+        elif number == MODEL_NORMALIZER:
+            for n, v in fields(message(value)):
+                if n == NORMALIZER_NAME:
+                    model.normalizer_name = message(v).decode("utf-8")
+                elif n == NORMALIZER_CHARSMAP:
+                    model.precompiled_charsmap = message(v)
+                elif n == NORMALIZER_DUMMY_PREFIX:
+                    model.add_dummy_prefix = bool(v)
+                elif n == NORMALIZER_EXTRA_WHITESPACES:
+                    model.remove_extra_whitespaces = bool(v)
+                elif n == NORMALIZER_ESCAPE_WHITESPACES:
+                    model.escape_whitespaces = bool(v)
+    if not model.pieces:
+        raise ValueError("it has no pieces")
+    return model
+
+
+def parse_piece(data: bytes) -> Piece:
+    piece = Piece("", 0.0)
+    for number, value in fields(data):
+        if number == PIECE_TEXT:
+            piece.text = message(value).decode("utf-8")
+        elif number == PIECE_SCORE:
+            piece.score = struct.unpack("<f", value)[0]
+        elif number == PIECE_TYPE:
+            piece.type = value
+    return piece
+
+
+def message(value) -> bytes:
+    """A length-delimited field's bytes (a nested message, a string); ValueError for a number."""
+    if not isinstance(value, bytes):
+        raise ValueError("a number where bytes belong")
+    return value
+
+
+def fields(data: bytes):
+    """(field number, value) of each field of one message: an int for a varint, bytes for the others (a fixed32's
+    4 bytes, a fixed64's 8, a length-delimited field's content)."""
+    position, end = 0, len(data)
+    while position < end:
+        key, position = varint(data, position)
+        number, wire_type = key >> 3, key & 7
+        if wire_type == 0:
+            value, position = varint(data, position)
+        elif wire_type in (1, 5):
+            size = 8 if wire_type == 1 else 4
+            value, position = data[position : position + size], position + size
+        elif wire_type == 2:
+            size, position = varint(data, position)
+            value, position = data[position : position + size], position + size
+        else:
+            raise ValueError(f"wire type {wire_type} at byte {position}")
+        if position > end:
+            raise ValueError("a field runs past the end of the file")
+        yield number, value
+
+
+def varint(data: bytes, position: int) -> tuple[int, int]:
+    result, shift = 0, 0
+    while True:
+        if position >= len(data) or shift > 63:
+            raise ValueError("a truncated number")
+        byte = data[position]
+        result |= (byte & 0x7F) << shift
+        position, shift = position + 1, shift + 7
+        if not byte & 0x80:
+            return result, position
