@@ -32,7 +32,9 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 MEMORY_LIMIT = 6 * 1024**3  # the attacks ran against a 6 GiB limit
 QUICK_CALL_S = 3  # short, so that a stopped call shows within the test
-READER_MB = 64  # what reading an uploaded data file may allocate: small, so that a 2 MB upload passes it
+# what reading an uploaded data file may allocate: small, so that a 1 MB upload passes it; reading a file takes a buffer
+# of the largest a data file may be (PLAYGROUND_MAX_DATA_MB) at first, made small here too
+READER_MB, DATA_MB = 128, 24
 SHAPE = dict(d_model=16, n_heads=2, d_ff=16, n_encoder_layers=1, n_decoder_layers=1)
 # a SentencePiece charsmap whose trie claims 2**32 - 1 bytes: 🤗 tokenizers asks for 8 GB while parsing it and aborts
 GARBAGE_CHARSMAP = {"type": "Precompiled",
@@ -71,7 +73,8 @@ def app(tmp_path_factory, tokenizer):
     make_package(models / "pieces", unbounded_words(train_tokenizer(PAIRS, kind="wordpiece", vocab_size=120)),
                  max_positions=4096, **SHAPE)
     with app_in_subprocess(models, MEMORY_LIMIT, PLAYGROUND_QUICK_CALL_S=str(QUICK_CALL_S),
-                           PLAYGROUND_JOB_MB=str(READER_MB), PLAYGROUND_TRUST_FORWARDED="1",
+                           PLAYGROUND_JOB_MB=str(READER_MB), PLAYGROUND_MAX_DATA_MB=str(DATA_MB),
+                           PLAYGROUND_TRUST_FORWARDED="1",
                            PLAYGROUND_MAX_WAITING_CALLS="4") as (server, client, url):
         translate(client, "Today a student swims.")  # every visitor's first call starts the workers
         yield server, client, url, root, status_bytes(server.pid, "VmRSS")
@@ -218,4 +221,5 @@ def test_a_data_file_whose_reading_needs_too_much_memory_costs_its_upload_only(a
 
     small = tmp_path / "small.tsv"
     small.write_text("".join(f"sentence {i}\tSatz {i}\n" for i in range(200)))
-    assert "200 pairs kept" in client.predict([handle_file(str(small))], 0.05, api_name="/load_files")[0]
+    outputs = client.predict([handle_file(str(small))], 0.05, api_name="/load_files")
+    assert "200 pairs kept" in outputs[0], [o for o in outputs if isinstance(o, str)]
