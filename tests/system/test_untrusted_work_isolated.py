@@ -90,6 +90,25 @@ def timed(call):
     return result, time.monotonic() - start
 
 
+def victim_while(victim, attackers: list[threading.Thread], done: threading.Event, requests: int) -> list[float]:
+    """How long each of `requests` one-sentence translations by `victim` took while the `attackers` threads ran (from
+    two seconds after they started); then `done` is set and they are joined."""
+    for thread in attackers:
+        thread.start()
+    latencies = []
+    try:
+        time.sleep(2)
+        for _ in range(requests):
+            (table, note, *_), seconds = timed(lambda: translate(victim, "She follows a child."))
+            assert table["data"][0][3], note
+            latencies.append(seconds)
+    finally:
+        done.set()
+        for thread in attackers:
+            thread.join(timeout=60)
+    return latencies
+
+
 def test_row_a_a_tokenizer_that_aborts_its_parser_costs_its_upload_only(app, tokenizer):
     from gradio_client import handle_file
 
@@ -115,20 +134,7 @@ def test_row_c_emoji_floods_are_refused_before_the_encoder_and_a_victim_is_serve
             answers.append(attacker.predict("bytes", flood, "greedy", 1.0, 0, 1.0, 0, 5, 1.0, 1, 1,
                                             api_name="/translate")[1])
 
-    attackers = [threading.Thread(target=attack) for _ in range(2)]
-    for thread in attackers:
-        thread.start()
-    victim, latencies = client_of(url), []
-    try:
-        time.sleep(1)
-        for _ in range(8):
-            (table, note, *_), seconds = timed(lambda: translate(victim, "She follows a child."))
-            assert table["data"][0][3], note
-            latencies.append(seconds)
-    finally:
-        done.set()
-        for thread in attackers:
-            thread.join(timeout=60)
+    latencies = victim_while(client_of(url), [threading.Thread(target=attack) for _ in range(2)], done, 8)
     print(f"\nrow C: {len(answers)} floods; a victim's one-sentence translate took p50 "
           f"{statistics.median(latencies):.2f} s, max {max(latencies):.2f} s")
     assert answers and all("GFLOP; one request may take at most 100 here" in note for note in answers), answers[:1]
@@ -176,19 +182,7 @@ def test_a_flood_from_one_address_is_bounded_there_and_another_address_does_not_
 
     sessions = [visitor(url, "203.0.113.9") for _ in range(10)]  # ten tabs (or API clients) of one address
     flooders = [threading.Thread(target=flood, args=(session,)) for session in sessions]
-    for thread in flooders:
-        thread.start()
-    victim, latencies = visitor(url, "198.51.100.1"), []
-    try:
-        time.sleep(2)  # the flood under way
-        for _ in range(6):
-            (table, note, *_), seconds = timed(lambda: translate(victim, "She follows a child."))
-            assert table["data"][0][3], note
-            latencies.append(seconds)
-    finally:
-        done.set()
-        for thread in flooders:
-            thread.join(timeout=60)
+    latencies = victim_while(visitor(url, "198.51.100.1"), flooders, done, 6)
     print(f"\nflood of 10 sessions from one address: {len(answered)} answered (p50 {statistics.median(answered):.2f} "
           f"s), {len(refused)} refused; the victim's translate took p50 {statistics.median(latencies):.2f} s, max "
           f"{max(latencies):.2f} s")
