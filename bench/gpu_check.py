@@ -203,7 +203,7 @@ def training_throughput(data: str | None, device: torch.device, seed: int, sizes
     systems = {r.name: throughput.summarise(r, windows[r.name], per_token, share, trainer.device) for r in runners}
     speedups = {f"project / {name}": systems["project"]["tokens_per_s"] / s["tokens_per_s"]
                 for name, s in systems.items() if name != "project"}
-    return {"batch_tokens": trainer.cfg.batch_tokens, "auto_precision_step_s": trainer.precision_seconds,
+    return {"batch_tokens": trainer.cfg.batch_tokens, "auto_precision_step_s": trainer.machine.precision_seconds,
             "systems": systems, "speedups": speedups}
 
 

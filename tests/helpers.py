@@ -19,6 +19,7 @@ import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 import pytest
@@ -421,3 +422,31 @@ def builtin_split(name: str, seed: int = 0):
 
     return BUILTIN_DATASETS[name].generate(seed)
 
+
+class HubStandIn:
+    """What huggingface_hub.HfApi answers for a repo whose files are those of `folder` (plus `extra`, listed with
+    their sizes only): model_info's siblings and hf_hub_download; `downloads` records what was fetched."""
+
+    def __init__(self, folder: Path, extra: dict[str, int] | None = None, fail: Exception | None = None,
+                 config: dict | None = None):
+        self.folder, self.extra, self.fail, self.config = folder, extra or {}, fail, config
+        self.downloads: list[str] = []
+
+    def model_info(self, repo_id, files_metadata=False):
+        if self.fail:
+            raise self.fail
+        assert files_metadata, "the sizes come from the Hub's file metadata"
+        files = {p.name: p.stat().st_size for p in self.folder.iterdir() if p.is_file()}
+        if self.config is not None:
+            files["config.json"] = len(json.dumps(self.config).encode())
+        files.update(self.extra)
+        return SimpleNamespace(siblings=[SimpleNamespace(rfilename=n, size=s) for n, s in files.items()])
+
+    def hf_hub_download(self, repo_id, filename, local_dir):
+        self.downloads.append(filename)
+        target = Path(local_dir) / filename
+        if filename == "config.json" and self.config is not None:
+            target.write_text(json.dumps(self.config), encoding="utf-8")
+        else:
+            shutil.copyfile(self.folder / filename, target)
+        return str(target)

@@ -58,7 +58,8 @@ def corpus(words: list[str], n: int, seed: int) -> list[str]:
 
 def make_marian_checkpoint(folder: Path, *, d_model: int = 16, layers: int = 2, heads: int = 2, ffn: int = 32,
                            vocab_size: int | None = None, positions: int = 64, activation: str = "swish",
-                           seed: int = 0, source_lang: str = "en", target_lang: str = "de") -> Path:
+                           seed: int = 0, source_lang: str = "en", target_lang: str = "de",
+                           language_codes: tuple[str, ...] = ()) -> Path:
     """A Marian checkpoint in `folder`, as transformers' save_pretrained writes it, with the tokenizer files
     MarianTokenizer reads. vocab.json holds the union of both SentencePiece models' pieces ("</s>" 0, "<unk>" 1,
     "<pad>" last, as OPUS-MT's), padded with unused pieces up to vocab_size when given. The final logits bias is
@@ -73,6 +74,8 @@ def make_marian_checkpoint(folder: Path, *, d_model: int = 16, layers: int = 2, 
     for model in (source, target):
         for piece in spm_pieces(model):
             vocab.setdefault(piece, len(vocab))
+    for code in language_codes:  # a multilingual model's target-language tokens, e.g. ">>fr<<"
+        vocab[code] = len(vocab)
     if vocab_size is not None:
         for i in range(vocab_size - 1 - len(vocab)):
             vocab[f"▁unused{i}"] = len(vocab)

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from playground.cli.packages import out_folder
+from playground.cli.packages import out_folder, package_arg
 from playground.errors import TrainingError
 
 if TYPE_CHECKING:  # the command imports what it needs when it runs, to keep `--help` fast
@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # the command imports what it needs when it runs, to keep `--
 
 BUILTIN_PREFIX = "builtin:"
 DEFAULT_PRESET = "tiny"
+FINE_TUNE_PRESET = "fine-tune"  # playground.training.presets.FINE_TUNE (not imported here: --help stays fast)
 
 
 def add_train_command(sub: argparse._SubParsersAction) -> None:
@@ -40,11 +41,16 @@ def add_train_command(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--tgt-lang", help="target language code")
     t.add_argument("--out", required=True, help="package folder; a bare name goes under models/")
     t.add_argument("--overwrite", action="store_true", help="replace the package at --out if it exists")
-    t.add_argument("--preset", choices=["tiny", "small", "base"],
-                   help=f"starting hyperparameters of a new run (default {DEFAULT_PRESET}); with --resume, the "
-                        "package's own settings are the start and a preset's settings count as changes")
-    t.add_argument("--resume", help="continue training this package from its saved step, with its saved settings; "
-                                     "budgets given are added to what it has done")
+    t.add_argument("--preset",
+                   help=f"starting hyperparameters of a new run: tiny, small, base or {FINE_TUNE_PRESET} (default "
+                        f"{DEFAULT_PRESET}, with --init-from {FINE_TUNE_PRESET}); with --resume, the package's own "
+                        "settings are the start and a preset's settings count as changes")
+    start = t.add_mutually_exclusive_group()
+    start.add_argument("--resume", help="continue training this package from its saved step, with its saved "
+                                        "settings; budgets given are added to what it has done")
+    start.add_argument("--init-from", metavar="MODEL",
+                       help="fine-tune: start from this package's weights (a folder, or a name under models/), "
+                            "keeping its tokenizer and model settings; a new run with its own schedule")
     t.add_argument("--json", action="store_true", help="print the result as one JSON object on the last line")
     t.add_argument("--tensorboard", metavar="DIR",
                    help="also log loss, learning rate, gradient norm, tokens/s and validation scores for TensorBoard "
@@ -106,17 +112,21 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
     kept)."""
     from playground.training.checkpoint import resume_config
     from playground.training.config import BUDGETS, SETTING_NAMES
-    from playground.training.presets import PRESETS, preset_config
+    from playground.training.finetune import BASE_SETTINGS, finetune_config
+    from playground.training.presets import preset_config, preset_settings
 
     flags = {name: getattr(args, name, None) for name in SETTING_NAMES}
     budgets = {k: flags.pop(k) for k in BUDGETS}
     if args.resume:
-        preset = PRESETS[args.preset].settings if args.preset else {}
+        preset = preset_settings(args.preset) if args.preset else {}
         return resume_config(args.resume, {**{k: v for k, v in preset.items() if k not in BUDGETS}, **flags, **budgets})
-    cfg = preset_config(args.preset or DEFAULT_PRESET, **flags)
+    base = package_arg(args.init_from) if args.init_from else None
+    preset = args.preset or (FINE_TUNE_PRESET if base else DEFAULT_PRESET)
+    asked = {k: v for k, v in flags.items() if v is not None}
+    cfg = preset_config(preset, **({k: v for k, v in asked.items() if k not in BASE_SETTINGS} if base else asked))
     if any(v is not None for v in budgets.values()):  # an explicit budget replaces the preset's budgets
         cfg = dataclasses.replace(cfg, **budgets)
-    return cfg
+    return finetune_config(cfg, base, asked) if base else cfg
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -168,7 +178,8 @@ def train_on_this_rank(args: argparse.Namespace, cfg: TrainConfig, ranks: Ranks,
     out = out_folder(args.out)
     train_data = TrainData(train, val, src_lang, tgt_lang, description=Path(args.data).name)
     summary, failed, progress = None, False, ProgressLine(args)
-    for event in run_training(cfg, train_data, out, args.resume, ranks):
+    base = package_arg(args.init_from) if args.init_from else None
+    for event in run_training(cfg, train_data, out, args.resume, ranks, init_from=base):
         if board:
             board.log(event)
         if ranks.is_main:

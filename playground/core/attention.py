@@ -81,12 +81,16 @@ class SelfAttention(nn.Module):
         self.out = nn.Linear(d_model, d_model)
 
     def forward(self, x, key_mask=None, need_weights=False, cache: LayerCache | None = None):
-        q, k, v = (split_heads(t, self.n_heads) for t in self.qkv(x).chunk(3, dim=-1))  # 3 x [B,H,T,Dh]
-        causal = self.causal
-        if cache is not None:  # one new query attends to every cached position, so no mask is needed
-            k, v = cache.append(k, v)
-            causal = False
-        y, w = attend(q, k, v, key_mask, causal, self.attn_drop, need_weights)
+        if cache is None:
+            q, k, v = (split_heads(t, self.n_heads) for t in self.qkv(x).chunk(3, dim=-1))  # 3 x [B,H,T,Dh]
+            y, w = attend(q, k, v, key_mask, self.causal, self.attn_drop, need_weights)
+            return self.out(merge_heads(y)), w
+        # one new query attends to every cached position, so no mask is needed; the new keys and values go into
+        # the cache in one copy (a decoding step at batch 1 is mostly per-call overhead: bench/decode_speed.py)
+        B, T, D = x.shape
+        q, kv = self.qkv(x).view(B, T, 3, self.n_heads, D // self.n_heads).split([1, 2], dim=2)
+        k, v = cache.append(kv)  # 2 x [B,H,length,Dh]
+        y, w = attend(q.squeeze(2).transpose(1, 2), k, v, key_mask, False, self.attn_drop, need_weights)
         return self.out(merge_heads(y)), w
 
 

@@ -139,9 +139,10 @@ def output_limit(cfg: TransformerConfig, source_length: int, max_output_tokens: 
 
 
 def cache_bytes(cfg: TransformerConfig, source_length: int, output_length: int, beams: int) -> int:
-    """Memory decoding one sentence takes: the decoder's self-attention keys, values and their spare buffer for
-    output_length steps, the cross-attention keys and values of the source, and three rows of logits, per beam."""
-    per_beam = ((2 * cfg.n_decoder_layers + 1) * output_length * cfg.d_model
+    """Memory decoding one sentence takes: the decoder's self-attention keys, values and their spare buffer (one
+    layer's) for output_length steps, the cross-attention keys and values of the source, and three rows of logits,
+    per beam."""
+    per_beam = ((2 * cfg.n_decoder_layers + 2) * output_length * cfg.d_model
                 + 2 * cfg.n_decoder_layers * source_length * cfg.d_model + 3 * cfg.tgt_vocab_size)
     return 4 * beams * per_beam
 
@@ -212,7 +213,7 @@ def greedy_or_sample(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
     is called before each step (DecodeBounds)."""
     cfg, B = model.cfg, src.size(0)
     limits = length_limits(model, src, opts.max_output_tokens)
-    max_len = int(limits.max())
+    output_steps = int(limits.max())
     generator = None
     if opts.method == "sample":
         generator = torch.Generator(device=src.device)
@@ -220,30 +221,35 @@ def greedy_or_sample(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
             generator.seed()  # a fresh seed for this generator only: torch.seed() would re-seed everyone's global RNG
         else:
             generator.manual_seed(opts.seed)
-    state = model.start_decoding(src, max_len)
+    state = model.start_decoding(src, output_steps)
     tokens = torch.full((B,), cfg.bos_id, dtype=torch.long, device=src.device)
     rows = torch.arange(B, device=src.device)  # which sentence each live row belongs to
-    out_ids = torch.full((B, max_len), cfg.pad_id, dtype=torch.long, device=src.device)
-    out_lp = torch.zeros(B, max_len, device=src.device)
+    row_limits = limits  # limits[rows]
+    out_ids = torch.full((B, output_steps), cfg.pad_id, dtype=torch.long, device=src.device)
+    out_lp = torch.zeros(B, output_steps, device=src.device)
     lengths = torch.zeros(B, dtype=torch.long, device=src.device)
-    for step in range(max_len):
+    # a step at batch 1 takes ~1 ms, so each tensor operation and host sync of the bookkeeping counts: one sync a
+    # step (live.all()), and a row's length written once, when it leaves
+    for step in range(output_steps):
         stop_check()
         logp = next_token_logprobs(model, tokens, state)  # [live, V]
         if generator is None:
-            tokens = logp.argmax(-1)
+            token_lp, tokens = logp.max(-1)
         else:
             probs = filter_logits(logp, opts.temperature, opts.top_k, opts.top_p).softmax(-1)
             tokens = sample_tokens(probs, generator)
+            token_lp = logp.gather(1, tokens[:, None]).squeeze(1)
         out_ids[rows, step] = tokens
-        out_lp[rows, step] = logp.gather(1, tokens[:, None]).squeeze(1)
-        lengths[rows] = step + 1
-        live = (tokens != cfg.eos_id) & (state.length < limits[rows])
-        if not live.any():
+        out_lp[rows, step] = token_lp
+        live = (tokens != cfg.eos_id) & (row_limits > step + 1)
+        if live.all():
+            continue
+        lengths[rows[~live]] = step + 1
+        keep = live.nonzero().squeeze(1)
+        if keep.numel() == 0:
             break
-        if not live.all():
-            keep = live.nonzero().squeeze(1)
-            state.select(keep)
-            rows, tokens = rows[keep], tokens[keep]
+        state.select(keep)
+        rows, row_limits, tokens = rows[keep], row_limits[keep], tokens[keep]
     hypotheses = []
     for ids, lps, n in zip(out_ids.tolist(), out_lp.tolist(), lengths.tolist()):  # one copy to Python at the end
         hypotheses.append([Hypothesis(ids[:n], lps[:n], sum(lps[:n]))])
@@ -256,11 +262,10 @@ def best_continuations(scores: torch.Tensor, logp: torch.Tensor,
     log-probability; logp [n*K, V]: its next-token log-probabilities. Returns, each [n, count], best first: the
     continuation's summed log-probability, the beam it extends, its token and that token's log-probability."""
     n, K = scores.shape
-    logp = logp.view(n, K, -1)
     V = logp.size(-1)
-    top_scores, top_index = (scores[:, :, None] + logp).view(n, K * V).topk(count, dim=1)
-    beam, token = top_index // V, top_index % V
-    return top_scores, beam, token, logp[torch.arange(n, device=logp.device)[:, None], beam, token]
+    top_scores, top_index = (scores[:, :, None] + logp.view(n, K, V)).view(n, K * V).topk(count, dim=1)
+    # top_index = beam * V + token, also the index of the token's log-probability in logp's [n, K * V] view
+    return top_scores, top_index // V, top_index % V, logp.view(n, K * V).gather(1, top_index)
 
 
 def extend_history(history: torch.Tensor, beam: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
@@ -287,9 +292,9 @@ def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
     step, as {"sentence", "parent", "hypothesis"}."""
     cfg, B, K = model.cfg, src.size(0), opts.beam_size
     limits = length_limits(model, src, opts.max_output_tokens)
-    max_len = int(limits.max())
+    output_steps = int(limits.max())
     device = src.device
-    state = model.start_decoding(src, max_len)  # encode each source once, then give each of its K beams a copy
+    state = model.start_decoding(src, output_steps)  # encode each source once, then give each of its K beams a copy
     state.select(torch.arange(B, device=device).repeat_interleave(K))
     scores = torch.full((B, K), float("-inf"), device=device)
     scores[:, 0] = 0.0  # all beams start identical: let only the first one expand
@@ -297,18 +302,20 @@ def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
     history_lp = torch.empty(B, K, 0, device=device)
     tokens = torch.full((B * K,), cfg.bos_id, dtype=torch.long, device=device)
     sentence = torch.arange(B, device=device)  # which sentence each live group of K rows belongs to
+    sentence_limits = limits  # limits[sentence]
+    among_best = torch.arange(2 * K, device=device) < K  # the first K of the 2K candidates
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
-    for step in range(max_len):
+    for step in range(output_steps):
         stop_check()
         n = sentence.numel()
         logp = next_token_logprobs(model, tokens, state)  # [n*K, V]
         # 2K candidates: at most K of them end in <eos>, so K open ones remain
         top_scores, beam, token, token_lp = best_continuations(scores, logp, 2 * K)  # 4 x [n, 2K]
         is_eos = token == cfg.eos_id
-        at_limit = (step + 1 >= limits[sentence])[:, None]  # [n, 1]: this sentence's last step
+        at_limit = (sentence_limits <= step + 1)[:, None]  # [n, 1]: this sentence's last step
 
         # hypotheses that end here: <eos> among the K best candidates, and every open beam at the length limit
-        ends = (is_eos | at_limit) & (torch.arange(2 * K, device=device) < K)
+        ends = (is_eos | at_limit) & among_best
         ended = []
         if ends.any():
             hist, hist_lp = history.tolist(), history_lp.tolist()
@@ -339,6 +346,7 @@ def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
                 break
             keep = (~done).nonzero().squeeze(1)
             sentence, scores, history, history_lp = sentence[keep], scores[keep], history[keep], history_lp[keep]
+            sentence_limits = sentence_limits[keep]
             beam, token = beam[keep], token[keep]
         else:
             keep = torch.arange(n, device=device)

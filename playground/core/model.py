@@ -30,6 +30,7 @@ from playground.core.positional import Embedding
 
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "swish": nn.SiLU}
 
+
 @dataclass
 class TransformerConfig:
     src_vocab_size: int
@@ -273,14 +274,15 @@ class Transformer(nn.Module):
     # -- incremental decoding -----------------------------------------------------------------------------
 
     @torch.inference_mode()  # the cache serves search: its buffers are written in place and never differentiated
-    def start_decoding(self, src: torch.Tensor, max_steps: int) -> DecoderState:
-        """Encode once and prepare caches for up to max_steps target positions."""
+    def start_decoding(self, src: torch.Tensor, output_steps: int) -> DecoderState:
+        """Encode once and prepare caches for up to output_steps target positions."""
         memory, _ = self.encode(src)
         kv = self.memory_kv(memory)
         cfg = self.cfg
         head_dim = cfg.d_model // cfg.n_heads
-        caches = [LayerCache(src.size(0), cfg.n_heads, head_dim, max_steps, memory) for _ in self.decoder]
-        return DecoderState(kv, self.src_key_mask(src), caches)
+        caches = [LayerCache(src.size(0), cfg.n_heads, head_dim, output_steps, memory) for _ in self.decoder]
+        mask = self.src_key_mask(src)  # without padding (always at batch 1) no mask to apply at every step
+        return DecoderState(kv, None if mask.all() else mask, caches)
 
     @torch.inference_mode()
     def decode_step(self, tokens: torch.Tensor, state: DecoderState) -> torch.Tensor:

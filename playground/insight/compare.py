@@ -36,7 +36,7 @@ SETTING_LABELS = {
     "eval_sentences": "sentences per validation", "early_stop_metric": "early-stopping metric",
     "patience": "patience", "average_last": "average last K", "device": "device", "precision": "precision",
     "seed": "seed", "src_lang": "source language", "tgt_lang": "target language", "data": "data",
-    "train_pairs": "training pairs",
+    "train_pairs": "training pairs", "base": "started from",
 }
 
 
@@ -65,7 +65,8 @@ class Run:
         data = training.get("data") or {}
         settings = {**(training.get("config") or config["model"]), "src_lang": config.get("src_lang"),
                     "tgt_lang": config.get("tgt_lang"), "data": data.get("description"),
-                    "train_pairs": data.get("train_pairs")}
+                    "train_pairs": data.get("train_pairs"),
+                    "base": (training.get("base") or {}).get("name", "new weights" if training else None)}
         last = training.get("last") or {}
         scores = {"steps": training.get("steps"), "wall_s": training.get("wall_s"),
                   "params": config.get("num_parameters"),

@@ -35,7 +35,7 @@ def origin_section(s: PackageSummary) -> list[str]:
 
 
 def training_section(s: PackageSummary) -> list[str]:
-    lines = ["", "## Training",
+    lines = ["", "## Training", *([f"- fine-tuned from **{s.base_words}**"] if s.base else []),
              f"- data: {known(s.data, 'user data')}, {known(s.train_pairs)} training pairs, "
              f"{known(s.val_pairs)} validation pairs",
              f"- {known(s.steps)} steps, {s.epochs:.2f} epochs, {s.wall_s:.0f} s on {known(s.device)}"]

@@ -39,10 +39,20 @@ class PackageSummary:
     best: dict = field(default_factory=dict)  # the best validation, by early_stop_metric
     early_stop_metric: str = "bleu"
     imported: dict = field(default_factory=dict)  # where a model made elsewhere came from (config.json's "imported")
+    base: dict = field(default_factory=dict)  # a fine-tuned model's base: its name and origin (training.json)
 
     @property
     def direction(self) -> str:
         return f"{self.src_lang} → {self.tgt_lang}"
+
+    @property
+    def base_words(self) -> str:
+        """The base a fine-tuned model started from, in words ("" when it started from new weights)."""
+        if not self.base:
+            return ""
+        said = [f"from {self.base['origin']}" if self.base.get("origin") else "",
+                f"license: {self.base['license']}" if self.base.get("license") else ""]
+        return self.base["name"] + (f" ({'; '.join(s for s in said if s)})" if any(said) else "")
 
     @property
     def layers(self) -> str:
@@ -68,7 +78,7 @@ def summarize(config: dict, training: dict | None, name: str | None = None,
         train_pairs=data.get("train_pairs"), val_pairs=data.get("val_pairs"), last=training.get("last") or {},
         best=training.get("best") or {},
         early_stop_metric=saved_config(training).get("early_stop_metric", "bleu"),
-        imported=config.get("imported") or {})
+        imported=config.get("imported") or {}, base=training.get("base") or {})
 
 
 def summary_of(info: dict) -> PackageSummary:
@@ -90,6 +100,8 @@ def info_lines(s: PackageSummary) -> list[str]:
              f"{m['max_positions']} {m['positional_encoding']} positions, {m['norm_placement']}-LN, "
              f"{'tied' if m['tie_embeddings'] else 'untied'} embeddings",
              f"  tokenizer {s.tokenizer_kind} ({'joint' if s.joint else 'separate'}), vocabulary {vocabulary}"]
+    if s.base:
+        lines.append(f"  fine-tuned from {s.base_words}")
     if s.trained:
         lines.append(f"  trained {known(s.steps)} steps ({s.epochs:.2f} epochs) in "
                      f"{s.wall_s:.0f} s on {known(s.device)} [{known(s.precision)}], data: {known(s.data)} "

@@ -11,7 +11,17 @@ log-probability stays Marian's exactly while the label-smoothed loss of a fine-t
 
 Each side's tokenizer is its SentencePiece model (source.spm, target.spm) as a 🤗 tokenizers Unigram model over the
 whole reordered vocabulary, as MarianTokenizer maps pieces through vocab.json: the other side's pieces get a "▁"
-appended, which the Metaspace pre-tokenizer never leaves inside a word, so they decode but never match.
+appended, which the Metaspace pre-tokenizer never leaves inside a word, so they decode but never match; a
+multilingual model's >>xx<< target-language tokens are added tokens. Where this differs from MarianTokenizer: a
+>>xx<< token is recognised anywhere in the text (MarianTokenizer: only at its start); the literal texts <bos> and
+<eos> are our special tokens, </s> is not; and a character this side's SentencePiece model lacks is <unk> here,
+where MarianTokenizer looks its text up in vocab.json (finding the other side's piece of that one character, if
+any). OPUS-MT's SentencePiece models cover their corpora's characters, so the last is rare.
+
+Reading a stranger's checkpoint: every size is checked before what it sizes is read (the JSON files, the .spm files,
+the character map's header, the weights' header against config.json, the parameters against
+PLAYGROUND_MAX_PARAMETERS and the free memory); 🤗 tokenizers' native code builds the tokenizers, so on a shared
+server the import runs in a worker process (as an upload's check does), never in the web process.
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from tokenizers import AddedToken, Tokenizer, models
 
+from playground import limits
 from playground.core.model import Transformer, TransformerConfig
 from playground.core.tokenizer import (
     BOS_ID,
@@ -234,7 +245,10 @@ def side_tokenizer(spm: SentencePieceModel, pieces: list[str], order: list[int],
     vocab = [(token, 0.0) for token in SPECIAL_TOKENS]
     for marian_id in order[len(SPECIAL_TOKENS):]:
         piece = pieces[marian_id]
-        vocab.append((piece, scores[piece]) if piece in scores else (piece + SPACE_MARKER, 0.0))
+        if piece in scores or LANGUAGE_CODE.match(piece):  # a language code is matched as an added token
+            vocab.append((piece, scores.get(piece, 0.0)))
+        else:
+            vocab.append((piece + SPACE_MARKER, 0.0))
     if len({token for token, _ in vocab}) != len(vocab):
         raise PackageError(f"vocab.json has pieces that collide once {name}'s are told apart from the other side's.")
     tokenizer = Tokenizer(models.Unigram(vocab, unk_id=UNK_ID, byte_fallback=False))
@@ -243,6 +257,10 @@ def side_tokenizer(spm: SentencePieceModel, pieces: list[str], order: list[int],
     tokenizer.decoder = sentencepiece_decoder()
     tokenizer.add_special_tokens([AddedToken(token, special=True, normalized=False) for token in SPECIAL_TOKENS])
     codes = [token for token, _ in vocab if LANGUAGE_CODE.match(token)]
+    if len(SPECIAL_TOKENS) + len(codes) > limits.ADDED_TOKENS:
+        raise PackageError(f"This multilingual model has {len(codes):,} target-language tokens (>>xx<<); a package's "
+                           f"tokenizer may add at most {limits.ADDED_TOKENS - len(SPECIAL_TOKENS)}. Choose a model "
+                           "with fewer target languages.")
     tokenizer.add_tokens([AddedToken(code, normalized=False) for code in codes])
     return tokenizer
 

@@ -53,20 +53,21 @@ def weight_slots(cfg: TransformerConfig) -> list[Slot]:
         linear(f"{hf}.fc1", f"{ours}.up", reads=True, writes=False)
         linear(f"{hf}.fc2", f"{ours}.down", reads=False, writes=True)
 
-    for i in range(cfg.n_encoder_layers):
-        hf, me = f"model.encoder.layers.{i}", f"encoder.{i}"
+    def self_attention(hf: str, me: str, block: str) -> None:
+        """Q, K and V are one fused matrix of ours; `block` is the Residual around the sublayer."""
         for part, proj in enumerate("qkv"):
             linear(f"{hf}.self_attn.{proj}_proj", f"{me}.self_attn.qkv", True, False, part, 3)
         linear(f"{hf}.self_attn.out_proj", f"{me}.self_attn.out", reads=False, writes=True)
-        norm(f"{hf}.self_attn_layer_norm", f"{me}.attn_block.norm")
+        norm(f"{hf}.self_attn_layer_norm", f"{me}.{block}.norm")
+
+    for i in range(cfg.n_encoder_layers):
+        hf, me = f"model.encoder.layers.{i}", f"encoder.{i}"
+        self_attention(hf, me, "attn_block")
         feed_forward(hf, f"{me}.ff")
         norm(f"{hf}.final_layer_norm", f"{me}.ff_block.norm")
     for i in range(cfg.n_decoder_layers):
         hf, me = f"model.decoder.layers.{i}", f"decoder.{i}"
-        for part, proj in enumerate("qkv"):
-            linear(f"{hf}.self_attn.{proj}_proj", f"{me}.self_attn.qkv", True, False, part, 3)
-        linear(f"{hf}.self_attn.out_proj", f"{me}.self_attn.out", reads=False, writes=True)
-        norm(f"{hf}.self_attn_layer_norm", f"{me}.self_block.norm")
+        self_attention(hf, me, "self_block")
         linear(f"{hf}.encoder_attn.q_proj", f"{me}.cross_attn.q", reads=True, writes=False)
         for part, proj in enumerate("kv"):
             linear(f"{hf}.encoder_attn.{proj}_proj", f"{me}.cross_attn.kv", True, False, part, 2)

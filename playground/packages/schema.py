@@ -248,6 +248,8 @@ TRAINING = Obj({
     "data": Obj({"description": Str(1000), "train_pairs": Int(), "val_pairs": Int(), "src_lang": Str(64),
                  "tgt_lang": Str(64)}),
     "last": Opt(EVAL), "best": Opt(EVAL), "averaged_from": List(Str(200), 1000),
+    "base": Obj({"name": Str(64), "origin": Str(1000), "license": Str(200)}, required=frozenset({"name"}),
+                extra=False),  # a fine-tuned model's
     "history": Obj({"steps": List(Int()), "loss": List(Num()), "lr": List(Num()), "elapsed": List(Num()),
                     "evals": List(EVAL, 100_000),
                     "probe": List(Probe(), 100_000)}),

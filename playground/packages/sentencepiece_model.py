@@ -19,13 +19,15 @@ from playground.errors import PackageError
 MAX_SPM_BYTES = 16 * 1024 * 1024  # an OPUS-MT .spm is ~0.8 MB (32,000 pieces and nmt_nfkc's 237 KB charsmap)
 MAX_PIECES = 512_000
 
-# the field numbers of sentencepiece_model.proto
+# the field numbers of sentencepiece_model.proto: ModelProto's, SentencePiece's; TrainerSpec's and NormalizerSpec's
+# that the import needs, each with the SentencePieceModel attribute it fills and how its value is read (below)
 MODEL_PIECES, MODEL_TRAINER, MODEL_NORMALIZER = 1, 2, 3
 PIECE_TEXT, PIECE_SCORE, PIECE_TYPE = 1, 2, 3
-TRAINER_MODEL_TYPE, TRAINER_SPLIT_BY_WHITESPACE, TRAINER_WHITESPACE_AS_SUFFIX = 3, 22, 24
-TRAINER_BYTE_FALLBACK, TRAINER_UNK_ID = 35, 40
-NORMALIZER_NAME, NORMALIZER_CHARSMAP, NORMALIZER_DUMMY_PREFIX, NORMALIZER_EXTRA_WHITESPACES = 1, 2, 3, 4
-NORMALIZER_ESCAPE_WHITESPACES = 5
+TRAINER_FIELDS = {3: ("model_type", "number"), 22: ("split_by_whitespace", "flag"),
+                  24: ("whitespace_as_suffix", "flag"), 35: ("byte_fallback", "flag"), 40: ("unk_id", "number")}
+NORMALIZER_FIELDS = {1: ("normalizer_name", "text"), 2: ("precompiled_charsmap", "bytes"),
+                     3: ("add_dummy_prefix", "flag"), 4: ("remove_extra_whitespaces", "flag"),
+                     5: ("escape_whitespaces", "flag")}
 
 # SentencePiece.Type and TrainerSpec.ModelType
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
@@ -76,30 +78,12 @@ def parse_spm(data: bytes) -> SentencePieceModel:
             if len(model.pieces) >= MAX_PIECES:
                 raise ValueError(f"more than {MAX_PIECES:,} pieces")
             model.pieces.append(parse_piece(message(value)))
-        elif number == MODEL_TRAINER:
+        elif number in (MODEL_TRAINER, MODEL_NORMALIZER):
+            known = TRAINER_FIELDS if number == MODEL_TRAINER else NORMALIZER_FIELDS
             for n, v in fields(message(value)):
-                if n == TRAINER_MODEL_TYPE:
-                    model.model_type = v
-                elif n == TRAINER_UNK_ID:
-                    model.unk_id = v
-                elif n == TRAINER_BYTE_FALLBACK:
-                    model.byte_fallback = bool(v)
-                elif n == TRAINER_SPLIT_BY_WHITESPACE:
-                    model.split_by_whitespace = bool(v)
-                elif n == TRAINER_WHITESPACE_AS_SUFFIX:
-                    model.whitespace_as_suffix = bool(v)
-        elif number == MODEL_NORMALIZER:
-            for n, v in fields(message(value)):
-                if n == NORMALIZER_NAME:
-                    model.normalizer_name = message(v).decode("utf-8")
-                elif n == NORMALIZER_CHARSMAP:
-                    model.precompiled_charsmap = message(v)
-                elif n == NORMALIZER_DUMMY_PREFIX:
-                    model.add_dummy_prefix = bool(v)
-                elif n == NORMALIZER_EXTRA_WHITESPACES:
-                    model.remove_extra_whitespaces = bool(v)
-                elif n == NORMALIZER_ESCAPE_WHITESPACES:
-                    model.escape_whitespaces = bool(v)
+                if n in known:
+                    name, kind = known[n]
+                    setattr(model, name, read_value(v, kind))
     if not model.pieces:
         raise ValueError("it has no pieces")
     return model
@@ -115,6 +99,15 @@ def parse_piece(data: bytes) -> Piece:
         elif number == PIECE_TYPE:
             piece.type = value
     return piece
+
+
+def read_value(value, kind: str):
+    """A field's value as `kind` says: a number, a flag (a number, true when not 0), text (UTF-8) or bytes."""
+    if kind in ("number", "flag"):
+        if not isinstance(value, int):
+            raise ValueError("bytes where a number belongs")
+        return value if kind == "number" else bool(value)
+    return message(value).decode("utf-8") if kind == "text" else message(value)
 
 
 def message(value) -> bytes:

@@ -15,13 +15,14 @@ from dataclasses import dataclass
 from typing import Callable
 
 from playground import limits
+from playground.core.model import ACTIVATIONS as MODEL_ACTIVATIONS
 from playground.core.sequences import sentence_tokens
 from playground.core.tokenizer import TOKENIZER_KINDS
 from playground.runtime.device import PRECISIONS
 from playground.runtime.memory import tokenizer_training_bytes
 from playground.settings import GB
 
-ACTIVATIONS = ("relu", "gelu")
+ACTIVATIONS = tuple(MODEL_ACTIVATIONS)  # relu (the paper), gelu, swish (Marian's OPUS-MT models)
 POSITIONAL_ENCODINGS = ("sinusoidal", "learned")
 NORM_PLACEMENTS = ("post", "pre")
 OPTIMIZERS = ("adam", "adamw")

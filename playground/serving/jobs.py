@@ -62,7 +62,8 @@ def pool():
         return _pool
 
 
-def run(task: Callable, *args, advice: str = "", gone: Callable[[], bool] | None = None, owner: str = ""):
-    """task(*args) in a job process, stopped after PLAYGROUND_JOB_S or as soon as `gone()` says its client has
-    left; the jobs of one `owner` (a client's address) run one at a time."""
-    return pool().call(task, *args, seconds=limits.job_seconds(), advice=advice, gone=gone, owner=owner)
+def run(task: Callable, *args, advice: str = "", seconds: float | None = None, gone: Callable[[], bool] | None = None,
+        owner: str = ""):
+    """task(*args) in a job process, stopped after `seconds` (PLAYGROUND_JOB_S) or as soon as `gone()` says its
+    client has left; the jobs of one `owner` (a client's address) run one at a time."""
+    return pool().call(task, *args, seconds=seconds or limits.job_seconds(), advice=advice, gone=gone, owner=owner)

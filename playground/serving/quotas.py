@@ -24,24 +24,26 @@ class Quotas:
     """The limits of a shared app; a Space's owner changes them by environment variable (see README)."""
 
     models_per_visitor: int = 5  # PLAYGROUND_MAX_MODELS
-    bytes_per_visitor: int = 200 * MB  # PLAYGROUND_MAX_VISITOR_MB
+    # PLAYGROUND_MAX_VISITOR_MB: an imported OPUS-MT model (74 M parameters, 300 MB) and one fine-tune of it (its
+    # weights and Adam's two moments, 890 MB) together
+    bytes_per_visitor: int = 1500 * MB
     bytes_total: int = 5000 * MB  # PLAYGROUND_MAX_TOTAL_MB: the models folder, freed by evicting old models
     evict_after_s: float = 24 * 3600  # PLAYGROUND_EVICT_AFTER_HOURS: anonymous models unused this long may go
     run_minutes: float | None = 10  # PLAYGROUND_MAX_RUN_MINUTES: the length cap of one training run (0 = none)
     # anonymous visitors behind one client address together (a classroom shares one): 60 models, 1 GB
     models_per_address: int = 60  # PLAYGROUND_MAX_ADDRESS_MODELS
-    bytes_per_address: int = 1000 * MB  # PLAYGROUND_MAX_ADDRESS_MB
+    bytes_per_address: int = 3000 * MB  # PLAYGROUND_MAX_ADDRESS_MB: at least a visitor's, twice over
 
     @classmethod
     def from_env(cls, shared: bool) -> "Quotas":
         run = env_number("PLAYGROUND_MAX_RUN_MINUTES", 10 if shared else 0)
         return cls(models_per_visitor=int(env_number("PLAYGROUND_MAX_MODELS", 5)),
-                   bytes_per_visitor=env_megabytes("PLAYGROUND_MAX_VISITOR_MB", 200),
+                   bytes_per_visitor=env_megabytes("PLAYGROUND_MAX_VISITOR_MB", 1500),
                    bytes_total=env_megabytes("PLAYGROUND_MAX_TOTAL_MB", 5000),
                    evict_after_s=env_number("PLAYGROUND_EVICT_AFTER_HOURS", 24) * 3600,
                    run_minutes=run if run > 0 else None,
                    models_per_address=int(env_number("PLAYGROUND_MAX_ADDRESS_MODELS", 60)),
-                   bytes_per_address=env_megabytes("PLAYGROUND_MAX_ADDRESS_MB", 1000))
+                   bytes_per_address=env_megabytes("PLAYGROUND_MAX_ADDRESS_MB", 3000))
 
 
 class QuotaKeeper:

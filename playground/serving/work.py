@@ -37,6 +37,7 @@ from playground.insight.inspection import (
     trained_sentence_tokens,
 )
 from playground.packages.format import WEIGHTS, saved_config
+from playground.packages.marian import import_marian
 from playground.packages.names import SHIPPED_MODELS, SHIPPED_MODELS_DIR
 from playground.packages.store import load_package
 from playground.runtime.request_bounds import (
@@ -51,6 +52,7 @@ from playground.runtime.request_bounds import (
 from playground.training.config import TrainConfig
 
 CACHE_SIZE = 4  # loaded models kept in memory by one process
+IMPORT_S = 300  # the deadline of converting an imported checkpoint (a 74 M-parameter OPUS-MT model: bench/marian.py)
 
 
 class ModelCache:
@@ -259,6 +261,12 @@ def compared_runs(folders: list[str]) -> list:
 
 # ----------------------------------------------------------------------------------------------------------
 # Models tab
+
+
+def import_checkpoint(checkpoint: str, destination: str, origin: str) -> None:
+    """Convert the Marian checkpoint in `checkpoint` into a package at `destination` (playground.packages.marian): its
+    SentencePiece models, vocabulary and weights, a stranger's, are read here under the worker's limits."""
+    import_marian(Path(checkpoint), Path(destination), origin=origin)
 
 
 def check_upload(folder: str) -> None:

@@ -2,7 +2,8 @@
 tokenizer. As in the paper (§6.1, "Machine Translation"): the base models average the last 5 checkpoints, written
 at 10-minute intervals, the big models the last 20.
 
-`SnapshotStore` keeps the last K validation snapshots of a training run on disk for `--average-last K`.
+`SnapshotStore` keeps the last K validation snapshots of a training run on disk for `--average-last K`
+(run_snapshots), and average_snapshots writes their mean at the end of the run.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from playground.core.model import Transformer
 from playground.core.tokenizer import PairTokenizer
 from playground.errors import PackageError
 from playground.packages.format import Package, is_package
+from playground.packages.names import average_name, check_name, snapshots_folder
 from playground.packages.store import load_package, save_package
+from playground.training.events import Averaged
 
 
 def average_packages(folders: Sequence[str | os.PathLike], out_folder: str | os.PathLike) -> Path:
@@ -98,3 +101,23 @@ class SnapshotStore:
         for old in self.snapshots()[: -self.keep]:
             shutil.rmtree(old)
         return path
+
+
+def run_snapshots(out_dir: Path, keep: int, step: int) -> SnapshotStore | None:
+    """With average_last (`keep`), the store of the run's validation snapshots, emptied of those after `step`; the
+    average's name is checked now, not after hours of training."""
+    if not keep:
+        return None
+    check_name(average_name(out_dir.name))
+    store = SnapshotStore(snapshots_folder(out_dir), keep)
+    store.discard_after(step)
+    return store
+
+
+def average_snapshots(store: SnapshotStore | None, out_dir: Path) -> Averaged | None:
+    """<out>-avg, the mean of the kept validation snapshots, when there are some."""
+    snapshots = store.snapshots() if store else []
+    if not snapshots:
+        return None
+    path = average_packages(snapshots, out_dir.with_name(average_name(out_dir.name)))
+    return Averaged(str(path), [SnapshotStore.step_of(s) for s in snapshots])

@@ -105,16 +105,21 @@ def load_run(folder: Path, device: torch.device) -> tuple[Package, RunState, dic
 # The resume policy
 
 
-def refuse_fixed_changes(saved: dict, wanted: dict, name: str) -> None:
-    """A resumed run holds its package's model, tokenizer and optimizer: asking for others is an error."""
+RESUMED_KEEPS = "A resumed run keeps its package's model, tokenizer and optimizer settings"
+
+
+def refuse_fixed_changes(saved: dict, wanted: dict, name: str, keeps: str = RESUMED_KEEPS,
+                         instead: str = "start a new run") -> None:
+    """A run that continues a package (resumed, or fine-tuned from it) holds settings of the package's (those of
+    `saved` among FIXED_ON_RESUME): asking for others is an error, worded with what such a run `keeps` and what to
+    do `instead`."""
     def same(a, b) -> bool:
         return (tuple(a) == tuple(b)) if isinstance(a, (list, tuple)) else a == b
 
     changed = [k for k in FIXED_ON_RESUME if k in saved and k in wanted and not same(saved[k], wanted[k])]
     if changed:
         was = ", ".join(f"{k} {saved[k]!r} (asked: {wanted[k]!r})" for k in changed)
-        raise TrainingError(f"{name} was trained with {was}. A resumed run keeps its package's model, tokenizer and "
-                            "optimizer settings: leave these out, or start a new run to change them.")
+        raise TrainingError(f"{name} was trained with {was}. {keeps}: leave these out, or {instead} to change them.")
 
 
 def resume_config(folder: str | Path, changes: dict) -> TrainConfig:

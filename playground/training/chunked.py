@@ -43,6 +43,7 @@ from playground.runtime.workers import limit_growth, python_command
 from playground.training import events
 from playground.training.checkpoint import History
 from playground.training.config import TrainConfig
+from playground.training.finetune import finetune_config
 from playground.training.inputs import TrainData
 from playground.training.prepared import load_prepared, prepare, train_data
 from playground.training.trainer import Trainer
@@ -63,8 +64,9 @@ def train_chunk(cfg: dict, prepared: str, out_dir: str, resume_from: str | None,
     began = time.monotonic()
     data, ready = load_prepared(prepared)
     trainer = Trainer(TrainConfig.from_dict(cfg), data, out_dir, resume_from=resume_from, prepared=ready,
-                      between_steps=yield_to_quick_calls)  # a visitor's translate first on a shared CPU
-    trainer.pause_after_s = max(WORK_SHARE * seconds - (time.monotonic() - began), 0.0)
+                      between_steps=yield_to_quick_calls,  # a visitor's translate first on a shared CPU
+                      init_from=ready.init_from)  # a fine-tuned run's first call starts from its base
+    trainer.stop_rules.pause_after_s = max(WORK_SHARE * seconds - (time.monotonic() - began), 0.0)
     ended = False
     for event in trainer.run():
         if os.path.exists(stop_file) or TERMINATED.is_set():
@@ -136,7 +138,11 @@ class ChunkedRun:
     admitted_s = math.inf  # the longest call seconds the platform has not refused as too long, in this process
 
     def __init__(self, cfg: TrainConfig, data: TrainData, out_dir: str | Path, resume_from: str | Path | None = None,
-                 *, chunk_s: float = 60, run_chunk: Callable[..., Iterator[events.Event]] = train_chunk):
+                 *, chunk_s: float = 60, run_chunk: Callable[..., Iterator[events.Event]] = train_chunk,
+                 init_from: str | Path | None = None):
+        self.init_from = None if init_from is None else str(init_from)  # fine-tuning: the base package
+        if init_from is not None and resume_from is None:  # every call's settings: the base's model and tokenizer
+            cfg = finetune_config(cfg, Path(init_from))
         self.cfg, self.data, self.out_dir, self.run_chunk = cfg, data, Path(out_dir), run_chunk
         self.chunk_s = min(chunk_s, ChunkedRun.admitted_s)
         self.prepared = self.out_dir.parent / f".{self.out_dir.name}.prepared-{uuid.uuid4().hex[:8]}"
@@ -179,7 +185,7 @@ class ChunkedRun:
         resume_from = self.resume_from
         try:
             # once, here: no call spends GPU time on it
-            prepare_in_fresh_process(self.cfg, self.data, self.prepared, resume_from)
+            prepare_in_fresh_process(self.cfg, self.data, self.prepared, resume_from, self.init_from)
             seconds = self.chunk_s
             while True:
                 self.chunks += 1
@@ -217,14 +223,15 @@ class ChunkedRun:
             shutil.rmtree(self.prepared, ignore_errors=True)
 
 
-def prepare_in_fresh_process(cfg: TrainConfig, data: TrainData, folder: Path, resume_from: str | Path | None) -> None:
+def prepare_in_fresh_process(cfg: TrainConfig, data: TrainData, folder: Path, resume_from: str | Path | None,
+                             init_from: str | None = None) -> None:
     """prepared.prepare in a Python process of its own (`python -m playground.training.chunked --prepare FOLDER`):
     training the tokenizer and encoding the pairs run native code on a visitor's text, so a crash or a runaway
     allocation there ends this run before it starts (limited as a CPU run is: limit_cpu_run), never the server."""
     folder.mkdir(parents=True, exist_ok=True)
     request = folder / PREPARE_REQUEST
-    request.write_text(json.dumps([cfg.to_dict(), asdict(data), None if resume_from is None else str(resume_from)]),
-                       encoding="utf-8")
+    request.write_text(json.dumps([cfg.to_dict(), asdict(data), None if resume_from is None else str(resume_from),
+                                   init_from]), encoding="utf-8")
     command, env = python_command("playground.training.chunked", "--prepare", str(folder))
     done = subprocess.run(command, env=env, stdout=subprocess.PIPE, text=True, encoding="utf-8")
     request.unlink(missing_ok=True)
@@ -239,9 +246,9 @@ def prepare_in_fresh_process(cfg: TrainConfig, data: TrainData, folder: Path, re
 
 def prepare_here(folder: Path) -> None:
     """The child of prepare_in_fresh_process: the request its parent wrote, prepared in this process."""
-    cfg, data, resume_from = json.loads((folder / PREPARE_REQUEST).read_text(encoding="utf-8"))
+    cfg, data, resume_from, init_from = json.loads((folder / PREPARE_REQUEST).read_text(encoding="utf-8"))
     limit_cpu_run({**cfg, "device": "cpu"})  # tokenizers and encoding run on the CPU, whatever the run's device
-    prepare(TrainConfig.from_dict(cfg), train_data(data), folder, resume_from)
+    prepare(TrainConfig.from_dict(cfg), train_data(data), folder, resume_from, init_from)
 
 
 def limit_cpu_run(cfg: dict) -> None:

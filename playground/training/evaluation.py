@@ -17,6 +17,7 @@ from playground.core.model import Transformer
 from playground.core.tokenizer import BOS_ID, PAD_ID, PairTokenizer
 from playground.data.batching import EncodedPair, collate, make_batches, pad_multiple
 from playground.limits import TimeLimit, time_limit
+from playground.packages.scores import SCORE_KEYS
 from playground.runtime.device import autocast
 from playground.runtime.request_bounds import server_bounds
 from playground.training.loss import smoothed_loss_sum
@@ -98,6 +99,14 @@ def judging_metric(metric: str, pairs: Sequence[tuple[str, str]]) -> str:
     return "bleu" if lengths[len(lengths) // 2] >= BLEU_WORDS else "chrf"
 
 
+def time_cut_note(step: int, decoded: int, asked: int, until: float | None) -> str:
+    """What the run's time cap (`until`) cut from the validation at `step`, in words; "" when it cut nothing."""
+    if until is None or decoded >= asked or time.perf_counter() < until:
+        return ""
+    return (f"The run's time budget ended during the validation at step {step:,}: its BLEU and chrF are of the first "
+            f"{decoded:,} of {asked:,} sentences{' (none: they read 0)' if not decoded else ''}.")
+
+
 def is_better(record: dict, best: dict | None, metric: str) -> bool:
     """Early stopping's rule: higher `metric` is better (lower for val_loss); ties go to the lower validation loss
     (BLEU is 0 on one-word targets, for one)."""
@@ -105,3 +114,24 @@ def is_better(record: dict, best: dict | None, metric: str) -> bool:
         return (-r[metric] if metric == "val_loss" else r[metric], -r["val_loss"])
 
     return best is None or rank(record) > rank(best)
+
+
+class EarlyStopping:
+    """The best validation so far by the run's metric (is_better), and the validations since that were no better:
+    `patience` of them in a row end the run."""
+
+    def __init__(self, metric: str, patience: int | None, best: dict | None = None, bad_evals: int = 0):
+        self.metric, self.patience, self.best, self.bad_evals = metric, patience, best, bad_evals
+
+    def judge(self, record: dict) -> bool:
+        """Whether `record` is the best so far: then it is kept as the best, else it counts against the patience."""
+        better = is_better(record, self.best, self.metric)
+        if better:
+            self.best, self.bad_evals = {k: record[k] for k in ("step", *SCORE_KEYS)}, 0
+        else:
+            self.bad_evals += 1
+        return better
+
+    @property
+    def out_of_patience(self) -> bool:
+        return self.patience is not None and self.bad_evals >= self.patience

@@ -6,6 +6,7 @@ caller) sent. Gradio-free: the tab (playground.ui.tabs.train) shows what these s
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 from playground.core.model import TransformerConfig
 from playground.core.sequences import model_positions
@@ -13,7 +14,8 @@ from playground.errors import TrainingError
 from playground.packages.settings import SETTINGS, Setting
 from playground.training.config import BUDGETS, MODEL_SETTINGS, TrainConfig
 from playground.training.cost import check_run_cost, cost_words
-from playground.training.presets import PRESETS
+from playground.training.finetune import base_settings, finetune_config, longest_sentence
+from playground.training.presets import preset_settings
 
 
 def form_fields() -> dict[str, Setting]:
@@ -38,11 +40,10 @@ SIZE_FIELDS = (*COUNTED_FIELDS, "max_sentence_tokens", "batch_tokens")
 
 def preset_values(name: str) -> dict:
     """Every form value for a preset: the declared defaults, the preset's settings on top, budgets it lacks off."""
-    if name not in PRESETS:
-        raise TrainingError(f"Unknown preset {name!r}: choose one of {', '.join(PRESETS)}.")
+    preset = preset_settings(name)
     values = {name: s.default for name, s in SETTINGS.items()}
     values.update({k: None for k in BUDGETS})
-    values.update(PRESETS[name].settings)
+    values.update(preset)
     values["beta1"], values["beta2"] = values.pop("betas")
     return {k: (0 if FIELDS[k].optional and v is None else v) for k, v in values.items()}
 
@@ -67,11 +68,21 @@ def build_config(values: dict) -> TrainConfig:
     return TrainConfig.of(**as_settings(values))
 
 
-def checked_config(values: dict) -> TrainConfig:
-    """build_config, and the run's cost checked before any work (playground.training.cost)."""
+def checked_config(values: dict, base: Path | None = None) -> TrainConfig:
+    """build_config (fine-tuning `base`: with the base's model and tokenizer settings, whatever the form says), and
+    the run's cost checked before any work (playground.training.cost)."""
     cfg = build_config(values)
+    if base is not None:
+        cfg = finetune_config(cfg, base)
     check_run_cost(cfg)
     return cfg
+
+
+def base_values(values: dict, base: Path) -> dict:
+    """The form's `values` for a run fine-tuning `base`: its model and tokenizer settings (the form shows them
+    locked), the maximum length within its positions."""
+    longest = min(values["max_sentence_tokens"], longest_sentence(base))
+    return {**values, **base_settings(base), "max_sentence_tokens": longest}
 
 
 def field_note(name: str, values: dict) -> str:

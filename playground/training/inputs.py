@@ -10,12 +10,12 @@ from dataclasses import dataclass
 
 import torch
 
-from playground.core.tokenizer import PairBpeDropout, PairTokenizer
+from playground.core.tokenizer import PairBpeDropout, PairTokenizer, train_tokenizer
 from playground.data.batching import GlobalBatch, collate, encode_pairs, make_batches, pad_multiple, token_counts
 from playground.data.languages import check_language
 from playground.errors import TrainingError
 from playground.training.config import TrainConfig
-from playground.training.distributed import Ranks
+from playground.training.distributed import Ranks, agree
 
 Pair = tuple[str, str]
 
@@ -41,6 +41,17 @@ def run_fingerprint(cfg: TrainConfig, data: TrainData) -> str:
         for source, target in part:
             digest.update(f"{source}\t{target}\n".encode())
     return digest.hexdigest()
+
+
+def shared_tokenizer(data: TrainData, cfg: TrainConfig, ranks: Ranks) -> PairTokenizer:
+    """The run's tokenizer, trained on the training pairs by rank 0 and sent to the others as JSON: every rank must
+    map text to the very same ids, whatever the library versions on other machines do."""
+    trained = None
+    if ranks.is_main:
+        trained = train_tokenizer(data.train, kind=cfg.tokenizer, vocab_size=cfg.vocab_size, joint=cfg.joint_vocab)
+    if not ranks.distributed:
+        return trained
+    return PairTokenizer.from_json_strings(*agree(trained.to_json_strings() if trained else None, ranks))
 
 
 def encode_epoch(tokenizer: PairTokenizer, segmenter: PairBpeDropout | None, pairs: list[Pair], cfg: TrainConfig,

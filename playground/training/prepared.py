@@ -29,6 +29,7 @@ class Prepared:
     tokenizer: PairTokenizer
     train_set: EncodedPairs  # the plain segmentation (a run with BPE-dropout segments each epoch afresh)
     val_set: EncodedPairs
+    init_from: str | None = None  # a fine-tuned run's base package, whose tokenizer this is (Trainer(init_from=...))
 
 
 def package_tokenizer(folder: Path) -> PairTokenizer:
@@ -38,10 +39,13 @@ def package_tokenizer(folder: Path) -> PairTokenizer:
                                            tgt.read_text(encoding="utf-8") if tgt.is_file() else None)
 
 
-def prepare(cfg: TrainConfig, data: TrainData, folder: str | Path, resume_from: str | Path | None = None) -> Path:
-    """Train the tokenizer (or take the package's when resuming), encode the pairs, write both to `folder`."""
+def prepare(cfg: TrainConfig, data: TrainData, folder: str | Path, resume_from: str | Path | None = None,
+            init_from: str | Path | None = None) -> Path:
+    """Train the tokenizer (or take the package's when resuming, the base's when fine-tuning: `init_from`), encode
+    the pairs, write both to `folder`."""
     folder = Path(folder)
-    tokenizer = (package_tokenizer(Path(resume_from)) if resume_from is not None else
+    kept = resume_from if resume_from is not None else init_from
+    tokenizer = (package_tokenizer(Path(kept)) if kept is not None else
                  train_tokenizer(data.train, kind=cfg.tokenizer, vocab_size=cfg.vocab_size, joint=cfg.joint_vocab))
     train_set = encode_pairs(tokenizer, data.train, cfg.max_sentence_tokens)
     val_set = encode_pairs(tokenizer, data.val, cfg.max_sentence_tokens)
@@ -52,7 +56,9 @@ def prepare(cfg: TrainConfig, data: TrainData, folder: str | Path, resume_from: 
             tensors[f"{part}.{side}.lengths"], tensors[f"{part}.{side}.ids"] = rows.lengths, rows.ids
     save_file(tensors, str(folder / ENCODED))
     src_json, tgt_json = tokenizer.to_json_strings()
-    (folder / DATA).write_text(json.dumps({"data": asdict(data), "tokenizer": [src_json, tgt_json]}), encoding="utf-8")
+    base = None if init_from is None else str(init_from)
+    (folder / DATA).write_text(json.dumps({"data": asdict(data), "tokenizer": [src_json, tgt_json],
+                                           "init_from": base}), encoding="utf-8")
     return folder
 
 
@@ -67,7 +73,8 @@ def load_prepared(folder: str | Path) -> tuple[TrainData, Prepared]:
         return TokenRows(tensors[f"{name}.lengths"].astype(np.int64), tensors[f"{name}.ids"])
 
     sets = {part: EncodedPairs(rows(f"{part}.src"), rows(f"{part}.tgt")) for part in ("train", "val")}
-    return data, Prepared(PairTokenizer.from_json_strings(*saved["tokenizer"]), sets["train"], sets["val"])
+    return data, Prepared(PairTokenizer.from_json_strings(*saved["tokenizer"]), sets["train"], sets["val"],
+                          saved.get("init_from"))
 
 
 def train_data(fields: dict) -> TrainData:

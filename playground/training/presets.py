@@ -1,11 +1,14 @@
-"""Named starting points for training, from a two-minute CPU run to the paper's base model."""
+"""Named starting points for training, from a two-minute CPU run to the paper's base model, and fine-tuning a model."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from playground.errors import TrainingError
+from playground.packages.names import shown_name
 from playground.training.config import TrainConfig
+
+FINE_TUNE = "fine-tune"  # the preset of a run that starts from a model (playground.training.finetune)
 
 
 @dataclass(frozen=True)
@@ -39,12 +42,25 @@ PRESETS = {
              vocab_size=37000, max_sentence_tokens=256, batch_tokens=25000, schedule="noam", lr=1.0, warmup_steps=4000,
              label_smoothing=0.1, max_steps=100_000, eval_every=2000, eval_sentences=500),
     ),
+    FINE_TUNE: Preset(
+        FINE_TUNE,
+        "Continue a model's training on your data (choose it in Start from): its model and tokenizer stay as they "
+        "are. A short warmup to a low learning rate that decays to zero, so it adapts without forgetting what it "
+        "knew; five minutes.",
+        dict(schedule="cosine", lr=1e-4, warmup_steps=100, label_smoothing=0.1, max_sentence_tokens=128,
+             batch_tokens=2048, max_minutes=5.0, eval_sentences=100),
+    ),
 }
+
+
+def preset_settings(name: str) -> dict:
+    """The preset's settings; an unknown name is refused with the ones there are."""
+    if name not in PRESETS:
+        raise TrainingError(f"Unknown preset {shown_name(name)}: choose one of {', '.join(PRESETS)}.")
+    return PRESETS[name].settings
 
 
 def preset_config(name: str, **overrides) -> TrainConfig:
     """The preset's TrainConfig with `overrides` (None values are ignored) applied on top."""
-    if name not in PRESETS:
-        raise TrainingError(f"Unknown preset {name!r}: choose one of {', '.join(PRESETS)}.")
-    settings = {**PRESETS[name].settings, **{k: v for k, v in overrides.items() if v is not None}}
+    settings = {**preset_settings(name), **{k: v for k, v in overrides.items() if v is not None}}
     return TrainConfig.of(**settings)

@@ -1,14 +1,14 @@
 """The training loop: a Trainer owns one run, from the tokenizer to the last saved package, and reports it as a
 stream of typed events (playground.training.events) for the UI and the CLI. Its pieces live in their own modules:
 step (one optimisation step: loss, backward, clipping, the learning rate, the update), budget (the steps planned
-and when a budget ends the run), batching (token-budget global batches), evaluation, checkpoint (saving and the
-resume policy), averaging. Data-parallel training across the processes torchrun starts: see Trainer."""
+and when a budget ends the run), stopping (the budgets, Stop and a GPU call's length as one rule), machine (device,
+precision, threads), inputs (the tokenizer, an epoch's batches, a step's global batch), evaluation (validation and
+early stopping), checkpoint (saving and the resume policy), averaging (snapshots and their mean). Data-parallel
+training across the processes torchrun starts: see Trainer."""
 
 from __future__ import annotations
 
-import contextlib
 import math
-import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -17,17 +17,16 @@ from typing import TYPE_CHECKING, Callable, Generator, Iterator
 import torch
 
 from playground.core.model import Transformer
-from playground.core.tokenizer import PairBpeDropout, PairTokenizer, train_tokenizer
+from playground.core.tokenizer import PairBpeDropout, PairTokenizer
 from playground.data.batching import GlobalBatch, encode_pairs
 from playground.errors import PlaygroundError, TrainingError
-from playground.packages.format import saved_config
-from playground.packages.names import average_name, check_name, snapshots_folder
-from playground.packages.scores import SCORE_KEYS
-from playground.runtime.device import describe, one_thread_on_cpu, resolve_device, resolve_precision
+from playground.packages.format import read_config, saved_config
+from playground.packages.store import load_package, model_config
+from playground.runtime.device import one_thread_on_cpu
 from playground.runtime.memory import check_training_fits, keep_allocator_compact
 from playground.training import events
-from playground.training.averaging import SnapshotStore, average_packages
-from playground.training.budget import MinutesPlan, budget_reached, last_eval_deadline
+from playground.training.averaging import average_snapshots, run_snapshots
+from playground.training.budget import MinutesPlan, last_eval_deadline
 from playground.training.checkpoint import (
     History,
     RunState,
@@ -38,24 +37,33 @@ from playground.training.checkpoint import (
 )
 from playground.training.config import TrainConfig
 from playground.training.cost import check_run_cost
-from playground.training.distributed import SINGLE, Ranks, agree, check_same_on_all_ranks, rank_device, seed_rank
+from playground.training.distributed import SINGLE, Ranks, agree, check_same_on_all_ranks, seed_rank
 from playground.training.evaluation import (
-    is_better,
+    EarlyStopping,
     judging_metric,
     perplexity,
     probe_attention,
+    time_cut_note,
     translation_scores,
     validation_loss,
 )
 from playground.training.events import StopReason
-from playground.training.inputs import TrainData, encode_epoch, epoch_batch_list, global_batch, run_fingerprint
+from playground.training.finetune import base_record, finetune_config
+from playground.training.inputs import (
+    TrainData,
+    encode_epoch,
+    epoch_batch_list,
+    global_batch,
+    run_fingerprint,
+    shared_tokenizer,
+)
+from playground.training.machine import RunMachine, kept_state
 from playground.training.schedule import eval_interval, planned_steps
-from playground.training.step import Optimization, faster_precision, time_one_step
+from playground.training.step import Optimization
+from playground.training.stopping import StopRules, last_eval_sentences
 
 if TYPE_CHECKING:
     from playground.training.prepared import Prepared
-
-STOP_EVAL_SENTENCES = 50  # sentences decoded by the last validation of a stopped run
 
 
 @dataclass
@@ -101,39 +109,42 @@ class Trainer:
 
     def __init__(self, cfg: TrainConfig, data: TrainData, out_dir: str | Path, resume_from: str | Path | None = None,
                  ranks: Ranks = SINGLE, prepared: Prepared | None = None,
-                 between_steps: Callable[[str], object] = no_wait):
+                 between_steps: Callable[[str], object] = no_wait, init_from: str | Path | None = None):
         import torch._dynamo  # noqa: F401 - the first optimizer imports it (~3 s once per process): the process's
         # start-up, not this run's work, so before the clock starts
         self.setup_started = time.perf_counter()  # the time cap counts the tokenizer, the encoding and the loading
         if cfg.early_stop_metric == "auto":  # settled on the data: BLEU cannot judge references under four words
             cfg = replace(cfg, early_stop_metric=judging_metric(cfg.early_stop_metric, data.val))
+        if init_from is not None and resume_from is None:  # the model and tokenizer settings are the base's
+            cfg = finetune_config(cfg, Path(init_from))
         self.cfg, self.data, self.out_dir, self.ranks = cfg, data, Path(out_dir), ranks
         self.between_steps = between_steps
+        self.stop_rules = StopRules(cfg, ranks)  # budgets, Stop and the call's length
+        self.stop_requested = self.stop_rules.requested
         self.cut = ""  # what the time cap cut from a validation, for the summary
-        self.stop_requested = threading.Event()
-        self.pause_after_s: float | None = None  # end this call after so long, saved to resume (ZeroGPU chunks)
         self.check_data()
-        self.device = rank_device(resolve_device(cfg.device), ranks)
-        self.precision = resolve_precision(cfg.precision, self.device)
+        self.machine = RunMachine(cfg.device, cfg.precision, ranks)  # its device, precision and threads
         # The run's own random stream for dropout (and, seeded alike, for the initial weights): nothing the rest of
         # the process draws (the web app's other sessions) changes this run, and a resumed run continues the stream.
         self.dropout_rng = torch.Generator(self.device).manual_seed(cfg.seed)
         self.step, self.epoch, self.batch_in_epoch, self.tokens_seen, self.elapsed_before = 0, 0, 0, 0, 0.0
-        self.history, self.best, self.bad_evals = History(), None, 0
+        self.history, self.early_stopping = History(), EarlyStopping(cfg.early_stop_metric, cfg.patience)
         self.budget = MinutesPlan(cfg)  # the steps the run plans to take and the schedule fitted to them
-        self.one_thread = False  # train on one CPU thread: faster here when measured (time_step)
         self.eval_limit: int | None = None  # sentences the last validation of a fitted run had time to decode
+        self.base: dict | None = None  # a fine-tuned run's base (training.json's "base": finetune.base_record)
         if resume_from is not None:
             self.resume(Path(resume_from))  # every rank loads the weights and the optimizer state
+        elif init_from is not None:
+            self.start_from(Path(init_from))  # its model and tokenizer: no tokenizer trained, no new weights
         else:
             check_run_cost(cfg, self.device, self.precision)  # before the tokenizer's trainer reserves its tables
-            self.start_model(prepared.tokenizer if prepared else self.shared_tokenizer())
+            self.start_model(prepared.tokenizer if prepared else shared_tokenizer(data, cfg, ranks))
         self.model.draw_dropout_from(self.dropout_rng)
         seed_rank(self.dropout_rng, cfg.seed, ranks, self.step)
         self.encode_data(prepared)
-        self.precision_seconds = self.choose_precision()
-        self.average_dir = self.out_dir.with_name(average_name(self.out_dir.name))
-        self.snapshots = self.snapshot_store()
+        self.choose_precision()
+        # with average_last, rank 0 keeps a snapshot at each validation, to average at the end
+        self.snapshots = run_snapshots(self.out_dir, cfg.average_last, self.step) if ranks.is_main else None
 
     # -- setting up ---------------------------------------------------------------------------------------
 
@@ -144,24 +155,21 @@ class Trainer:
         if self.ranks.distributed:  # hashing millions of pairs is only worth it when there are ranks to compare
             check_same_on_all_ranks(run_fingerprint(self.cfg, self.data), "data or settings", self.ranks)
 
-    def shared_tokenizer(self) -> PairTokenizer:
-        """Rank 0 trains the tokenizer and sends it to the others as JSON: every rank must map text to the very
-        same ids, whatever the library versions on other machines do."""
-        cfg = self.cfg
-        trained = None
-        if self.ranks.is_main:
-            trained = train_tokenizer(self.data.train, kind=cfg.tokenizer, vocab_size=cfg.vocab_size,
-                                      joint=cfg.joint_vocab)
-        if not self.ranks.distributed:
-            return trained
-        return PairTokenizer.from_json_strings(*agree(trained.to_json_strings() if trained else None, self.ranks))
-
     def start_model(self, tokenizer: PairTokenizer) -> None:
         """A new model for this tokenizer, checked to fit before it is built, the same on every rank."""
         self.tokenizer = tokenizer
         model_cfg = self.cfg.model_config(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, tokenizer.joint)
         check_training_fits(model_cfg, self.cfg.batch_tokens, self.device, self.precision)
         self.model = Transformer(model_cfg, torch.Generator().manual_seed(self.cfg.seed)).to(self.device)
+        self.optimization = Optimization(self.cfg, self.model, self.device, self.precision, self.ranks)
+
+    def start_from(self, base: Path) -> None:
+        """Fine-tuning: the base package's weights and tokenizer (every rank loads them), checked to fit before they
+        are loaded."""
+        check_training_fits(model_config(read_config(base)["model"]), self.cfg.batch_tokens, self.device,
+                            self.precision)
+        package = load_package(base, self.device)
+        self.model, self.tokenizer, self.base = package.model.train(), package.tokenizer, base_record(base)
         self.optimization = Optimization(self.cfg, self.model, self.device, self.precision, self.ranks)
 
     def resume(self, folder: Path) -> None:
@@ -173,7 +181,8 @@ class Trainer:
         self.step, self.epoch, self.batch_in_epoch = state.step, state.epoch, state.batch_in_epoch
         self.tokens_seen, self.elapsed_before = state.tokens_seen, state.elapsed_s
         self.history = History(**package.training["history"])  # training.json: save() writes it with the state
-        self.best, self.bad_evals = state.best, state.bad_evals
+        self.base = package.training.get("base")
+        self.early_stopping.best, self.early_stopping.bad_evals = state.best, state.bad_evals
         self.budget.resume(package.training, state)
         try:
             self.dropout_rng.set_state(torch.tensor(state.rng_state, dtype=torch.uint8))
@@ -189,14 +198,13 @@ class Trainer:
                         else encode_pairs(self.tokenizer, self.data.val, self.cfg.max_sentence_tokens))
         self.batches = self.epoch_batches(self.epoch)
 
-    def snapshot_store(self) -> SnapshotStore | None:
-        """With average_last, rank 0 keeps a snapshot at each validation, to average at the end."""
-        if not (self.cfg.average_last and self.ranks.is_main):
-            return None
-        check_name(self.average_dir.name)  # now, not after hours of training
-        snapshots = SnapshotStore(snapshots_folder(self.out_dir), self.cfg.average_last)
-        snapshots.discard_after(self.step)
-        return snapshots
+    @property
+    def device(self) -> torch.device:
+        return self.machine.device
+
+    @property
+    def precision(self) -> str:
+        return self.machine.precision
 
     def stop(self) -> None:
         self.stop_requested.set()
@@ -241,7 +249,7 @@ class Trainer:
                     last_eval=last_eval)
 
     def start_event(self, loop: Loop) -> events.Start:
-        return events.Start(self.model.num_parameters(), self.device_text(), self.precision, self.budget.planned,
+        return events.Start(self.model.num_parameters(), self.machine.describe(), self.precision, self.budget.planned,
                             loop.steps_per_epoch, len(self.train_set), len(self.val_set), self.step,
                             self.tokenizer.tgt_vocab_size, self.ranks.world_size, self.cfg.accumulate)
 
@@ -251,7 +259,7 @@ class Trainer:
         batch = self.global_batch(self.batch_in_epoch)
         position, began = self.budget.next_position(self.step), time.perf_counter()
         try:
-            with self.step_threads():
+            with self.machine.threads():
                 loss, lr, grad_norm = self.optimization.step(batch, position, self.budget.length, self.budget.warmup)
         except torch.OutOfMemoryError:
             loop.reason = StopReason.OUT_OF_MEMORY
@@ -293,7 +301,7 @@ class Trainer:
         if self.ranks.is_main:  # the other ranks wait for it in the next collective
             yield from self.validate_and_save(loop.elapsed, final=False, until=loop.cap_end)
         loop.saved_step = loop.last_eval = self.step
-        if agree(self.cfg.patience is not None and self.bad_evals >= self.cfg.patience, self.ranks):
+        if agree(self.early_stopping.out_of_patience, self.ranks):
             loop.reason = StopReason.EARLY
 
     def pause(self, loop: Loop) -> Iterator[events.Event]:
@@ -305,7 +313,7 @@ class Trainer:
             path = self.save(self.elapsed_before + time.perf_counter() - loop.start)
             yield events.Saved(str(path), self.step)
         loop.saved_step = self.step
-        loop.reason = agree(self.stop_pressed(), self.ranks) or StopReason.PAUSED
+        loop.reason = self.stop_rules.after_pause()
 
     def finish(self, loop: Loop) -> Iterator[events.Event]:
         """The end of the run: a last validation and save (or, when this step was just validated, the save again:
@@ -313,44 +321,29 @@ class Trainer:
         the average of the snapshots, and Done."""
         if self.step > 0 and self.ranks.is_main:
             if self.step != loop.saved_step:
-                yield from self.validate_and_save(loop.elapsed, final=True, sentences=self.last_eval_sentences(loop),
+                yield from self.validate_and_save(loop.elapsed, final=True, sentences=last_eval_sentences(loop.reason),
                                                   until=last_eval_deadline(self.cfg, loop.cap_end))
             else:
                 yield events.Phase("saving", self.step)
                 self.save(loop.elapsed)
         loop.saved_step = self.step
-        averaged = self.average_snapshots()
+        averaged = average_snapshots(self.snapshots, self.out_dir)
         if averaged:
             yield averaged
         yield events.Done(loop.reason.said(self.cfg.early_stop_metric, self.cfg.patience),
                           self.result(loop.elapsed, loop.last_loss, averaged.path if averaged else None))
 
-    # -- the stop rules -----------------------------------------------------------------------------------
-
     def stops(self, loop: Loop) -> bool:
-        """Whether the run ends before its next step; loop.reason says why (early stopping may have said already).
-        The steps, epochs or minutes budget, Stop and the call's length, by rank 0's clock, decide for every rank."""
-        loop.elapsed = self.elapsed_before + time.perf_counter() - loop.start
+        """Whether the run ends before its next step (StopRules); loop.reason says why (early stopping may have said
+        already)."""
+        call_seconds = time.perf_counter() - loop.start
+        loop.elapsed = self.elapsed_before + call_seconds
         if loop.reason is None:
-            spent = budget_reached(self.cfg, self.step, loop.budget_steps, loop.elapsed, loop.steps_here)
-            loop.reason = agree(spent or self.stop_pressed() or self.call_over(loop), self.ranks)
+            loop.reason = self.stop_rules.reason(self.step, loop.budget_steps, loop.elapsed, loop.steps_here,
+                                                 call_seconds)
         return loop.reason is not None
 
-    def stop_pressed(self) -> StopReason | None:
-        return StopReason.STOPPED if self.stop_requested.is_set() else None
-
-    def call_over(self, loop: Loop) -> StopReason | None:
-        """The end of this call's time (a ZeroGPU call), once it has taken a step: saved, to go on in the next."""
-        over = (self.pause_after_s is not None and loop.steps_here
-                and time.perf_counter() - loop.start >= self.pause_after_s)
-        return StopReason.PAUSED if over else None
-
-    def last_eval_sentences(self, loop: Loop) -> int | None:
-        """A person pressed Stop: a quick last validation (an untrained model decodes every sentence to its maximum
-        length, and 200 of them take seconds on a CPU)."""
-        return STOP_EVAL_SENTENCES if loop.reason == StopReason.STOPPED else None
-
-    # -- the hooks: re-planning, saving, snapshots --------------------------------------------------------
+    # -- the hooks: re-planning, saving -------------------------------------------------------------------
 
     def replan_if_due(self, loop: Loop, now: float) -> None:
         """Under a minutes budget, the plan fitted again to the speed measured so far; rank 0's clock decides, so
@@ -375,8 +368,8 @@ class Trainer:
         """Rank 0's part of a validation: the Eval event, then the package (and a snapshot to average later)."""
         yield events.Phase("validating", self.step)
         evaluation = self.validate(sentences, until)
-        better = self.improved(self.history.evals[-1])
-        evaluation.best, evaluation.improved = self.best, better and not final
+        better = self.early_stopping.judge(self.history.evals[-1])
+        evaluation.best, evaluation.improved = self.early_stopping.best, better and not final
         yield evaluation
         yield events.Phase("saving", self.step)
         training = self.summary(elapsed)
@@ -388,18 +381,11 @@ class Trainer:
 
     def save(self, elapsed: float, training: dict | None = None) -> Path:
         state = RunState(self.dropout_rng.get_state().tolist(), self.step, self.epoch, self.batch_in_epoch,
-                         self.tokens_seen, elapsed, self.best, self.bad_evals, **self.budget.saved())
+                         self.tokens_seen, elapsed, self.early_stopping.best, self.early_stopping.bad_evals,
+                         **self.budget.saved())
         return save_run(self.out_dir, self.model, self.tokenizer, self.optimization.optimizer, state,
                         src_lang=self.data.src_lang, tgt_lang=self.data.tgt_lang,
                         training=training or self.summary(elapsed))
-
-    def average_snapshots(self) -> events.Averaged | None:
-        """With average_last, write <out>-avg, the mean of the kept validation snapshots."""
-        snapshots = self.snapshots.snapshots() if self.snapshots else []
-        if not snapshots:
-            return None
-        path = average_packages(snapshots, self.average_dir)
-        return events.Averaged(str(path), [SnapshotStore.step_of(s) for s in snapshots])
 
     # -- batches ------------------------------------------------------------------------------------------
 
@@ -433,37 +419,18 @@ class Trainer:
     # -- the machine --------------------------------------------------------------------------------------
 
     def time_step(self) -> float:
-        """Seconds of one step here, on the threads the run then trains on (step.time_one_step); the run's dropout
-        stream is put back: timing changes nothing the run draws."""
-        start = min(self.batch_in_epoch, len(self.batches) - self.batches_per_step)
-        rng = self.dropout_rng.get_state()
-        seconds, self.one_thread = time_one_step(self.optimization, self.global_batch(start), self.device)
-        self.dropout_rng.set_state(rng)
-        return seconds
+        """Seconds of one step here (RunMachine.time_step) on a batch of the run's data."""
+        with kept_state(self.dropout_rng):  # timing changes nothing the run draws
+            return self.machine.time_step(self.optimization, self.timing_batch())
 
-    def choose_precision(self) -> dict[str, float]:
-        """'auto' on a GPU trains in bf16 or fp32, whichever steps faster here on a real batch (step.faster_precision)
-        and fits in its memory; returns the seconds each took ({} where nothing was timed: another device, a
-        precision chosen by hand, or several ranks, which would each choose). The dropout stream is put back."""
-        if self.cfg.precision != "auto" or self.device.type != "cuda" or self.ranks.distributed \
-                or self.precision == "fp32":
-            return {}
-        try:
-            check_training_fits(self.model.cfg, self.cfg.batch_tokens, self.device, "fp32")
-        except TrainingError:
-            return {}
-        start = min(self.batch_in_epoch, len(self.batches) - self.batches_per_step)
-        rng = self.dropout_rng.get_state()
-        seconds = faster_precision(self.optimization, self.global_batch(start), (self.precision, "fp32"))
-        self.dropout_rng.set_state(rng)
-        self.precision = self.optimization.precision
-        return seconds
+    def choose_precision(self) -> None:
+        """'auto' on a GPU: bf16 or fp32, whichever steps faster on a batch of the run's data (RunMachine)."""
+        if self.machine.times_precision(self.model.cfg, self.cfg.batch_tokens):
+            with kept_state(self.dropout_rng):
+                self.machine.choose_precision(self.optimization, self.timing_batch())
 
-    def device_text(self) -> str:
-        return "cpu (1 thread: the machine is busy)" if self.one_thread else describe(self.device)
-
-    def step_threads(self):
-        return one_thread_on_cpu(self.device) if self.one_thread else contextlib.nullcontext()
+    def timing_batch(self) -> GlobalBatch:
+        return self.global_batch(min(self.batch_in_epoch, len(self.batches) - self.batches_per_step))
 
     # -- validation and what a run reports ----------------------------------------------------------------
 
@@ -487,28 +454,15 @@ class Trainer:
         record = {"step": self.step, "val_loss": val_loss, "val_ppl": perplexity(val_loss), **scores}
         self.history.evals.append(record)
         self.history.probe.append({"step": self.step, **probe_attention(self.model, self.tokenizer, self.val_set[0])})
-        cut = ""
-        if until is not None and scores["sentences"] < sentences and time.perf_counter() >= until:
-            cut = (f"The run's time budget ended during the validation at step {self.step:,}: its BLEU and chrF are "
-                   f"of the first {scores['sentences']:,} of {sentences:,} sentences"
-                   f"{' (none: they read 0)' if not scores['sentences'] else ''}.")
-            self.cut = cut
+        cut = time_cut_note(self.step, scores["sentences"], sentences, until)
+        self.cut = cut or self.cut
         return events.Eval(**record, samples=samples, cut=cut)
-
-    def improved(self, record: dict) -> bool:
-        better = is_better(record, self.best, self.cfg.early_stop_metric)
-        if better:
-            self.best = {k: record[k] for k in ("step", *SCORE_KEYS)}
-            self.bad_evals = 0
-        else:
-            self.bad_evals += 1
-        return better
 
     def run_facts(self, elapsed: float) -> dict:
         """What both the package's training record (summary) and the Done event (result) report."""
         return {"steps": self.step, "epochs": self.epochs_done, "params": self.model.num_parameters(),
-                "wall_s": elapsed, "device": self.device_text(), "precision": self.precision,
-                "world_size": self.ranks.world_size, "best": self.best}
+                "wall_s": elapsed, "device": self.machine.describe(), "precision": self.precision,
+                "world_size": self.ranks.world_size, "best": self.early_stopping.best}
 
     def summary(self, elapsed: float) -> dict:
         """The training record saved in the package (training.json), history included."""
@@ -518,6 +472,7 @@ class Trainer:
                      "val_pairs": len(self.data.val), "src_lang": self.data.src_lang, "tgt_lang": self.data.tgt_lang},
             **self.run_facts(elapsed), "tokens_seen": self.tokens_seen,
             "last": self.history.evals[-1] if self.history.evals else None, "history": self.history.as_dict(),
+            **({"base": self.base} if self.base else {}),
         }
 
     def result(self, elapsed: float, last_loss: float | None, averaged: str | None = None) -> dict:
@@ -529,10 +484,10 @@ class Trainer:
 
 
 def run_training(cfg: TrainConfig, data: TrainData, out_dir: str | Path, resume_from: str | Path | None = None,
-                 ranks: Ranks = SINGLE) -> Iterator[events.Event]:
+                 ranks: Ranks = SINGLE, init_from: str | Path | None = None) -> Iterator[events.Event]:
     """Convenience: build a Trainer and iterate its events; setup errors come out as one Error event."""
     try:
-        trainer = Trainer(cfg, data, out_dir, resume_from, ranks)
+        trainer = Trainer(cfg, data, out_dir, resume_from, ranks, init_from=init_from)
     except PlaygroundError as err:
         yield events.Error(str(err))
         return

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from playground.limits import max_data_bytes, workers
+from playground.limits import max_data_bytes, max_file_bytes, workers
 from playground.serving import work
 from playground.serving.library import Library
 from playground.serving.mode import models_location, shared_mode
@@ -297,7 +297,9 @@ def launch_options(shared: bool | None = None) -> dict:
 
     shared = shared_mode() if shared is None else shared
     # no "Runs" link in the footer: Gradio's history of a browser's calls, easily taken for training runs
-    return {"theme": gr.themes.Soft(), "css": CSS, "max_file_size": max_data_bytes(),
+    # uploads: a data file, or a model's zip (an OPUS-MT checkpoint's is about 300 MB)
+    return {"theme": gr.themes.Soft(), "css": CSS,
+            "max_file_size": max(max_data_bytes(), max_file_bytes("model.safetensors")),
             "state_session_capacity": env_int("PLAYGROUND_MAX_SESSIONS", 1000),
             "footer_links": ["api", "gradio", "settings"], "run_history": False,
             "i18n": gr.I18n(en={"common.complete": "Done"}),

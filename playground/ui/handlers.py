@@ -34,16 +34,16 @@ WORKERS_QUEUE = "workers"
 IN_WORKERS = dict(concurrency_limit=None, concurrency_id=WORKERS_QUEUE)
 
 
-def quick_call(task: Callable, advice: str) -> Callable:
+def quick_call(task: Callable, advice: str, seconds: float | None = None) -> Callable:
     """A quick call (translate, attention, steps, compare, Inside views, checking an upload): `task` (a function of
-    playground.serving.work) runs in a worker process under the time limit one may take (limits.quick_call_seconds();
-    past it the worker is killed, the call says `advice`, and the next call gets a fresh worker), and is marked so
-    that a CPU training step in this process waits for it (foreground.quick). A client's calls take one worker at a
-    time (work_owner)."""
+    playground.serving.work) runs in a worker process under the time limit one may take (limits.quick_call_seconds(),
+    or `seconds`; past it the worker is killed, the call says `advice`, and the next call gets a fresh worker), and is
+    marked so that a CPU training step in this process waits for it (foreground.quick). A client's calls take one
+    worker at a time (work_owner)."""
     from playground.runtime.foreground import quick
     from playground.serving import work
 
-    return quick(sent_to(work.run, task, advice))
+    return quick(sent_to(work.run, task, advice, seconds))
 
 
 def job_call(task: Callable, advice: str) -> Callable:
@@ -55,12 +55,12 @@ def job_call(task: Callable, advice: str) -> Callable:
     return sent_to(jobs.run, task, advice)
 
 
-def sent_to(run: Callable, task: Callable, advice: str) -> Callable:
+def sent_to(run: Callable, task: Callable, advice: str, seconds: float | None = None) -> Callable:
     """task(*args) sent through `run` (a pool's: playground.serving.work.run, jobs.run) on behalf of this event's
-    client, stopped when it has gone."""
+    client, stopped when it has gone or after `seconds` (None: the pool's time limit)."""
     @functools.wraps(task)
     def in_worker(*args):
-        return run(task, *args, advice=advice, gone=client_gone(), owner=work_owner())
+        return run(task, *args, advice=advice, gone=client_gone(), owner=work_owner(), seconds=seconds)
     return in_worker
 
 

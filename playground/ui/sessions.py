@@ -238,6 +238,9 @@ def start_session_sweeper(demo) -> None:
 # Uploads: Gradio's /upload route takes files from anybody, with or without a session
 
 
+SERVED = (deque(), threading.Lock())  # (when, address, bytes) of the app's uploads and Hub imports, and its lock
+
+
 class UploadBounds:
     """ASGI middleware: the bytes POSTed to Gradio's upload route in the last hour (while Gradio's cache keeps them),
     per client address and in all, are bounded; a request over either bound, or without a Content-Length (so that
@@ -250,8 +253,11 @@ class UploadBounds:
         self.per_address = per_address or env_megabytes("PLAYGROUND_MAX_UPLOAD_MB_PER_ADDRESS", 600)
         self.total = total or env_megabytes("PLAYGROUND_MAX_UPLOAD_MB", 3000)
         self.window_s = window_s
-        self.recent: deque[tuple[float, str, int]] = deque()  # (when, address, bytes), oldest first
-        self.lock = threading.Lock()
+        # (when, address, bytes), oldest first: the app's own count (SERVED), which its Hub imports join; bounds a
+        # caller sized itself keep their own
+        own = per_address is not None or total is not None
+        self.recent: deque[tuple[float, str, int]]
+        self.recent, self.lock = (deque(), threading.Lock()) if own else SERVED
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope["method"] != "POST" or not scope["path"].rstrip("/").endswith("/upload"):
@@ -294,3 +300,9 @@ class UploadBounds:
                     "headers": [(b"content-type", b"text/plain; charset=utf-8"),
                                 (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
+
+
+def admit_import(address: str, size: int) -> str | None:
+    """A Hub import's bytes counted as one of the app's uploads from `address` (shared mode): None, or why not."""
+    refusal = UploadBounds(None).admit(address, size)
+    return f"Importing this model would pass this server's bound: {refusal}" if refusal else None

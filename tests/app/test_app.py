@@ -64,12 +64,12 @@ def trained(client, models_dir) -> list:
 # a new public endpoint is a decision written down here
 PUBLIC_API = {
     "/load_builtin", "/load_files", "/swap_direction", "/set_languages", "/set_val_fraction",
-    "/train", "/stop", "/resume", "/estimate", "/apply_preset", "/lr_preview",
+    "/train", "/stop", "/resume", "/estimate", "/apply_preset", "/start_from", "/lr_preview",
     "/translate", "/translate_models", "/next_tokens",
     "/attention", "/attention_models", "/attention_view", "/attention_probe", "/export_attention_html",
     "/inside_models", "/decode_steps", "/positional_encoding", "/masks", "/batching", "/embeddings",
     "/compare", "/compare_translate",
-    "/list_models", "/model_card", "/export_model", "/import_model", "/delete_model",
+    "/list_models", "/model_card", "/export_model", "/import_model", "/import_from_hub", "/delete_model",
     "/export_transformers", "/export_ctranslate2", "/push_to_hub",
 }
 

@@ -144,7 +144,7 @@ def test_a_run_never_takes_over_another_visitors_averaged_name(space, package_zi
 def test_an_estimate_of_a_model_no_visitor_may_keep_is_refused(space):
     huge = {**TINY, "d_model": 1024, "d_ff": 4096, "n_heads": 8, "n_encoder_layers": 6, "n_decoder_layers": 6}
     message = refusal(client_of(space[0]), api_name="/estimate", **huge)
-    assert re.search(r"takes about [\d,]+ MB on disk; this Space keeps at most 200 MB per visitor", message), message
+    assert re.search(r"takes about [\d,]+ MB on disk; this Space keeps at most 1500 MB per visitor", message), message
 
 
 def test_nobody_deletes_the_demo(space):

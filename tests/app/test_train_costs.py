@@ -32,7 +32,7 @@ def client(models_dir):
 def no_tokenizer_is_trained(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a tokenizer was trained for a run that should have been refused before")
-    monkeypatch.setattr("playground.training.trainer.train_tokenizer", refuse)
+    monkeypatch.setattr("playground.training.inputs.train_tokenizer", refuse)
 
 
 @pytest.mark.parametrize("setting, value, words", [

@@ -91,7 +91,7 @@ def test_a_run_of_several_gpu_calls_is_the_run_in_one_piece(tmp_path, one_thread
     chunk_s = max(seconds / 4, 1.5)  # several calls' worth of training, whatever this machine's speed
 
     spaces = spaces_standin.install(monkeypatch, quota_s=10_000)
-    monkeypatch.setattr("playground.training.trainer.train_tokenizer",
+    monkeypatch.setattr("playground.training.inputs.train_tokenizer",
                         lambda *a, **k: pytest.fail("a call trained a tokenizer"))
     monkeypatch.setattr("playground.training.trainer.encode_pairs",
                         lambda *a, **k: pytest.fail("a call encoded the pairs"))

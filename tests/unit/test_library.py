@@ -234,7 +234,7 @@ def test_mode_and_models_folder_from_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("PLAYGROUND_MAX_MODELS", "7")
     monkeypatch.setenv("PLAYGROUND_MAX_RUN_MINUTES", "2.5")
     quotas = Quotas.from_env(shared=True)
-    assert quotas.models_per_visitor == 7 and quotas.run_minutes == 2.5 and quotas.bytes_per_visitor == 200 * MB
+    assert quotas.models_per_visitor == 7 and quotas.run_minutes == 2.5 and quotas.bytes_per_visitor == 1500 * MB
 
 
 # ----------------------------------------------------------------------------------------------------------

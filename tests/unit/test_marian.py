@@ -89,6 +89,17 @@ def test_token_ids_are_marian_tokenizers(package, marian, marian_ids):
     assert unknown > 100  # the unknown characters were met, not only easy text
 
 
+def test_a_multilingual_models_language_token_is_read_as_marian_reads_it(tmp_path):
+    checkpoint = make_marian_checkpoint(tmp_path / "opus-mt-en-ROMANCE", d_model=8, layers=1, heads=1, ffn=8,
+                                        language_codes=(">>fr<<", ">>es<<"))
+    package = load_package(import_marian(checkpoint, tmp_path / "models" / "en-romance", origin="x"))
+    ids, tokenizer = marian_ids_of(package, checkpoint), marian_tokenizer(checkpoint)
+    for text in [">>fr<< the house", ">>es<<the  small cat", ">>es<<", ">>fr<<  Ünï 🙂"]:
+        ours = ids[package.tokenizer.encode_src(text) + [package.model.cfg.eos_id]].tolist()
+        assert ours == tokenizer(text).input_ids, text
+        assert tokenizer.convert_ids_to_tokens(ours[:1]) == [text[:6]]
+
+
 def marian_batch(package, marian_ids, texts):
     ours = pad_batch([package.tokenizer.encode_src(t) + [package.model.cfg.eos_id] for t in texts], pad_id=0)
     theirs = marian_ids[ours]
@@ -222,3 +233,12 @@ def test_a_charsmap_whose_header_overruns_it_is_refused_before_parsing(package, 
     (tmp_path / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
     with pytest.raises(PackageError, match=r"normalizer \(Sequence\) is not one the playground writes"):
         check_tokenizer_cost(tmp_path / "tokenizer.json", vocab)
+
+
+def test_a_truncated_sentencepiece_model_is_refused_naming_it(checkpoint, tmp_path):
+    folder = tmp_path / "cut"
+    shutil.copytree(checkpoint, folder)
+    data = (folder / "source.spm").read_bytes()
+    (folder / "source.spm").write_bytes(data[: len(data) // 2])
+    with pytest.raises(PackageError, match="source.spm is not a SentencePiece model"):
+        import_marian(folder, tmp_path / "out", origin="x")

@@ -77,7 +77,7 @@ def test_cached_step_logits_equal_full_recomputation(changes):
     model = Transformer(tiny_config(**changes)).eval()
     src, tgt = batch()
     full = model(src, tgt)
-    state = model.start_decoding(src, max_steps=10)
+    state = model.start_decoding(src, output_steps=10)
     steps = torch.stack([model.decode_step(tgt[:, t], state) for t in range(tgt.size(1))], dim=1)
     torch.testing.assert_close(steps, full, atol=1e-5, rtol=1e-5)
 
@@ -86,7 +86,7 @@ def test_cache_rows_can_be_reordered_like_beams():
     torch.manual_seed(0)
     model = Transformer(tiny_config()).eval()
     src, tgt = batch()
-    state = model.start_decoding(src, max_steps=10)
+    state = model.start_decoding(src, output_steps=10)
     for t in range(3):
         model.decode_step(tgt[:, t], state)
     order = torch.tensor([2, 2, 0])

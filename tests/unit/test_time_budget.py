@@ -96,7 +96,7 @@ def test_a_call_that_pauses_right_after_a_validation_saves_the_time_it_took(tmp_
 
     monkeypatch.setattr(Trainer, "validate", validation_of_20_s)
     trainer = Trainer(tiny_cfg(max_steps=None, max_minutes=1, eval_every=1), DATA, tmp_path / "run")
-    trainer.pause_after_s = 10  # a GPU call's share: over once the validation after step 1 ends
+    trainer.stop_rules.pause_after_s = 10  # a GPU call's share: over once the validation after step 1 ends
     assert not any(isinstance(event, ev.Done) for event in trainer.run())
     _, state, _ = load_run(tmp_path / "run", trainer.device)
     assert trainer.step == 1 and state.elapsed_s >= 20  # the next call goes on with 40 s of the minute, not 60

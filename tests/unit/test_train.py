@@ -14,6 +14,7 @@ from playground.errors import TrainingError
 from playground.packages.store import load_package
 from playground.runtime import memory
 from playground.training.config import TrainConfig
+from playground.training.evaluation import EarlyStopping
 from playground.training.events import Done, Error, Eval, Saved, Start, Step
 from playground.training.loss import smoothed_loss_sum
 from playground.training.schedule import learning_rate
@@ -184,14 +185,16 @@ def test_a_run_that_cannot_fit_in_memory_is_refused_before_it_starts(tmp_path, m
     assert not (tmp_path / "run").exists()
 
 
-def test_best_breaks_metric_ties_on_validation_loss(tmp_path):
-    trainer = Trainer(tiny_cfg(), DATA, tmp_path / "run")
+def test_best_breaks_metric_ties_on_validation_loss_and_patience_counts_the_rest():
+    early_stopping = EarlyStopping("bleu", patience=2)
     def record(step, bleu, loss):
         return {"step": step, "val_loss": loss, "bleu": bleu, "chrf": 0.0, "exact_match": 0.0}
-    assert trainer.improved(record(1, 0.0, 2.0))
-    assert trainer.improved(record(2, 0.0, 1.0))  # same BLEU (0 on one-word targets), lower loss
-    assert not trainer.improved(record(3, 0.0, 1.5))
-    assert trainer.improved(record(4, 5.0, 3.0)) and trainer.best["step"] == 4
+    assert early_stopping.judge(record(1, 0.0, 2.0))
+    assert early_stopping.judge(record(2, 0.0, 1.0))  # same BLEU (0 on one-word targets), lower loss
+    assert not early_stopping.judge(record(3, 0.0, 1.5)) and not early_stopping.out_of_patience
+    assert not early_stopping.judge(record(4, 0.0, 1.2)) and early_stopping.out_of_patience
+    assert early_stopping.judge(record(5, 5.0, 3.0)) and early_stopping.best["step"] == 5
+    assert not early_stopping.out_of_patience
 
 
 @pytest.mark.parametrize("changes", [dict(), dict(norm_placement="pre"), dict(positional_encoding="learned"),

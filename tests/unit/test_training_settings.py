@@ -28,7 +28,7 @@ NOT_TYPED = {"src_vocab_size", "tgt_vocab_size", "joint_vocab", "max_positions",
              "scale_embedding", "final_logits_bias", "never_generate_pad"}
 # the train command's options that are not settings of the run
 NOT_SETTINGS = {"help", "data", "data_tgt", "val", "val_tgt", "val_fraction", "src_lang", "tgt_lang", "out",
-                "overwrite", "preset", "resume", "json", "tensorboard"}
+                "overwrite", "preset", "resume", "init_from", "json", "tensorboard"}
 
 
 def train_options() -> dict[str, argparse.Action]:

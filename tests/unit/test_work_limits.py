@@ -103,19 +103,19 @@ def test_a_quick_call_past_its_time_is_stopped_between_decoding_steps(tokenizer)
 
 
 def test_the_time_cap_covers_tokenizer_training_and_cuts_validations(tmp_path, monkeypatch):
-    from playground.training import trainer as train_module
+    from playground.training import inputs as inputs_module
     from playground.training.inputs import TrainData
     from playground.training.trainer import Trainer
 
     long_pairs = [(" ".join("abcdefghij"[(i + j) % 10] for j in range(60)),) * 2 for i in range(600)]
     data = TrainData(DATA.train, long_pairs, "seq", "rev", "long validation pairs")
-    slow = train_module.train_tokenizer
+    slow = inputs_module.train_tokenizer
 
     def slow_tokenizer(*args, **kwargs):  # a tokenizer that takes its time, as a big corpus's does
         time.sleep(1.0)
         return slow(*args, **kwargs)
 
-    monkeypatch.setattr(train_module, "train_tokenizer", slow_tokenizer)
+    monkeypatch.setattr(inputs_module, "train_tokenizer", slow_tokenizer)
     # a fitted run's validations also decode only their share of the minutes (playground.training.schedule), which
     # may end them before the cap does; here the share is the whole run, so what stops the decoding is the cap itself
     from playground.training import budget

@@ -1,5 +1,6 @@
-"""Models tab: every package in models/ with its metrics; model card and config; download as zip, upload a zip,
-delete (with a confirmation)."""
+"""Models tab: every package in models/ with its metrics; model card and config; download as zip, upload a zip (a
+package, or a 🤗 transformers Marian checkpoint to import), import a Marian model from the Hub, delete (with a
+confirmation)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from playground.settings import KB, MB
 from playground.ui.caches import package_info
 from playground.ui.handlers import IN_WORKERS, bind, quick_call, readable, said_beside
 from playground.ui.pickers import default_model, model_dropdown, model_names, package_folder
+from playground.ui.sessions import admit_import, current_address
 from playground.ui.state import Session, visitor_of
 from playground.ui.tabs import hub_panel
 
@@ -150,6 +152,12 @@ def export_model(library: Library, session: Session, name: str, with_state: bool
 
 # an upload's tokenizer is parsed by native code, its weights loaded: in a worker process (playground.serving.work)
 checked_in_worker = quick_call(work.check_upload, "Upload a smaller package.")
+# so is an imported checkpoint's conversion (its SentencePiece models, vocabulary and weights), given longer
+converted_in_worker = quick_call(work.import_checkpoint, "Import a smaller model.", seconds=work.IMPORT_S)
+# what the Hub box offers as it is typed into (any other repo id may be typed): OPUS-MT models of common pairs
+HUB_SUGGESTIONS = tuple(f"Helsinki-NLP/opus-mt-{pair}" for pair in (
+    "en-de", "de-en", "en-fr", "fr-en", "en-es", "es-en", "en-it", "it-en", "en-nl", "nl-en", "en-ru", "ru-en",
+    "en-zh", "zh-en", "en-ROMANCE", "ROMANCE-en", "mul-en", "en-mul"))
 
 
 @readable
@@ -164,12 +172,44 @@ def import_model(library: Library, session: Session, file):
     visitor = visitor_of(library, session)
     reserved = library.add(safe_stem(path.stem), visitor, zip_bytes(path))  # quotas checked, name reserved
     try:
-        folder = import_zip(path, library.models_dir, name=reserved.name, check=checked_in_worker)
+        folder = import_zip(path, library.models_dir, name=reserved.name, check=checked_in_worker,
+                            convert=converted_in_worker)
     finally:
         library.forget(reserved.name)  # dropped only when nothing was imported
+    return imported(library, session, folder) + (None,)
+
+
+def imported(library: Library, session: Session, folder: Path) -> tuple:
+    """What an import says: its line (the language pair of an imported model), the table and the picker."""
     gr.Info(f"Imported {folder.name}.")
     table, dropdown = refresh_all(library, session, folder.name)
-    return f"✅ Imported **{folder.name}**.", table, dropdown, None
+    summary = summary_of(package_info(folder))
+    origin = f" from {summary.imported['origin']}" if summary.imported.get("origin") else ""
+    return (f"✅ Imported **{library.label(folder.name, visitor_of(library, session))}**{origin}: translates "
+            f"{summary.direction}, {summary.params:,} parameters.", table, dropdown)
+
+
+@readable
+def import_from_hub(library: Library, session: Session, repo_id: str, progress=gr.Progress()):
+    """Import a 🤗 transformers Marian translation model (OPUS-MT) from the Hugging Face Hub by its repo id
+    (Helsinki-NLP/opus-mt-en-de), named after it: only the files the import needs are downloaded, their sizes and the
+    model's parameters checked first."""
+    from playground.serving.hub_fetch import checkpoint_on_hub, import_hub_checkpoint
+
+    progress(0, desc="Asking the Hub for the model's files")
+    checkpoint = checkpoint_on_hub(repo_id)  # sizes from the Hub's metadata: nothing downloaded yet
+    reserved = library.add(checkpoint.default_name, visitor_of(library, session), checkpoint.total_bytes)
+    refusal = library.shared and admit_import(current_address(), checkpoint.total_bytes)  # counted as an upload
+    if refusal:
+        library.forget(reserved.name)
+        raise PackageError(refusal)
+    try:
+        folder = import_hub_checkpoint(checkpoint, library.models_dir, reserved.name, check=checked_in_worker,
+                                       convert=converted_in_worker,
+                                       progress=lambda share, what: progress(share, desc=what))
+    finally:
+        library.forget(reserved.name)
+    return imported(library, session, folder)
 
 
 @readable
@@ -222,7 +262,14 @@ def files_column(session: gr.State, library: Library, model: gr.Dropdown) -> Sim
                                info="about twice the size; lets the model be resumed elsewhere (Train tab → "
                                     "Resume from, after uploading the zip)")
     hub_panel.build(session, library, model)
-    f.upload = gr.File(label="Upload a package zip", file_types=[".zip"], height=120)
+    f.upload = gr.File(label="Upload a package zip, or a 🤗 Marian (OPUS-MT) model folder as a zip",
+                       file_types=[".zip"], height=120, elem_id="models-upload")
+    with gr.Group(elem_id="models-hub-fetch"):
+        f.hub_repo = gr.Dropdown(list(HUB_SUGGESTIONS), value=None, allow_custom_value=True, filterable=True,
+                                 label="Or import a translation model from the Hugging Face Hub",
+                                 info="a Marian (OPUS-MT) repo id: type to search, e.g. Helsinki-NLP/opus-mt-en-de",
+                                 elem_id="models-hub-repo")
+        f.hub_btn = gr.Button("⬇ Import from the Hub", elem_id="models-hub-import")
     f.status = gr.Markdown(elem_id="models-status")
     with gr.Group():
         f.confirm = gr.Checkbox(False, label="Yes, delete the selected model (cannot be undone)")
@@ -252,8 +299,11 @@ def build(session: gr.State, library: Library) -> ModelsTab:
     refresh.click(**show_card, api_visibility="private")
     f.download_btn.click(**said_beside(bind(export_model, library), [f.download], f.status),
                          inputs=[session, model, f.with_state], api_name="export_model")
-    imported = f.upload.upload(**said_beside(bind(import_model, library), [f.status, table, model, f.upload], f.status),
+    uploaded = f.upload.upload(**said_beside(bind(import_model, library), [f.status, table, model, f.upload], f.status),
                                inputs=[session, f.upload], api_name="import_model", **IN_WORKERS)
+    fetched = f.hub_btn.click(**said_beside(bind(import_from_hub, library), [f.status, table, model], f.status),
+                              inputs=[session, f.hub_repo], api_name="import_from_hub", concurrency_limit=1,
+                              concurrency_id="hub-import")
     deleted = f.delete_btn.click(**said_beside(bind(delete_model, library), [f.status, table, model, f.confirm],
                                            f.status), inputs=[session, model, f.confirm], api_name="delete_model")
     # a tick is for one model and one press: a refused delete, or another model picked, asks again
@@ -263,4 +313,4 @@ def build(session: gr.State, library: Library) -> ModelsTab:
     model.change(**unticked)
     # the zip of the model picked before is not offered for this one
     model.change(lambda: None, None, [f.download], queue=False, show_progress="hidden", api_visibility="private")
-    return ModelsTab(table, model, [imported, deleted], {**show_card, "api_visibility": "private"})
+    return ModelsTab(table, model, [uploaded, fetched, deleted], {**show_card, "api_visibility": "private"})

@@ -23,10 +23,12 @@ from playground.serving.zerogpu import (
     on_zerogpu,
     training_slots,
 )
-from playground.training.form import FIELDS, build_config, checked_config, field_note, preset_values
+from playground.training.finetune import BASE_SETTINGS
+from playground.training.form import FIELDS, base_values, build_config, checked_config, field_note, preset_values
+from playground.training.presets import FINE_TUNE
 from playground.ui import texts
 from playground.ui.handlers import bind, readable, said_beside
-from playground.ui.pickers import labelled
+from playground.ui.pickers import labelled, model_names
 from playground.ui.state import Session, visitor_of
 from playground.ui.tabs.train_form import form_controls
 from playground.ui.tabs.train_preview import (
@@ -42,6 +44,12 @@ from playground.ui.tabs.train_run import continue_run, package_bytes, resumable_
 from playground.ui.zerogpu import duration_factor, gpu
 
 NAME_HELP = "Saved as a package of that name; an existing name gets a -2, -3… suffix."
+SCRATCH = "(scratch)"  # "Start from"'s value for new weights: no package can have this name (names.check_name)
+SCRATCH_LABEL = "Scratch: new weights"
+START_HELP = ("new weights, or a model's weights to fine-tune on your data: its model and tokenizer are kept, and "
+              "the fine-tune preset's gentle schedule is chosen")
+KEPT_NOTE = "the model's own, kept when you fine-tune it (choose Scratch in Start from to change it)"
+DEFAULT_PRESET = "tiny"
 NAME_HELP_SHARED = ("Saved as your code, a dash and this name (the pickers show it without the code): the code is "
                     "yours alone, so only your own models can make it a -2, -3… and nobody else's name matters.")
 SAMPLE_WIDTHS = ["8%", "30%", "31%", "31%"]  # the model output stays in sight at 1024 px
@@ -96,12 +104,46 @@ def stale_note() -> str:
     return STALE_ZEROGPU if on_zerogpu() else STALE
 
 
-def apply_preset(fields: list[str], session: Session, preset: str):
-    """The preset's settings in every field, its description, parameter count and LR preview."""
+def base_folder(library: Library, session: Session, start_from: str | None) -> Path | None:
+    """The package a run starts from (None: new weights); another visitor's reads as a missing one."""
+    if not start_from or start_from == SCRATCH:
+        return None
+    return library.folder(start_from, visitor_of(library, session))
+
+
+def apply_preset(library: Library, fields: list[str], session: Session, preset: str, start_from: str | None = None):
+    """The preset's settings in every field (a model to start from: its model and tokenizer settings, locked), its
+    description, parameter count and LR preview."""
     # `fields`: the form's setting names, in the order of its components (the docstring is the API's description)
-    vals = preset_values(preset)
-    return (*[gr.update(value=vals[k], info=FIELDS[k].help) for k in fields], preset_line(preset),
+    base = base_folder(library, session, start_from)
+    vals = preset_values(preset) if base is None else base_values(preset_values(preset), base)
+
+    def field(name: str) -> dict:
+        if name not in BASE_SETTINGS:
+            return gr.update(value=vals[name], info=FIELDS[name].help)
+        kept = base is not None
+        return gr.update(value=vals[name], info=KEPT_NOTE if kept else FIELDS[name].help, interactive=not kept)
+
+    return (*[field(k) for k in fields], preset_line(preset),
             *previews(session, vals, stale_note() if on_zerogpu() else ESTIMATING))
+
+
+def choose_start(library: Library, fields: list[str], session: Session, preset: str, start_from: str | None):
+    """Start from a model: the fine-tune preset, the model's own settings locked in the form. Back to new weights:
+    the fields unlocked, under the default preset where the fine-tune one was chosen."""
+    base = base_folder(library, session, start_from)
+    preset = FINE_TUNE if base is not None else (DEFAULT_PRESET if preset == FINE_TUNE else preset)
+    return preset, *apply_preset(library, fields, session, preset, start_from)
+
+
+def start_choices(library: Library, session: Session | None) -> list[tuple[str, str]]:
+    return [(SCRATCH_LABEL, SCRATCH), *labelled(library, session, model_names(library, session))]
+
+
+def start_dropdown(library: Library, session: Session, keep: str | None):
+    """"Start from" listed afresh (a model imported or trained since), the choice kept while it exists."""
+    choices = start_choices(library, session)
+    return gr.update(choices=choices, value=keep if keep in [value for _, value in choices] else SCRATCH)
 
 
 def refresh_preview(session: Session, **values):
@@ -130,10 +172,12 @@ def first_estimate(library: Library, time_steps, session: Session, **values):
     return estimate(library, time_steps, session, **values)
 
 
-def train(library: Library, session: Session, model_name: str, **values):
-    """Train a new model on this session's data; yields status, charts and sample translations as it runs.
-    (On ZeroGPU the run is a sequence of GPU calls: see make_trainer.)"""
-    yield from start_run(session, library, model_name, checked_config(values))
+def train(library: Library, session: Session, model_name: str, start_from: str | None = SCRATCH, **values):
+    """Train a new model on this session's data, from new weights or fine-tuning the model `start_from` (its model
+    and tokenizer settings are then its own, whatever the fields say); yields status, charts and sample translations
+    as it runs. (On ZeroGPU the run is a sequence of GPU calls: see make_trainer.)"""
+    base = base_folder(library, session, start_from)
+    yield from start_run(session, library, model_name, checked_config(values, base), init_from=base)
 
 
 def resume(library: Library, session: Session, resume_from: str, **values):
@@ -193,6 +237,7 @@ class Panels:
     preset_info: gr.Markdown
     params_info: gr.Markdown
     model_name: gr.Textbox
+    start_from: gr.Dropdown
     estimate_btn: gr.Button
     controls: dict
     start_btn: gr.Button
@@ -205,21 +250,25 @@ class Panels:
     outputs: list  # what a run updates: status, loss, validation, LR and metrics charts, samples
 
 
-def settings_panel(values: dict, first_params: str, shared: bool) -> tuple:
-    """Preset, its description and parameter count, the model name, Estimate, and every hyperparameter."""
+def settings_panel(library: Library, values: dict, first_params: str) -> tuple:
+    """Preset, its description and parameter count, the model name, where to start from, Estimate, and every
+    hyperparameter."""
     from playground.training.presets import PRESETS
 
     with gr.Row():
         with gr.Column(scale=2):
-            preset = gr.Radio(list(PRESETS), value="tiny", label="Preset")
-            preset_info = gr.Markdown(preset_line("tiny"))
+            preset = gr.Radio(list(PRESETS), value=DEFAULT_PRESET, label="Preset")
+            preset_info = gr.Markdown(preset_line(DEFAULT_PRESET))
             params_info = gr.Markdown(first_params)
         with gr.Column(scale=1):
-            model_name = gr.Textbox("my-model", label="Model name", info=NAME_HELP_SHARED if shared else NAME_HELP)
+            model_name = gr.Textbox("my-model", label="Model name",
+                                    info=NAME_HELP_SHARED if library.shared else NAME_HELP)
+            start_from = gr.Dropdown(start_choices(library, None), value=SCRATCH, label="Start from",
+                                     info=START_HELP, elem_id="train-start-from", allow_custom_value=True)
             estimate_btn = gr.Button("⏱ Estimate duration")
     with gr.Accordion("Advanced: every hyperparameter", open=False):
         controls = form_controls(values)
-    return preset, preset_info, params_info, model_name, estimate_btn, controls
+    return preset, preset_info, params_info, model_name, start_from, estimate_btn, controls
 
 
 def run_buttons(library: Library) -> tuple:
@@ -256,9 +305,9 @@ def run_panel(first_lr) -> list:
 
 
 def layout(library: Library) -> Panels:
-    values = preset_values("tiny")
+    values = preset_values(DEFAULT_PRESET)
     first_params, first_lr = previews(Session(), values, stale_note())
-    settings = settings_panel(values, first_params, library.shared)
+    settings = settings_panel(library, values, first_params)
     buttons = run_buttons(library)
     outputs = run_panel(first_lr)
     return Panels(*settings, *buttons, outputs[0], outputs)
@@ -282,8 +331,15 @@ def wire_previews(p: Panels, session: gr.State, library: Library, page: gr.Tab) 
                       concurrency_id="estimate")
     timing = said_beside(bind(estimate, library, time_steps), [p.params_info, lr_plot], p.params_info)
     preset_outputs = [*controls.values(), p.preset_info, p.params_info, lr_plot]
-    preset_applied = p.preset.change(**said_beside(bind(apply_preset, list(controls)), preset_outputs, p.preset_info),
-                                     inputs=[session, p.preset], api_name="apply_preset", show_progress="hidden")
+    preset_applied = p.preset.change(**said_beside(bind(apply_preset, library, list(controls)), preset_outputs,
+                                                   p.preset_info),
+                                     inputs=[session, p.preset, p.start_from], api_name="apply_preset",
+                                     show_progress="hidden")
+    p.start_from.input(**said_beside(bind(choose_start, library, list(controls)), [p.preset, *preset_outputs],
+                                     p.preset_info),
+                       inputs=[session, p.preset, p.start_from], api_name="start_from", show_progress="hidden")
+    page.select(bind(start_dropdown, library), [session, p.start_from], [p.start_from], queue=False,
+                show_progress="hidden", api_visibility="private")
     gr.on([c.input for c in controls.values()], readable(refresh_preview), [session], [p.params_info, lr_plot],
           inputs_kwargs=controls, api_name="lr_preview", show_progress="hidden", trigger_mode="always_last")
     timings = [p.estimate_btn.click(**timing, api_name="estimate", **estimating)]
@@ -343,17 +399,19 @@ def wire_runs(p: Panels, session: gr.State, library: Library) -> TrainTab:
 
     status, loss_plot, val_plot, _, metrics_plot, samples = p.outputs
 
-    def run_button(button: gr.Button, handler, picked, api_name: str):
+    def run_button(button: gr.Button, handler, picked: list, api_name: str):
         run = button.click(bind(before_run, waiting), [session], [status, p.run_note, loss_plot, val_plot,
                                                                   metrics_plot, samples],
                            queue=False, api_visibility="private", show_progress="hidden").then(
-            **said_beside(bind(handler, library), p.outputs, p.status), inputs=[session, picked], api_name=api_name,
-            inputs_kwargs=p.controls, validator=busy, **train_kwargs)
+            **said_beside(bind(handler, library), p.outputs, p.status), inputs=[session, *picked],
+            api_name=api_name, inputs_kwargs=p.controls, validator=busy, **train_kwargs)
         run.then(after_run, [session], p.run_note, queue=False, api_visibility="private", show_progress="hidden")
         return run
 
-    start_event = run_button(p.start_btn, train, p.model_name, "train")
-    resume_event = run_button(p.resume_btn, resume, p.resume_from, "resume")
+    start_event = run_button(p.start_btn, train, [p.model_name, p.start_from], "train")
+    resume_event = run_button(p.resume_btn, resume, [p.resume_from], "resume")
+    start_event.then(bind(start_dropdown, library), [session, p.start_from], [p.start_from], queue=False,
+                     show_progress="hidden", api_visibility="private")  # the model just trained can be started from
     p.stop_btn.click(readable(stop_training), [session], [p.status], api_name="stop", concurrency_limit=None,
                      queue=False, show_progress="hidden")
     continue_events = []

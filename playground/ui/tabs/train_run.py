@@ -50,18 +50,20 @@ def split_data(session: Session, seed: int):
     return TrainData(train, val, session.src_lang, session.tgt_lang, description=session.description or "user data")
 
 
-def make_trainer(cfg, data, folder: Path, resume_from: Path | None = None, in_one_piece: bool = False):
+def make_trainer(cfg, data, folder: Path, resume_from: Path | None = None, in_one_piece: bool = False,
+                 init_from: Path | None = None):
     """The run as a ChunkedRun: on ZeroGPU (or with PLAYGROUND_GPU_CHUNK_S) calls that each fit a GPU call, each
     declaring the seconds the run gave it (chunk_duration), in `spaces`' own processes; elsewhere, and on ZeroGPU's
     CPU (`in_one_piece`), one piece in a process of its own (in_fresh_process), where a crash or a runaway allocation
-    costs this run only and its package keeps its last save."""
+    costs this run only and its package keeps its last save. `init_from`: the package a fine-tuned run starts from."""
     from playground.training.chunked import ChunkedRun, chunk_duration, in_fresh_process, train_chunk
 
     chunk_s = gpu_chunk_seconds()
     if chunk_s is None or in_one_piece:
-        return ChunkedRun(cfg, data, folder, resume_from, chunk_s=math.inf, run_chunk=in_fresh_process)
+        return ChunkedRun(cfg, data, folder, resume_from, chunk_s=math.inf, run_chunk=in_fresh_process,
+                          init_from=init_from)
     return ChunkedRun(cfg, data, folder, resume_from, chunk_s=chunk_s / duration_factor(),  # what a call is charged
-                      run_chunk=gpu(train_chunk, duration=chunk_duration))
+                      run_chunk=gpu(train_chunk, duration=chunk_duration), init_from=init_from)
 
 
 def capped_minutes(library: Library, cfg, already_minutes: float = 0.0) -> str:
@@ -183,14 +185,15 @@ def package_bytes(cfg) -> int:
     return copies * 4 * count_parameters(cfg)
 
 
-def start_run(session: Session, library: Library, model_name: str, cfg):
-    """Start: a new package named `model_name` (a -2, -3… suffix when taken), trained with `cfg`."""
+def start_run(session: Session, library: Library, model_name: str, cfg, init_from: Path | None = None):
+    """Start: a new package named `model_name` (a -2, -3… suffix when taken), trained with `cfg` from new weights or
+    from the package `init_from`'s."""
     from playground.packages.names import check_name
 
     name = check_name((model_name or "").strip())
     timed, estimated = session.estimate or (None, None)
     estimated = estimated if timed == cfg.to_dict() else None  # the estimate was of these very settings
-    yield from run(session, library, name, cfg, estimated=estimated)
+    yield from run(session, library, name, cfg, estimated=estimated, init_from=init_from)
 
 
 def resume_run(session: Session, library: Library, folder: Path, form):
@@ -246,7 +249,7 @@ def reserve(library: Library, session: Session, name: str, cfg, resume_from: Pat
 
 
 def run(session: Session, library: Library, name: str, cfg, resume_from: Path | None = None,
-        in_one_piece: bool = False, estimated: int | None = None):
+        in_one_piece: bool = False, estimated: int | None = None, init_from: Path | None = None):
     """What Start, Resume and Continue share: train the package `name` with `cfg`, a new one or `resume_from`
     further, in this tab's and this visitor's one run slot; not at all when Stop was pressed while it waited."""
     if session.stop_asked:
@@ -259,5 +262,6 @@ def run(session: Session, library: Library, name: str, cfg, resume_from: Path | 
     with run_slot(session, library, name):
         folder, averaged = reserve(library, session, name, cfg, resume_from)
         with library.writing(folder, *averaged):  # held until the run ends: nothing else writes them
-            yield from stream_run(session, lambda: make_trainer(cfg, data, folder, resume_from, in_one_piece),
+            yield from stream_run(session, lambda: make_trainer(cfg, data, folder, resume_from, in_one_piece,
+                                                                init_from),
                                   folder.name, folder, cfg, cap_note, estimated)
