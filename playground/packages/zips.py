@@ -82,10 +82,12 @@ def zip_members(zf: zipfile.ZipFile, zip_size: int) -> tuple[dict[str, zipfile.Z
         if base in members:
             raise PackageError(f"The zip holds {base} twice.")
         limit = limit_of(base)
+        if info.file_size > limit and marian:
+            raise PackageError(f"{base} in the zip expands to {info.file_size:,} bytes; a Marian checkpoint's {base} "
+                               f"is at most {limit:,} here. It was refused: choose a smaller model.")
         if info.file_size > limit:
-            who = "more than a Marian checkpoint's" if marian else f"the operator sets {limits.env_name(base)}"
             raise PackageError(f"{base} in the zip expands to {info.file_size:,} bytes; at most {limit:,} are allowed "
-                               f"for it ({who}). It was refused.")
+                               f"for it (the operator sets {limits.env_name(base)}). It was refused.")
         total += info.file_size
         members[base] = info
     if total > MAX_ZIP_BYTES:
