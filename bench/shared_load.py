@@ -13,7 +13,8 @@ visitor, each from its own client address:
    once the run is training, the translator sends the same requests again.
 
 3. under attack (--rows, issue 32): for each row of bench/attacks.py, an attacker from its own address (or
-   --attackers of them, each from its own) replays it again and again (each row is run once before, to make its
+   --attackers of them, each from its own, each with --sessions sessions: a flood from one address) replays it
+   again and again, from a process of its own (each row is run once before, to make its
    files and import its packages) while the translator sends the same requests;
    the server's resident memory is read before and after.
 
@@ -31,6 +32,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 
 from attacks import PREPARE, ROWS
 from common import REPO_ROOT, RESULTS_DIR, base_parser, call_times, emit_json, print_table, start
@@ -88,20 +90,23 @@ def rss_mb(pid: int) -> float:
         return int(status.read().split("VmRSS:")[1].split()[0]) / 1024
 
 
-def under_attack(url: str, pid: int, translator, row: str, requests: int, pause_s: float, attackers: int = 1) -> dict:
-    """The translator's latencies while `attackers`, each from its own address, replay `row` (bench/attacks.py) over
-    and over; the replays, how long one took, how many raised, and the server's RSS before and after."""
-    clients, folder = [client(url, f"203.0.{113 + i}.{ord(row)}") for i in range(attackers)], RESULTS_DIR / "attacks"
+def attack(url: str, row: str, addresses: list[str], started, done, results) -> None:
+    """In a process of its own (the victim's client measures from another, whose GIL thirty flooding clients would
+    share): a client per entry of `addresses` replays `row` (bench/attacks.py) back to back from `started` until
+    `done`; the replays' durations, the 3 answers most often given (by their first words) and the first failure go
+    into `results`."""
+    folder = RESULTS_DIR / "attacks"
     folder.mkdir(exist_ok=True)
+    clients = [client(url, address) for address in addresses]
     for attacker in clients:  # its files made, its packages imported (each visitor sees its own uploads)
         PREPARE.get(row, ROWS[row])(url, attacker, folder)
-    before, done, replays, failures, outcome = rss_mb(pid), threading.Event(), [], [], [None]
+    replays, failures, answers = [], [], Counter()
 
     def replay(attacker) -> None:
         while not done.is_set():
             start = time.perf_counter()
             try:
-                outcome[0] = ROWS[row](url, attacker, folder)
+                answers[str(ROWS[row](url, attacker, folder))[:48]] += 1
             except Exception as err:  # noqa: BLE001 - a refusal the client raises is an answer too
                 failures.append(repr(err)[:300])
             replays.append(time.perf_counter() - start)
@@ -109,12 +114,33 @@ def under_attack(url: str, pid: int, translator, row: str, requests: int, pause_
     threads = [threading.Thread(target=replay, args=(attacker,), daemon=True) for attacker in clients]
     for thread in threads:
         thread.start()
-    latencies = translate_times(translator, requests, pause_s)
-    done.set()
+    started.set()
     for thread in threads:
         thread.join(timeout=600)
+    results.put((replays, failures[:1], dict(answers.most_common(3))))
+
+
+def under_attack(url: str, pid: int, translator, row: str, requests: int, pause_s: float, attackers: int = 1,
+                 sessions: int = 1) -> dict:
+    """The translator's latencies while `attackers`, each from its own address with `sessions` sessions, replay
+    `row` over and over (attack); the replays, how long one took, the first failure, what they were answered, and
+    the server's RSS before and after."""
+    import multiprocessing
+
+    fork = multiprocessing.get_context("fork")  # the attackers' clients are made in the child
+    started, done, results = fork.Event(), fork.Event(), fork.Queue()
+    addresses = [f"203.0.{113 + i}.{ord(row)}" for i in range(attackers) for _ in range(sessions)]
+    attackers_process = fork.Process(target=attack, args=(url, row, addresses, started, done, results))
+    attackers_process.start()
+    while not started.wait(1):
+        assert attackers_process.is_alive(), "the attackers' process ended before its replays began"
+    before = rss_mb(pid)
+    latencies = translate_times(translator, requests, pause_s)
+    done.set()
+    replays, failures, answers = results.get(timeout=600)
+    attackers_process.join(timeout=60)
     return {**summary(latencies), "replays": len(replays), "replay_s": statistics.median(replays) if replays else None,
-            "raised": failures[:1], "answered": outcome[0], "rss_before_mb": before, "rss_after_mb": rss_mb(pid)}
+            "raised": failures, "answered": answers, "rss_before_mb": before, "rss_after_mb": rss_mb(pid)}
 
 
 def heaviest_lines(method: str) -> int:
@@ -141,6 +167,8 @@ def main() -> None:
     parser.add_argument("--rows", default=",".join(ROWS), help="issue 32's rows to replay (bench/attacks.py)")
     parser.add_argument("--attackers", default="1", help="attackers replaying each row at once, each from its own "
                         "address; several counts (1,2) replay each row once per count")
+    parser.add_argument("--sessions", type=int, default=1, help="sessions (gradio_client Clients) per attacker "
+                        "address, each replaying the row back to back")
     parser.add_argument("--rows-only", action="store_true", help="skip the phase with a training run")
     args = parser.parse_args()
     info = start(args)
@@ -154,8 +182,9 @@ def main() -> None:
         translator = client(url, "198.51.100.1")
         translate_times(translator, 3, 0)  # the demo model loaded and cached
         alone = translate_times(translator, args.requests, args.pause)
-        attacked = {row + (f" x{count}" if count > 1 else ""):
-                    under_attack(url, server.pid, translator, row, args.requests, args.pause, count)
+        flood = f" ({args.sessions} sessions each)" if args.sessions > 1 else ""
+        attacked = {row + (f" x{count}" if count > 1 else "") + flood:
+                    under_attack(url, server.pid, translator, row, args.requests, args.pause, count, args.sessions)
                     for row in filter(None, args.rows.split(",")) for count in map(int, args.attackers.split(","))}
         if args.rows_only:
             return report_rows(args, info, alone, attacked)

@@ -94,6 +94,17 @@ def max_session_data_bytes() -> int:
     return env_megabytes("PLAYGROUND_MAX_SESSION_DATA_MB", 512)
 
 
+def job_memory_bytes() -> int:
+    """What the process reading an uploaded data file, or exporting a package, may allocate beyond its start
+    (playground.serving.jobs): a 100 MB TSV of Multi30k's sentences rose the peak by 809 MB as it was read."""
+    return env_megabytes("PLAYGROUND_JOB_MB", 2048)
+
+
+def job_seconds() -> int:
+    """How long one such job may take (that 100 MB TSV: 74 s on a busy 2-core machine)."""
+    return env_int("PLAYGROUND_JOB_S", 300)
+
+
 # ----------------------------------------------------------------------------------------------------------
 # What one quick call may cost
 
@@ -130,6 +141,12 @@ def quick_call_seconds() -> int:
 def workers() -> int:
     """Worker processes for quick calls (playground.runtime.workers)."""
     return env_int("PLAYGROUND_WORKERS", 2)
+
+
+def max_waiting_calls() -> int:
+    """Quick calls one client address may have waiting for a worker besides its one at work (the Inside tab asks for
+    its four views at once); past them a call is refused at once rather than held."""
+    return env_int("PLAYGROUND_MAX_WAITING_CALLS", 4)
 
 
 def worker_memory_bytes() -> int:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable, Sequence
 
+from playground.errors import DataError
+
 Pair = tuple[str, str]
 
 
@@ -47,3 +49,18 @@ class PackedPairs(Sequence):
         if not 0 <= i < len(self):
             raise IndexError("pair index out of range")
         return self._text(0, i), self._text(1, i)
+
+
+def session_pairs(pairs: Sequence[Pair], what: str) -> PackedPairs:
+    """`pairs` packed as a web session keeps them (as they are when packed already); a DataError past the pairs one
+    session may hold (PLAYGROUND_MAX_SESSION_DATA_MB). `what` names them in the message ("This data")."""
+    from playground.data.files import too_large
+    from playground.limits import max_session_data_bytes
+    from playground.settings import MB
+
+    packed = pairs if isinstance(pairs, PackedPairs) else PackedPairs(pairs)
+    held, limit = packed.nbytes, max_session_data_bytes()
+    if held > limit:
+        raise DataError(too_large(f"{what} ({len(packed):,} pairs)", f"{held / MB:,.1f} MB in memory",
+                                  f"{limit / MB:,.1f} MB per session", "PLAYGROUND_MAX_SESSION_DATA_MB"))
+    return packed

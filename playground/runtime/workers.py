@@ -16,8 +16,12 @@ modules once and then answers calls over a socket. Each worker:
   is replaced at once, in the background, and the pool keeps one worker more than may work at once (`spare`), so
   the next call finds one ready rather than waiting for a start-up.
 
-`call` raises WorkStopped (a PlaygroundError: said beside the control) when the worker crashed, ran out of its memory,
-passed its deadline or its result was too large, and re-raises a PlaygroundError the work raised as itself.
+Which call works when is decided in one place, `Admission`: a few workers at work at once, one per client address,
+in turn across addresses, and a worker kept for short calls while long ones hold the others.
+
+`call` raises WorkStopped (a PlaygroundError: said beside the control) when it was refused a turn, the worker
+crashed, ran out of its memory, passed its deadline or its result was too large, and re-raises a PlaygroundError the
+work raised as itself.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ RETRY_S = 5  # between tries to start a worker that could not start
 READY = b"ready"  # what a worker says once it has imported its modules: a call's deadline starts after that
 LONG_CALL_S = 1.0  # a call that has run this long yields the CPUs to fresh ones (a one-sentence translate: 0.15 s)
 LOWER_NICE = 10  # what its threads' nice value grows by then: a thread 10 below another gets ~9 times its share
+SLOW_FOR_S = 60  # after a call that ran past LONG_CALL_S, its owner's calls leave the reserved worker to others
 
 
 class WorkStopped(PlaygroundError):
@@ -157,6 +162,117 @@ def python_command(module: str, *args: str) -> tuple[list[str], dict[str, str]]:
     return [sys.executable, "-m", module, *args], {**os.environ, "PYTHONPATH": path}
 
 
+def too_many_calls(held: int) -> str:
+    """The refusal of a call whose address has `held` calls at the workers already, the most it may have."""
+    return (f"Your network has {held} requests at this server's workers already (at work or waiting), the most one "
+            "address may have; this one was not started. Try again when they have been answered (the operator sets "
+            "PLAYGROUND_MAX_WAITING_CALLS).")
+
+
+@dataclass(eq=False)
+class Turn:
+    """One call waiting for a worker, or at work."""
+
+    owner: str  # a client's address; "" for nobody's
+    since: float  # when it began to wait: its place in line
+    granted: bool = False
+
+
+class Admission:
+    """Which waiting call works next, the one place where quick calls wait (the web UI's events do not: they have no
+    concurrency limit of their own, playground.ui.handlers.IN_WORKERS). At most `size` calls work at once, plus
+    `reserve` more (the pool's spare worker) for an owner none of whose calls ran past LONG_CALL_S within the last
+    SLOW_FOR_S: while long calls hold the workers, a visitor's short call still starts at once. Each owner has one
+    call at work and at most `waiting` more waiting; one more is refused at once rather than held (held, it would
+    hold one of Gradio's threads). Among owners, round-robin: an owner's next call waits from when its last one
+    ended, behind the calls of other owners that waited meanwhile. Calls of the owner "" (nobody's) are bounded by
+    `size` alone."""
+
+    def __init__(self, size: int, reserve: int, waiting: int):
+        self.size, self.reserve, self.waiting = size, reserve, waiting
+        self.changed = threading.Condition()
+        self.line: list[Turn] = []  # waiting, in the order they came
+        self.at_work: dict[str, int] = {}  # owner -> calls at work
+        self.back_of_line: dict[str, float] = {}  # owner with calls waiting -> when its last call ended
+        self.slow_until: dict[str, float] = {}  # owner -> until when it may not take a reserved worker
+
+    @contextlib.contextmanager
+    def turn(self, owner: str, gone: Callable[[], bool] | None):
+        """Wait for the call's turn (WorkStopped: refused, its client gone, or no turn within START_S), then hold
+        it while the block runs."""
+        turn = self.enter(owner)
+        try:
+            self.wait(turn, gone)
+        except BaseException:
+            with self.changed:
+                if turn.granted:
+                    self.leave(turn, 0.0)
+                else:
+                    self.line.remove(turn)
+            raise
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            with self.changed:
+                self.leave(turn, time.monotonic() - started)
+
+    def enter(self, owner: str) -> Turn:
+        with self.changed:
+            held = self.at_work.get(owner, 0) + sum(turn.owner == owner for turn in self.line)
+            if owner and held > self.waiting:
+                raise WorkStopped(too_many_calls(held))
+            turn = Turn(owner, time.monotonic())
+            self.line.append(turn)
+            self.grant()
+            return turn
+
+    def wait(self, turn: Turn, gone: Callable[[], bool] | None) -> None:
+        with self.changed:
+            while not turn.granted:
+                if gone is not None and gone():
+                    raise WorkStopped("The page that asked for this has closed, so the work was stopped.")
+                if time.monotonic() - turn.since > START_S:
+                    raise WorkStopped("Every worker of this server is busy; try again in a minute.")
+                self.changed.wait(POLL_S)
+
+    def leave(self, turn: Turn, seconds: float) -> None:
+        """The call's turn ends after `seconds` of work (the lock held)."""
+        now, owner = time.monotonic(), turn.owner
+        self.at_work[owner] -= 1
+        if not self.at_work[owner]:
+            del self.at_work[owner]
+        if owner and any(other.owner == owner for other in self.line):
+            self.back_of_line[owner] = now
+        else:
+            self.back_of_line.pop(owner, None)
+        if owner and seconds > LONG_CALL_S:
+            self.slow_until[owner] = now + SLOW_FOR_S
+            for expired in [o for o, until in self.slow_until.items() if until <= now]:
+                del self.slow_until[expired]
+        self.grant()
+
+    def grant(self) -> None:
+        """Start every waiting call whose turn it is (the lock held)."""
+        while (turn := self.next_turn()) is not None:
+            turn.granted = True
+            self.line.remove(turn)
+            self.at_work[turn.owner] = self.at_work.get(turn.owner, 0) + 1
+            self.changed.notify_all()
+
+    def next_turn(self) -> Turn | None:
+        working, now = sum(self.at_work.values()), time.monotonic()
+        if working >= self.size + self.reserve:
+            return None
+        firsts: dict[object, Turn] = {}
+        for turn in self.line:  # each owner's first waiting call ("": each call its own)
+            firsts.setdefault(turn.owner or id(turn), turn)
+        ready = [turn for turn in firsts.values() if not turn.owner or turn.owner not in self.at_work]
+        if working >= self.size:  # a reserved worker: for a call whose owner's calls have been short
+            ready = [turn for turn in ready if turn.owner and self.slow_until.get(turn.owner, 0) <= now]
+        return min(ready, key=lambda turn: max(turn.since, self.back_of_line.get(turn.owner, 0)), default=None)
+
+
 @dataclass
 class Worker:
     process: subprocess.Popen
@@ -166,23 +282,26 @@ class Worker:
 
 class WorkerPool:
     """Worker processes, started in the background when the pool is made; `call(fn, ...)` runs fn(*args) in a free
-    one. At most `size` calls work at once, and each caller (`owner`: a client's address) has at most one of them:
-    its other calls wait behind it, not in front of other callers'. The pool keeps `size` + `spare` workers, so a
-    call never waits for a start-up while fewer than `spare` are starting; a worker that is killed is replaced in
-    the background. fn, its arguments and its result cross by pickle: fn must be a module-level function of a module
-    the workers can import (those in `preload` each worker imports when it starts, then it calls `warm_up`: what a
-    first call would otherwise spend its deadline on)."""
+    one, when its turn comes (Admission: at most `size` calls at work, and the `spare` for short calls; each caller,
+    `owner`: a client's address, one at a time, at most `waiting` more waiting, in turn with other callers). The pool
+    keeps `size` + `spare` workers, so a call rarely waits for a start-up; a worker that is killed, or has answered
+    `calls_per_worker` calls, is replaced in the background. fn, its arguments and its result cross by pickle: fn
+    must be a module-level function of a module the workers can import (those in `preload` each worker imports
+    when it starts, then it calls `warm_up`: what a first call would otherwise spend its deadline on). `memory_setting`
+    and `crash_advice` are what its messages name and advise."""
 
     def __init__(self, size: int, memory_bytes: int, max_result_bytes: int, preload: list[str] = (),
-                 warm_up: Callable[[], object] | None = None, spare: int = 1):
+                 warm_up: Callable[[], object] | None = None, spare: int = 1, waiting: int = 4,
+                 calls_per_worker: int | None = None, memory_setting: str = "PLAYGROUND_WORKER_MB",
+                 crash_advice: str = "Check the package (load it with `python -m playground info`), or send less."):
         self.size, self.memory_bytes, self.max_result_bytes = size, memory_bytes, max_result_bytes
+        self.memory_setting, self.crash_advice = memory_setting, crash_advice  # what its messages name
+        self.calls_per_worker = calls_per_worker  # a worker is ended after so many calls (None: never)
         self.preload = list(preload)
         self.warm_up = f"{warm_up.__module__}:{warm_up.__qualname__}" if warm_up else "-"
         self.ready: queue.LifoQueue[Worker] = queue.LifoQueue()  # the last used first: its models are loaded
         self.lock = threading.Lock()
-        self.working = threading.BoundedSemaphore(size)
-        self.turns = threading.Condition()
-        self.owners: set[str] = set()  # callers with a call at work or waiting for a worker
+        self.admission = Admission(size, spare, waiting)
         self.started = 0  # workers started so far (replacements included), for tests and logs
         self.closed = False
         for _ in range(size + spare):
@@ -248,32 +367,8 @@ class WorkerPool:
         """fn(*args, **kwargs) in a worker, stopped after `seconds` of work (or as soon as `gone()` says the client
         has left); `advice` says what to make smaller when it is stopped. Calls of one `owner` ("": nobody's) run
         one after another."""
-        with self.turn(owner, gone):
-            if not self.working.acquire(timeout=START_S):
-                raise WorkStopped("Every worker of this server is busy; try again in a minute.")
-            try:
-                return self.work(fn, args, kwargs, seconds, advice, gone)
-            finally:
-                self.working.release()
-
-    @contextlib.contextmanager
-    def turn(self, owner: str, gone: Callable[[], bool] | None):
-        """Wait until `owner` has no other call at work or waiting (none for the owner ""), then hold its turn."""
-        if not owner:
-            yield
-            return
-        with self.turns:
-            while owner in self.owners:
-                if gone is not None and gone():
-                    raise WorkStopped("The page that asked for this has closed, so the work was stopped.")
-                self.turns.wait(POLL_S)
-            self.owners.add(owner)
-        try:
-            yield
-        finally:
-            with self.turns:
-                self.owners.discard(owner)
-                self.turns.notify_all()
+        with self.admission.turn(owner, gone):
+            return self.work(fn, args, kwargs, seconds, advice, gone)
 
     def work(self, fn: Callable, args: tuple, kwargs: dict, seconds: float, advice: str,
              gone: Callable[[], bool] | None):
@@ -285,8 +380,11 @@ class WorkerPool:
             self.end(worker)  # whatever went wrong on this side, the worker's state is unknown
             raise
         worker.calls += 1
-        self.ready.put(worker)
-        return self.outcome(pickle.loads(data))
+        if self.calls_per_worker and worker.calls >= self.calls_per_worker:
+            self.end(worker)  # its memory goes back to the system; a fresh one is starting for the next call
+        else:
+            self.ready.put(worker)
+        return self.outcome(pickle.loads(data), advice)
 
     def wait(self, worker: Worker, seconds: float, advice: str, gone: Callable[[], bool] | None) -> bytes:
         """The worker's answer, read within the deadline; WorkStopped when it dies or passes the deadline."""
@@ -308,12 +406,12 @@ class WorkerPool:
         killed = code is not None and code < 0 and -code in signal.valid_signals()
         how = f"signal {signal.Signals(-code).name}" if killed else f"exit code {code}"
         log.warning("a worker died (%s) during a call", how)
-        return (f"The work for this request crashed ({how}) and was stopped; the server goes on. This happens when a "
-                f"package's files make a native library fail, or when the work needs more memory than one request "
-                f"may use here ({self.memory_bytes // 2**20:,} MB; the operator sets PLAYGROUND_WORKER_MB). Check "
-                "the package (load it with `python -m playground info`), or send less.")
+        return (f"The work for this request crashed ({how}) and was stopped; the server goes on. This happens when "
+                f"what was sent makes a native library fail, or when the work needs more memory than one request "
+                f"may use here ({self.memory_bytes // 2**20:,} MB; the operator sets {self.memory_setting}). "
+                f"{self.crash_advice}")
 
-    def outcome(self, answer: tuple):
+    def outcome(self, answer: tuple, advice: str = ""):
         match answer:
             case ("ok", value):
                 return value
@@ -325,8 +423,8 @@ class WorkerPool:
                 raise error
             case ("memory",):
                 raise WorkStopped(f"This request needed more memory than one request may use here "
-                                  f"({self.memory_bytes // 2**20:,} MB; the operator sets PLAYGROUND_WORKER_MB) and "
-                                  "was stopped; the server goes on. Send less, or pick a smaller model.")
+                                  f"({self.memory_bytes // 2**20:,} MB; the operator sets {self.memory_setting}) and "
+                                  f"was stopped; the server goes on. {advice or 'Send less.'}")
             case ("too large", size):
                 raise WorkStopped(f"The answer to this request would be {size / 2**20:,.1f} MB, more than one request "
                                   f"may return here ({self.max_result_bytes // 2**20:,} MB; the operator sets "

@@ -92,15 +92,15 @@ _pool_lock = threading.Lock()
 
 
 def pool():
-    """This server's worker pool, started at its first call, sized by PLAYGROUND_WORKERS, PLAYGROUND_WORKER_MB and
-    PLAYGROUND_MAX_RESULT_MB."""
+    """This server's worker pool, started at its first call, sized by PLAYGROUND_WORKERS, PLAYGROUND_WORKER_MB,
+    PLAYGROUND_MAX_RESULT_MB and PLAYGROUND_MAX_WAITING_CALLS."""
     global _pool
     from playground.runtime.workers import WorkerPool
 
     with _pool_lock:
         if _pool is None:
             _pool = WorkerPool(limits.workers(), limits.worker_memory_bytes(), limits.max_result_bytes(),
-                               preload=[__name__], warm_up=warm_up)
+                               preload=[__name__], warm_up=warm_up, waiting=limits.max_waiting_calls())
         return _pool
 
 

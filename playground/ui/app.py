@@ -99,8 +99,9 @@ def build_app(models_dir: str | os.PathLike | None = None, *, shared: bool | Non
     # shared: no overall cap that strangers could fill, so a pile of queued runs never turns a quick call away
     # ("queue is full"), but a bound per address and account (sessions.bound_waiting); runs queue behind their own
     # concurrency id and each visitor has at most one running (serving.library.Library.run_slot)
-    # events of one kind running at once: as many as the quick calls' workers (PLAYGROUND_WORKERS, 2 CPU cores on a
-    # free Space), so that N visitors' long calls leave the (N+1)-th a slot when N < workers; training: 1 at a time
+    # events of one kind whose work is this process's own running at once: as many as the quick calls' workers
+    # (PLAYGROUND_WORKERS, 2 CPU cores on a free Space); those that run a quick call have no limit here
+    # (handlers.IN_WORKERS): the worker pool admits them, one per address, in turn; training: 1 at a time
     demo.queue(default_concurrency_limit=workers(), max_size=queue_size(shared), api_open=not shared)
     if shared:
         sessions.bound_waiting(demo._queue, RUN_QUEUES)

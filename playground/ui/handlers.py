@@ -25,6 +25,15 @@ log = logging.getLogger("playground.ui")
 # Quick calls: bounded by time and size
 
 
+# The listener options of an event whose handler runs a quick call or a job: no concurrency limit of Gradio's, so
+# that a call waiting for a worker holds a thread and one of Gradio's 40 jobs, not one of its event's few slots
+# (where it kept other visitors' calls of that event waiting behind one address's); the worker pool alone decides
+# who works, in turn across addresses (playground.runtime.workers.Admission). Their one concurrency id lets a shared
+# app refuse, as it joins the queue, a call past what one address may have there (sessions.bound_waiting)
+WORKERS_QUEUE = "workers"
+IN_WORKERS = dict(concurrency_limit=None, concurrency_id=WORKERS_QUEUE)
+
+
 def quick_call(task: Callable, advice: str, seconds: float | None = None) -> Callable:
     """A quick call (translate, attention, steps, compare, Inside views, checking an upload): `task` (a function of
     playground.serving.work) runs in a worker process under the time limit one may take (limits.quick_call_seconds(),
@@ -34,10 +43,25 @@ def quick_call(task: Callable, advice: str, seconds: float | None = None) -> Cal
     from playground.runtime.foreground import quick
     from playground.serving import work
 
+    return quick(sent_to(work.run, task, advice, seconds))
+
+
+def job_call(task: Callable, advice: str) -> Callable:
+    """A job (reading an uploaded data file, exporting a package): `task` (a function of playground.serving.jobs)
+    runs in a process of its own under limits.job_seconds(), the client's jobs one at a time. Not a quick call: a
+    training step does not wait for it."""
+    from playground.serving import jobs
+
+    return sent_to(jobs.run, task, advice)
+
+
+def sent_to(run: Callable, task: Callable, advice: str, seconds: float | None = None) -> Callable:
+    """task(*args) sent through `run` (a pool's: playground.serving.work.run, jobs.run) on behalf of this event's
+    client, stopped when it has gone or after `seconds` (None: the pool's time limit)."""
     @functools.wraps(task)
     def in_worker(*args):
-        return work.run(task, *args, advice=advice, gone=client_gone(), owner=work_owner(), seconds=seconds)
-    return quick(in_worker)
+        return run(task, *args, advice=advice, gone=client_gone(), owner=work_owner(), seconds=seconds)
+    return in_worker
 
 
 def work_owner() -> str:

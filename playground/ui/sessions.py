@@ -61,9 +61,15 @@ def requester(request) -> str:
 
 def bound_waiting(queue, run_ids: set[str], runs: int | None = None, events: int | None = None) -> None:
     """Refuse, as it joins Gradio's queue, an event that would give one requester (an address, or a signed-in
-    account) more than `events` waiting events, or a run (an event of a concurrency id in `run_ids`) more than
-    `runs` waiting runs: sessions are free to make, so a bound per session would bound nothing. The queue itself
-    is unbounded (ui.app), so visitors are never turned away because others wait."""
+    account) more than `events` waiting events, a run (an event of a concurrency id in `run_ids`) more than `runs`
+    waiting runs, or a call for the workers (handlers.WORKERS_QUEUE, never waiting in Gradio's queue) more than
+    the worker pool would take from one address: sessions are free to make, so a bound per session would bound
+    nothing, and a flood refused here costs the server a request, not an event. The queue itself is unbounded
+    (ui.app), so visitors are never turned away because others wait."""
+    from playground.limits import max_waiting_calls
+    from playground.runtime.workers import too_many_calls
+    from playground.ui.handlers import WORKERS_QUEUE, for_people
+
     runs = runs or env_int("PLAYGROUND_MAX_WAITING_RUNS", 2)
     events = events or env_int("PLAYGROUND_MAX_WAITING_EVENTS", 60)
     push = queue.push
@@ -73,6 +79,11 @@ def bound_waiting(queue, run_ids: set[str], runs: int | None = None, events: int
         waiting = [e for q in list(queue.event_queue_per_concurrency_id.values()) for e in list(q.queue)
                    if requester(e.request) == who]
         fn = queue.blocks.fns.get(body.fn_index)
+        if fn is not None and fn.concurrency_id == WORKERS_QUEUE:
+            active = [e for job in list(queue.active_jobs) for e in job or [] if requester(e.request) == who]
+            held = sum(e.concurrency_id == WORKERS_QUEUE for e in [*active, *waiting])
+            if held > max_waiting_calls():
+                return False, for_people(too_many_calls(held)), "error"
         if fn is not None and fn.concurrency_id in run_ids and \
                 sum(e.concurrency_id in run_ids for e in waiting) >= runs:
             return False, (f"Your network (or account) has {runs} training runs waiting for a free slot already, the "

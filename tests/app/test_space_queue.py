@@ -124,3 +124,31 @@ def test_a_signed_in_visitor_waits_as_their_account_wherever_they_are(monkeypatc
         assert requester(request) == "hf:ada"
     anonymous = SimpleNamespace(session={}, headers={"x-forwarded-for": "6.6.6.6, 203.0.113.5"}, client=None)
     assert requester(anonymous) == "addr:203.0.113.5"
+
+
+def test_a_shared_app_refuses_a_call_past_the_bound_as_it_joins_the_queue():
+    import asyncio
+    from types import SimpleNamespace
+
+    from playground.ui.handlers import WORKERS_QUEUE
+    from playground.ui.sessions import bound_waiting
+
+    # calls for the workers never wait in Gradio's queue (no concurrency limit): they are counted while they run
+    def request(address: str):
+        return SimpleNamespace(headers={}, client=SimpleNamespace(host=address))
+
+    async def push(body, request, username):
+        return True, "event-id", "success"
+
+    flooder = request("203.0.113.7")
+    at_work = [SimpleNamespace(request=flooder, concurrency_id=WORKERS_QUEUE) for _ in range(5)]
+    queue = SimpleNamespace(push=push, event_queue_per_concurrency_id={}, active_jobs=[at_work, None],
+                            blocks=SimpleNamespace(fns={0: SimpleNamespace(concurrency_id=WORKERS_QUEUE),
+                                                        1: SimpleNamespace(concurrency_id="list_models")}))
+    bound_waiting(queue, set(), events=60)
+    joined, message, state = asyncio.run(queue.push(SimpleNamespace(fn_index=0), flooder, None))
+    assert (joined, state) == (False, "error")  # five at the workers already: the most an address may have
+    assert message.startswith("Your network has 5 requests at this server's workers already")
+    assert "PLAYGROUND_" not in message
+    assert asyncio.run(queue.push(SimpleNamespace(fn_index=1), flooder, None))[0]  # other events still join
+    assert asyncio.run(queue.push(SimpleNamespace(fn_index=0), request("198.51.100.1"), None))[0]  # and other addresses

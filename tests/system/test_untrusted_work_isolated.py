@@ -2,7 +2,8 @@
 cost is refused before the work (a normalizer the playground does not write, the encoder's FLOPs, WordPiece's word
 length), the untrusted work runs in worker processes (playground.runtime.workers), so what still goes wrong ends that
 one request with a clear message, the server keeps serving other visitors within the issue's latency, and its memory
-comes back near where it was."""
+comes back near where it was. Also: a flood from one address waits in the worker pool, not in front of other
+addresses' calls, and an uploaded data file is read in a process of its own (playground.serving.jobs)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,16 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import PAIRS, app_in_subprocess, client_of, make_package, refusal_of, spoil_tokenizer, zip_folder
+from helpers import (
+    PAIRS,
+    app_in_subprocess,
+    client_of,
+    make_package,
+    refusal_of,
+    spoil_tokenizer,
+    visitor,
+    zip_folder,
+)
 
 from playground.core.tokenizer import PairTokenizer, train_tokenizer
 
@@ -22,6 +32,9 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 MEMORY_LIMIT = 6 * 1024**3  # the issue's attacks ran against a 6 GiB limit
 QUICK_CALL_S = 3  # short, so that a stopped call shows within the test
+# what reading an uploaded data file may allocate: small, so that a 1 MB upload passes it; reading a file takes a buffer
+# of the largest a data file may be (PLAYGROUND_MAX_DATA_MB) at first, made small here too
+READER_MB, DATA_MB = 128, 24
 SHAPE = dict(d_model=16, n_heads=2, d_ff=16, n_encoder_layers=1, n_decoder_layers=1)
 # a SentencePiece charsmap whose trie claims 2**32 - 1 bytes: 🤗 tokenizers asks for 8 GB while parsing it and aborts
 GARBAGE_CHARSMAP = {"type": "Precompiled",
@@ -59,7 +72,10 @@ def app(tmp_path_factory, tokenizer):
                  n_encoder_layers=2, n_decoder_layers=1)
     make_package(models / "pieces", unbounded_words(train_tokenizer(PAIRS, kind="wordpiece", vocab_size=120)),
                  max_positions=4096, **SHAPE)
-    with app_in_subprocess(models, MEMORY_LIMIT, PLAYGROUND_QUICK_CALL_S=str(QUICK_CALL_S)) as (server, client, url):
+    with app_in_subprocess(models, MEMORY_LIMIT, PLAYGROUND_QUICK_CALL_S=str(QUICK_CALL_S),
+                           PLAYGROUND_JOB_MB=str(READER_MB), PLAYGROUND_MAX_DATA_MB=str(DATA_MB),
+                           PLAYGROUND_TRUST_FORWARDED="1",
+                           PLAYGROUND_MAX_WAITING_CALLS="4") as (server, client, url):
         translate(client, "Today a student swims.")  # every visitor's first call starts the workers
         yield server, client, url, root, status_bytes(server.pid, "VmRSS")
 
@@ -72,6 +88,25 @@ def timed(call):
     start = time.monotonic()
     result = call()
     return result, time.monotonic() - start
+
+
+def victim_while(victim, attackers: list[threading.Thread], done: threading.Event, requests: int) -> list[float]:
+    """How long each of `requests` one-sentence translations by `victim` took while the `attackers` threads ran (from
+    two seconds after they started); then `done` is set and they are joined."""
+    for thread in attackers:
+        thread.start()
+    latencies = []
+    try:
+        time.sleep(2)
+        for _ in range(requests):
+            (table, note, *_), seconds = timed(lambda: translate(victim, "She follows a child."))
+            assert table["data"][0][3], note
+            latencies.append(seconds)
+    finally:
+        done.set()
+        for thread in attackers:
+            thread.join(timeout=60)
+    return latencies
 
 
 def test_row_a_a_tokenizer_that_aborts_its_parser_costs_its_upload_only(app, tokenizer):
@@ -99,20 +134,7 @@ def test_row_c_emoji_floods_are_refused_before_the_encoder_and_a_victim_is_serve
             answers.append(attacker.predict("bytes", flood, "greedy", 1.0, 0, 1.0, 0, 5, 1.0, 1, 1,
                                             api_name="/translate")[1])
 
-    attackers = [threading.Thread(target=attack) for _ in range(2)]
-    for thread in attackers:
-        thread.start()
-    victim, latencies = client_of(url), []
-    try:
-        time.sleep(1)
-        for _ in range(8):
-            (table, note, *_), seconds = timed(lambda: translate(victim, "She follows a child."))
-            assert table["data"][0][3], note
-            latencies.append(seconds)
-    finally:
-        done.set()
-        for thread in attackers:
-            thread.join(timeout=60)
+    latencies = victim_while(client_of(url), [threading.Thread(target=attack) for _ in range(2)], done, 8)
     print(f"\nrow C: {len(answers)} floods; a victim's one-sentence translate took p50 "
           f"{statistics.median(latencies):.2f} s, max {max(latencies):.2f} s")
     assert answers and all("GFLOP; one request may take at most 100 here" in note for note in answers), answers[:1]
@@ -143,3 +165,55 @@ def test_row_g_megabytes_of_lines_are_refused_and_the_memory_comes_back(app):
     after = status_bytes(server.pid, "VmRSS")
     print(f"\nrow G: server RSS {before / 1e6:.0f} MB before the rows, {after / 1e6:.0f} MB after")
     assert server.poll() is None and after - before < 100e6
+
+
+def test_a_flood_from_one_address_is_bounded_there_and_another_address_does_not_wait_behind_it(app):
+    server, client, url, root, _ = app
+    flood_text = "\n".join(["Two dogs are playing in the snow with a red ball."] * 32)
+    done, answered, refused = threading.Event(), [], []  # answered: how long each of the flood's translations took
+
+    def flood(session) -> None:
+        while not done.is_set():
+            (table, note, *_), seconds = timed(lambda: translate(session, flood_text))
+            if isinstance(note, str) and note.startswith("⚠️"):
+                refused.append(note)
+            else:
+                answered.append(seconds)
+
+    sessions = [visitor(url, "203.0.113.9") for _ in range(10)]  # ten tabs (or API clients) of one address
+    flooders = [threading.Thread(target=flood, args=(session,)) for session in sessions]
+    latencies = victim_while(visitor(url, "198.51.100.1"), flooders, done, 6)
+    print(f"\nflood of 10 sessions from one address: {len(answered)} answered (p50 {statistics.median(answered):.2f} "
+          f"s), {len(refused)} refused; the victim's translate took p50 {statistics.median(latencies):.2f} s, max "
+          f"{max(latencies):.2f} s")
+    # the address has one call at work and four waiting; the rest are refused at once, not held in Gradio's slots
+    assert refused and all("Your network has 5 requests at this server's workers already" in n for n in refused)
+    # each of the flood's answered calls waited for the address's earlier ones; the victim waits for none of them (in
+    # Gradio's two slots for translate it waited behind them as one more of the flood's: as long, or longer)
+    assert statistics.median(latencies) < statistics.median(answered) / 2
+    assert server.poll() is None
+
+
+def test_a_data_file_whose_reading_needs_too_much_memory_costs_its_upload_only(app, tmp_path):
+    import gzip
+
+    from gradio_client import handle_file
+
+    server, client, url, root, _ = app
+    bomb = tmp_path / "corpus.tsv.gz"  # 1 MB on the wire, 18 MB of text: reading it took 240 MB in the web process
+    with gzip.open(bomb, "wt") as out:
+        out.writelines(f"sentence {i} is here\tSatz {i} ist hier\n" for i in range(400_000))
+    before = status_bytes(server.pid, "VmRSS")
+    outputs, seconds = timed(lambda: client.predict([handle_file(str(bomb))], 0.05, api_name="/load_files"))
+    message = refusal_of(outputs)
+    assert f"needed more memory than one request may use here ({READER_MB} MB) and was stopped" in message
+    assert "Upload a smaller sample of the corpus" in message and "PLAYGROUND_" not in message
+    after = status_bytes(server.pid, "VmRSS")
+    print(f"\na 1 MB gzip of 18 MB of pairs: refused in {seconds:.1f} s; server RSS {before / 1e6:.0f} MB before, "
+          f"{after / 1e6:.0f} MB after")
+    assert server.poll() is None and after - before < 50e6
+
+    small = tmp_path / "small.tsv"
+    small.write_text("".join(f"sentence {i}\tSatz {i}\n" for i in range(200)))
+    outputs = client.predict([handle_file(str(small))], 0.05, api_name="/load_files")
+    assert "200 pairs kept" in outputs[0], [o for o in outputs if isinstance(o, str)]

@@ -79,7 +79,8 @@ def test_a_callers_calls_wait_behind_its_own_not_in_front_of_others():
         mp.setenv("PYTHONPATH", str(REPO / "tests"))
         workers = WorkerPool(2, memory_bytes=256 * MB, max_result_bytes=1 * MB, preload=["worker_tasks"], spare=0)
     try:
-        workers.call(tasks.worker_pid, seconds=60)
+        while workers.ready.qsize() < 2:  # both started: a start-up is no part of the wait measured
+            time.sleep(0.1)
         with ThreadPoolExecutor(3) as threads:
             started = time.time()
             first, second = [threads.submit(workers.call, tasks.finish_after, 1.5, seconds=60, owner="198.51.100.1")

@@ -15,7 +15,7 @@ from playground.insight import model_plots, plots
 from playground.serving import work
 from playground.serving.library import Library
 from playground.ui.caches import package_probe
-from playground.ui.handlers import bind, cleared_export, quick_call, readable, request_lines, said_beside
+from playground.ui.handlers import IN_WORKERS, bind, cleared_export, quick_call, readable, request_lines, said_beside
 from playground.ui.numbers import Range, Slider, checked
 from playground.ui.pickers import default_model, model_names, model_picker, package_folder, picked_shape, shown
 from playground.ui.state import Session
@@ -303,7 +303,8 @@ def build(session: gr.State, library: Library) -> AttentionTab:
     view_inputs = [session, c.kind, c.view, c.layer, c.head]
     compute = dict(**said_beside(bind(show_attention, library), [p.plot, c.target, p.note, c.layer, c.head], p.note),
                    **checked([session, c.model, c.source, c.target_mode, c.target, *view_inputs[1:]],
-                             number_checks(library, session, c, p, drawn=False)), trigger_mode="always_last")
+                             number_checks(library, session, c, p, drawn=False)), trigger_mode="always_last",
+                   **IN_WORKERS)
     c.show.click(**compute, api_name="attention")
     c.source.submit(**compute, api_visibility="private")
     checks = number_checks(library, session, c, p)

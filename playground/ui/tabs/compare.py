@@ -13,7 +13,7 @@ from playground.errors import PlaygroundError
 from playground.insight import plots
 from playground.serving import work
 from playground.serving.library import Library
-from playground.ui.handlers import bind, quick_call, request_lines, said_beside
+from playground.ui.handlers import IN_WORKERS, bind, quick_call, request_lines, said_beside
 from playground.ui.pickers import model_names, package_folder, shown
 from playground.ui.state import Session
 
@@ -170,9 +170,9 @@ def build(session: gr.State, library: Library) -> CompareTab:
 
     view_outputs = [v.settings, v.scores, v.loss_plot, v.val_plot, v.lr_plot, v.bleu_plot, v.chrf_plot]
     gr.on([compare_btn.click, x_axis.change], **said_beside(bind(compare, library), [message, *view_outputs], message),
-          inputs=[session, models, x_axis], api_name="compare").then(
+          inputs=[session, models, x_axis], api_name="compare", **IN_WORKERS).then(
         fit_tables, session, [v.settings, v.scores], api_visibility="private", show_progress="hidden", queue=False)
     translate_btn.click(**said_beside(bind(translate_each, library), [message, side_by_side], message),
-                        inputs=[session, models, sentences], api_name="compare_translate").then(
+                        inputs=[session, models, sentences], api_name="compare_translate", **IN_WORKERS).then(
         fit_columns, session, side_by_side, api_visibility="private", show_progress="hidden", queue=False)
     return CompareTab(models)

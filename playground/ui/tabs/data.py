@@ -11,9 +11,9 @@ import pandas as pd
 
 from playground.errors import DataError
 from playground.insight import plots
-from playground.settings import MB
+from playground.serving import jobs
 from playground.ui import sessions, texts
-from playground.ui.handlers import readable, said_beside
+from playground.ui.handlers import IN_WORKERS, job_call, readable, said_beside
 from playground.ui.numbers import Range, checked
 from playground.ui.state import Session
 
@@ -39,11 +39,13 @@ def builtin_choices() -> list[tuple[str, str]]:
     return [(f"{d.title} ({name})", name) for name, d in BUILTIN_DATASETS.items()]
 
 
-def read_upload(files, language_hint: tuple[str, str] | None = None) -> tuple[object, str]:
-    """One file (TSV/CSV/JSONL/TMX/Parquet, maybe gzipped) or two aligned plain-text files, source first;
-    `language_hint` picks the pair of a file with more than two languages."""
-    from playground.data.load import load_parallel
+read_in_job = job_call(jobs.read_pairs, "Upload a smaller sample of the corpus.")
 
+
+def read_upload(files, language_hint: tuple[str, str] | None = None) -> tuple[object, str]:
+    """One file (TSV/CSV/JSONL/TMX/Parquet, maybe gzipped) or two aligned plain-text files, source first, read in a
+    process of its own (playground.serving.jobs); `language_hint` picks the pair of a file with more than two
+    languages."""
     paths = [Path(f if isinstance(f, str) else f.name) for f in (files or [])]
     if not paths:
         raise DataError("Upload a file first: one TSV/CSV/JSONL file, or two aligned text files (source, then target).")
@@ -51,8 +53,8 @@ def read_upload(files, language_hint: tuple[str, str] | None = None) -> tuple[ob
         raise DataError(f"{len(paths)} files were uploaded; upload one file with both sides, or two aligned files "
                         "(source first, then target). Clear the upload box (its ×) and upload again.")
     if len(paths) == 1:
-        return load_parallel(paths[0], max_words=MAX_WORDS, language_hint=language_hint), paths[0].name
-    return load_parallel(paths[0], paths[1], max_words=MAX_WORDS), f"{paths[0].name} + {paths[1].name}"
+        return read_in_job(str(paths[0]), None, MAX_WORDS, language_hint), paths[0].name
+    return read_in_job(str(paths[0]), str(paths[1]), MAX_WORDS, None), f"{paths[0].name} + {paths[1].name}"
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -119,17 +121,11 @@ def show(session: Session):
 
 
 def _adopt(session: Session, data, description: str, val_fraction: float | None) -> None:
-    from playground.data.files import too_large
-    from playground.data.packed import PackedPairs
-    from playground.limits import max_session_data_bytes
+    from playground.data.packed import session_pairs
 
     # every visitor's session keeps its own pairs for as long as it lives: packed, and never past the cap
-    data.pairs = PackedPairs(data.pairs)
-    held, limit = data.pairs.nbytes, max_session_data_bytes()
-    if held > limit:
-        raise DataError(too_large(f"This data ({len(data.pairs):,} pairs)", f"{held / MB:,.1f} MB in memory",
-                                  f"{limit / MB:,.1f} MB per session", "PLAYGROUND_MAX_SESSION_DATA_MB"))
-    sessions.check_room(session, held)  # all sessions together, not only this one
+    data.pairs = session_pairs(data.pairs, "This data")
+    sessions.check_room(session, data.pairs.nbytes)  # all sessions together, not only this one
     session.data, session.description = data, description
     sessions.holding(session)
     session.src_lang, session.tgt_lang = data.src_lang or "src", data.tgt_lang or "tgt"
@@ -259,7 +255,7 @@ def build(session: gr.State) -> DataTab:
     builtin_btn.click(**said_beside(load_builtin, outputs, note), **checked([session, builtin, val_fraction], checks),
                       api_name="load_builtin")
     files.upload(**said_beside(load_files, [*outputs, files], note), **checked([session, files, val_fraction], checks),
-                 api_name="load_files")
+                 api_name="load_files", **IN_WORKERS)
     files.clear(readable(forget_files), [session], [summary], api_visibility="private", show_progress="hidden")
     swap.click(**said_beside(swap_direction, outputs, note), inputs=[session], api_name="swap_direction")
     # always_last: a target typed right after the source blurs while the source's call still runs; the default

@@ -7,31 +7,28 @@ account; elsewhere the HF_TOKEN environment variable of the person running the a
 gr.OAuthProfile annotations of the push handler to inject the token and the username."""
 
 import importlib.util
-import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
 import gradio as gr
 
+from playground.serving import jobs
 from playground.serving.library import Library
-from playground.ui.handlers import bind, cleared_export, readable, said_beside
+from playground.ui.handlers import IN_WORKERS, bind, cleared_export, job_call, readable, said_beside
 from playground.ui.pickers import package_folder
 from playground.ui.state import Session, oauth_available, visitor_of
+
+# the export parses the package's tokenizer and loads and converts its weights: in a job process of its own
+exported_in_job = job_call(jobs.export_archive, "Export a smaller model.")
 
 
 def export_zip(folder: Path, fmt: str, quantization: str, visitor: str) -> str:
     """Export the package to `fmt` in the visitor's temporary folder for this package and format (their next export
     of it replaces it) and zip it (the zip holds one folder; the sweep removes the temporary folder once Gradio has
     copied the zip, as for the package zip)."""
-    from playground.export import export_package
     from playground.packages.sweep import export_dir
 
-    work = export_dir(visitor, folder.name, fmt, quantization)
-    suffix = "transformers" if fmt == "transformers" else f"ct2-{quantization}"
-    export_package(str(folder), fmt, str(work / f"{folder.name}-{suffix}"), quantization)
-    archive = shutil.make_archive(str(work / f"{folder.name}-{suffix}"), "zip", work, f"{folder.name}-{suffix}")
-    shutil.rmtree(work / f"{folder.name}-{suffix}")
-    return archive
+    return exported_in_job(str(folder), fmt, quantization, str(export_dir(visitor, folder.name, fmt, quantization)))
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -106,9 +103,9 @@ def build(session: gr.State, library: Library, model: gr.Dropdown) -> None:
     h = hub_accordion(library)
 
     hf_btn.click(**said_beside(bind(transformers_zip, library), [exported], export_note), inputs=[session, model],
-                 api_name="export_transformers")
+                 api_name="export_transformers", **IN_WORKERS)
     ct2_btn.click(**said_beside(bind(ctranslate2_zip, library), [exported], export_note),
-                  inputs=[session, model, quantization], api_name="export_ctranslate2")
+                  inputs=[session, model, quantization], api_name="export_ctranslate2", **IN_WORKERS)
     model.change(cleared_export, None, [exported, export_note], queue=False, show_progress="hidden",
                  api_visibility="private")
     push_inputs = [session, model, h.repo_id, h.private, h.with_transformers, h.license]

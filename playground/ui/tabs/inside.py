@@ -13,7 +13,7 @@ import gradio as gr
 from playground.insight import model_plots, plots
 from playground.serving import work
 from playground.serving.library import Library
-from playground.ui.handlers import bind, quick_call, readable, said_beside
+from playground.ui.handlers import IN_WORKERS, bind, quick_call, readable, said_beside
 from playground.ui.numbers import Range, checked
 from playground.ui.pickers import model_picker, package_folder
 from playground.ui.state import Session
@@ -251,13 +251,14 @@ def build(session: gr.State, library: Library) -> InsideTab:
     checks = number_checks(session, m, b, e)
     views = [
         dict(**said_beside(bind(show_positional, library), [p.heatmap, p.curves, p.dimensions, p.note], p.note),
-             inputs=[session, model, p.side, p.dimensions], api_name="positional_encoding"),
+             inputs=[session, model, p.side, p.dimensions], api_name="positional_encoding", **IN_WORKERS),
         dict(**said_beside(bind(show_masks, library), [m.padding_plot, m.self_mask_plot, m.look_ahead_plot, m.note],
-                       m.note), **checked([session, model, m.n_pairs, m.seed, m.pair], checks), api_name="masks"),
+                       m.note), **checked([session, model, m.n_pairs, m.seed, m.pair], checks), api_name="masks",
+             **IN_WORKERS),
         dict(**said_beside(bind(show_batching, library), [b.plot, b.note], b.note),
-             **checked([session, model, b.batch_tokens, b.seed], checks), api_name="batching"),
+             **checked([session, model, b.batch_tokens, b.seed], checks), api_name="batching", **IN_WORKERS),
         dict(**said_beside(bind(show_embeddings, library), [e.plot, e.note], e.note),
-             **checked([session, model, e.n_tokens], checks), api_name="embeddings"),
+             **checked([session, model, e.n_tokens], checks), api_name="embeddings", **IN_WORKERS),
     ]
     # each view redraws when its own controls are edited (.input: not when a handler sets them) ...
     for view, controls in zip(views, [(p.side, p.dimensions), (m.n_pairs, m.seed, m.pair), (b.batch_tokens, b.seed),

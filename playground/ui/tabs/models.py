@@ -18,7 +18,7 @@ from playground.serving import work
 from playground.serving.library import Library
 from playground.settings import KB, MB
 from playground.ui.caches import package_info
-from playground.ui.handlers import bind, quick_call, readable, said_beside
+from playground.ui.handlers import IN_WORKERS, bind, quick_call, readable, said_beside
 from playground.ui.pickers import default_model, model_dropdown, model_names, package_folder, shown
 from playground.ui.sessions import admit_import, current_address
 from playground.ui.state import Session, visitor_of
@@ -304,7 +304,7 @@ def build(session: gr.State, library: Library) -> ModelsTab:
     f.download_btn.click(**said_beside(bind(export_model, library), [f.download], f.status),
                          inputs=[session, model, f.with_state], api_name="export_model")
     uploaded = f.upload.upload(**said_beside(bind(import_model, library), [f.status, table, model, f.upload], f.status),
-                               inputs=[session, f.upload], api_name="import_model")
+                               inputs=[session, f.upload], api_name="import_model", **IN_WORKERS)
     fetched = f.hub_btn.click(**said_beside(bind(import_from_hub, library), [f.status, table, model], f.status),
                               inputs=[session, f.hub_repo], api_name="import_from_hub", concurrency_limit=1,
                               concurrency_id="hub-import")

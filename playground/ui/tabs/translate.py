@@ -16,7 +16,7 @@ from playground.packages.info import summary_of
 from playground.serving import work
 from playground.serving.library import Library
 from playground.ui.caches import package_info
-from playground.ui.handlers import bind, quick_call, readable, request_lines, said_beside
+from playground.ui.handlers import IN_WORKERS, bind, quick_call, readable, request_lines, said_beside
 from playground.ui.numbers import Range, checked, watch
 from playground.ui.pickers import DEMO_MODEL, model_picker, package_folder, picked_shape, shown
 from playground.ui.state import Session
@@ -334,18 +334,18 @@ def build(session: gr.State, library: Library) -> TranslateTab:
                    show_progress="hidden")
     settings = [c.method, c.temperature, c.top_k, c.top_p, c.seed, c.beam_size, c.length_penalty]
     checks = number_checks(library, session, c, r)
-    translation = said_beside(bind(translate_text, library), [r.results, r.note, r.row, r.next_plot, r.next_table],
-                          r.note)
+    translation = dict(**said_beside(bind(translate_text, library), [r.results, r.note, r.row, r.next_plot,
+                                                                     r.next_table], r.note), **IN_WORKERS)
     inputs = checked([session, c.model, c.text, *settings, c.nbest, c.max_output_tokens], checks)
     translated = c.translate_btn.click(**translation, **inputs, api_name="translate")
     c.text.submit(**translation, **inputs, api_visibility="private")
     r.results.select(**said_beside(bind(pick_row, library), [r.row, r.next_plot, r.next_table], r.row_note),
-                     **checked([session, r.k], checks), api_visibility="private")
+                     **checked([session, r.k], checks), api_visibility="private", **IN_WORKERS)
     r.show_row.click(**said_beside(bind(next_tokens, library), [r.next_plot, r.next_table], r.row_note),
-                     **checked([session, r.row, r.k], checks), api_name="next_tokens")
+                     **checked([session, r.row, r.k], checks), api_name="next_tokens", **IN_WORKERS)
     s.button.click(**said_beside(bind(step_through, library), [s.plot, s.table, s.note], s.note),
                    **checked([session, c.model, c.text, *settings, c.max_output_tokens, r.k], checks),
-                   api_name="decode_steps")
+                   api_name="decode_steps", **IN_WORKERS)
     # n-best's range follows the beam size and the method, Max output tokens' the model
     watch(checks, [session, c.model, c.method, c.beam_size, c.nbest, c.max_output_tokens], changes=(c.method, c.model))
     return TranslateTab(c.model, c.text, translated)
