@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import DATA, client_of, named, refusal_of, tiny_cfg
-from test_shared_space import serving
+from helpers import DATA, named, refusal_of, tiny_cfg
+from test_shared_space import serving, two_visitors_and_a_run
 
 from playground.packages.store import load_package
 from playground.training.chunked import ChunkedRun, train_chunk
@@ -32,10 +32,7 @@ def space(tmp_path_factory):
 
 def test_a_visitor_fine_tunes_their_own_model_and_never_another_visitors(space):
     url, models_dir = space
-    alice, bob = client_of(url), client_of(url)
-    for client in (alice, bob):
-        client.predict("reverse", 0.05, api_name="/load_builtin")
-    done = alice.predict(model_name="base", api_name="/train", **TINY)[0]
+    alice, bob, done = two_visitors_and_a_run(url, "base", TINY)
     assert done.startswith("✅ **Done**"), done
     base = named(json.loads((models_dir / ".owners.json").read_text()), "base")
 

@@ -85,12 +85,17 @@ def refusal(client: Client, *args, api_name: str, **kwargs) -> str:
     return refusal_of(client.predict(*args, api_name=api_name, **kwargs))
 
 
-def test_a_visitor_never_reaches_another_visitors_model(space):
-    url, models_dir = space
+def two_visitors_and_a_run(url: str, model_name: str, settings: dict) -> tuple[Client, Client, str]:
+    """Alice and Bob, two visitors with the reverse set loaded; Alice has trained `model_name`: its Done line."""
     alice, bob = client_of(url), client_of(url)
     for client in (alice, bob):
         client.predict("reverse", 0.05, api_name="/load_builtin")
-    done = alice.predict(model_name="alices", api_name="/train", **TINY)[0]
+    return alice, bob, alice.predict(model_name=model_name, api_name="/train", **settings)[0]
+
+
+def test_a_visitor_never_reaches_another_visitors_model(space):
+    url, models_dir = space
+    alice, bob, done = two_visitors_and_a_run(url, "alices", TINY)
     assert done.startswith("✅ **Done** (step budget reached): 20 steps"), done
     alices = named(names(alice), "alices")  # saved under Alice's code
     assert DEMO in names(alice) and alices not in names(bob) and DEMO in names(bob)

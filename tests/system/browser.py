@@ -13,6 +13,10 @@ from helpers import REPO
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="the browser test needs `pip install playwright`")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+# every browser test module's marks: skipped, saying how to get it, where Debian's Chromium is missing
+BROWSER_MARKS = [pytest.mark.browser, pytest.mark.slow,
+                 pytest.mark.skipif(CHROMIUM is None, reason="no `chromium` on PATH (apt-get install chromium; .ci/run "
+                                                             "does it)")]
 expect = sync_api.expect
 
 SHOTS = REPO / "tests" / "screenshots"

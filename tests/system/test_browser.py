@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from browser import (
+    BROWSER_MARKS,
     CHROMIUM,
     CHROMIUM_ARGS,
     PLOT_TRACES,
@@ -35,9 +36,7 @@ from browser import (
     wait_idle,
 )
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow,
-              pytest.mark.skipif(CHROMIUM is None, reason="no `chromium` on PATH (apt-get install chromium; .ci/run "
-                                                          "does it)")]
+pytestmark = BROWSER_MARKS
 MODEL = "browser-run"
 # held out (assets/datasets/mini-translation/test.tsv, absent from train.tsv); the demo model gets both exactly
 # right, greedy and beam (checked on its step-1000 and step-1500 checkpoints; pick others if it is retrained)

@@ -10,7 +10,7 @@ import zipfile
 
 import pytest
 from browser import (
-    CHROMIUM,
+    BROWSER_MARKS,
     PLOT_TRACES,
     SHOTS,
     choose,
@@ -24,9 +24,7 @@ from browser import (
 )
 from marian_checkpoints import make_marian_checkpoint
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow,
-              pytest.mark.skipif(CHROMIUM is None, reason="no `chromium` on PATH (apt-get install chromium; .ci/run "
-                                                          "does it)")]
+pytestmark = BROWSER_MARKS
 NAME = "opus-mt-en-de"
 
 

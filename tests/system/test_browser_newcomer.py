@@ -11,12 +11,20 @@ import re
 import shutil
 
 import pytest
-from browser import CHROMIUM, SHOTS, expect, no_error_badges, no_error_toasts, open_tab, opened, wait_idle
+from browser import (
+    BROWSER_MARKS,
+    SHOTS,
+    expect,
+    no_error_badges,
+    no_error_toasts,
+    open_tab,
+    opened,
+    wait_idle,
+)
 
 from playground.training.form import FIELDS
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow,
-              pytest.mark.skipif(CHROMIUM is None, reason="no `chromium` on PATH")]
+pytestmark = BROWSER_MARKS
 NUMBERS = [name for name, s in FIELDS.items() if s.kind in (int, float)]  # the Train form's number fields
 
 

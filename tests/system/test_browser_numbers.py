@@ -9,10 +9,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from browser import CHROMIUM, choose, expect, no_error_badges, open_tab, opened, shot, wait_idle
+from browser import BROWSER_MARKS, choose, expect, no_error_badges, open_tab, opened, shot, wait_idle
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow,
-              pytest.mark.skipif(CHROMIUM is None, reason="no `chromium` on PATH (apt-get install chromium)")]
+pytestmark = BROWSER_MARKS
 MODEL = "demo-en-de"  # the server fixture's copy of the demo: 3 layers of 4 heads, 66 positions
 BLOCK = "xpath=ancestor::div[contains(concat(' ', normalize-space(@class), ' '), ' block ')][1]"
 SEED_TOP = "9,223,372,036,854,775,807"
