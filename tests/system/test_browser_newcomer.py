@@ -182,6 +182,7 @@ def test_the_summary_gives_each_refused_field_its_own_line(narrow_page):
     typed(page, "Learning rate", "-1")
     summary = page.locator("#train-summary")
     expect(summary).to_contain_text("Learning rate must be above 0, not -1.")
+    wait_idle(page)  # else Gradio's timer ("0.0s") may still sit over the summary
     lines = [line.strip() for line in summary.inner_text().splitlines() if line.strip()]
     assert lines[0].startswith("⚠️ Vocabulary size must be from 8 to 1,000,000, not 1,000,000,000"), lines
     assert lines[1] == "Learning rate must be above 0, not -1.", lines
