@@ -50,7 +50,15 @@ from playground.core.tokenizer import (
 from playground.errors import PackageError
 from playground.packages.format import safetensors_shapes
 from playground.packages.marian_weights import from_marian, marian_shapes
-from playground.packages.sentencepiece_model import CONTROL, NORMAL, UNIGRAM, UNKNOWN, SentencePieceModel, read_spm
+from playground.packages.sentencepiece_model import (
+    CONTROL,
+    MAX_SPM_BYTES,
+    NORMAL,
+    UNIGRAM,
+    UNKNOWN,
+    SentencePieceModel,
+    read_spm,
+)
 from playground.packages.tokenizer_checks import MAX_CHARSMAP_BYTES, charsmap_fits
 from playground.runtime.memory import check_model_loads
 
@@ -68,6 +76,14 @@ CITATIONS = (
 ACTIVATIONS = {"swish": "swish", "silu": "swish", "relu": "relu", "gelu": "gelu"}
 LANGUAGE_CODE = re.compile(r"^>>.+<<$")  # the target-language tokens of multilingual OPUS-MT models
 
+
+
+def marian_file_bytes(name: str) -> int:
+    """The most bytes a file of a Marian checkpoint may have: the weights and the card as a package's, the
+    SentencePiece models and the JSON as import_marian reads them (the zip upload and the Hub check both ask)."""
+    if name in ("model.safetensors", "README.md"):
+        return limits.max_file_bytes(name)
+    return MAX_SPM_BYTES if name.endswith(".spm") else MAX_JSON_BYTES
 
 @dataclass
 class MarianCheckpoint:
@@ -226,7 +242,7 @@ def side_tokenizer(spm: SentencePieceModel, pieces: list[str], order: list[int],
     """One side's SentencePiece model as a Unigram tokenizer over our ids (see the module docstring)."""
     if spm.model_type != UNIGRAM or spm.byte_fallback:
         raise PackageError(f"{name} is not a plain Unigram SentencePiece model (model type {spm.model_type}, byte "
-                           "fallback {spm.byte_fallback}); the playground imports Unigram models, as OPUS-MT's are.")
+                           f"fallback {spm.byte_fallback}); the playground imports Unigram models, as OPUS-MT's are.")
     if not (spm.add_dummy_prefix and spm.remove_extra_whitespaces and spm.escape_whitespaces
             and spm.split_by_whitespace and not spm.whitespace_as_suffix):
         raise PackageError(f"{name} handles whitespace in a way other than SentencePiece's default (a dummy prefix, "
@@ -238,7 +254,8 @@ def side_tokenizer(spm: SentencePieceModel, pieces: list[str], order: list[int],
     unknown = [p.type for p in spm.pieces if p.type not in (NORMAL, UNKNOWN, CONTROL)]
     if unknown:
         raise PackageError(f"{name} has user-defined, byte or unused pieces, which the playground does not import.")
-    missing = [piece for piece in scores if piece not in set(pieces)]
+    known = set(pieces)
+    missing = [piece for piece in scores if piece not in known]
     if missing:
         raise PackageError(f"{name} has {len(missing):,} pieces that vocab.json lacks (e.g. {missing[0]!r}): "
                            "MarianTokenizer would make them <unk>, which a tokenizer here cannot copy.")

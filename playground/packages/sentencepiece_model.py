@@ -95,9 +95,9 @@ def parse_piece(data: bytes) -> Piece:
         if number == PIECE_TEXT:
             piece.text = message(value).decode("utf-8")
         elif number == PIECE_SCORE:
-            piece.score = struct.unpack("<f", value)[0]
+            piece.score = struct.unpack("<f", message(value))[0]
         elif number == PIECE_TYPE:
-            piece.type = value
+            piece.type = read_value(value, "number")
     return piece
 
 

@@ -19,7 +19,6 @@ from playground import limits
 from playground.errors import PackageError
 from playground.packages.format import (
     ALLOWED,
-    CARD,
     CONFIG,
     REQUIRED,
     RESUME_STATE,
@@ -31,10 +30,10 @@ from playground.packages.format import (
 )
 from playground.packages.marian import (
     MARIAN_FILES,
-    MAX_JSON_BYTES,
     OPTIONAL_FILES,
     PICKLED_WEIGHTS,
     import_marian,
+    marian_file_bytes,
 )
 from playground.packages.names import check_name, reserve_name, safe_stem
 from playground.packages.store import load_package
@@ -118,12 +117,6 @@ def check_member_path(info: zipfile.ZipInfo) -> None:
         raise PackageError(f"The zip holds a nested path {name!r}; a package is one flat folder.")
 
 
-def marian_file_bytes(name: str) -> int:
-    """The most bytes a file of a Marian checkpoint may have: the weights and the card as a package's, the rest
-    (JSON, SentencePiece models) as import_marian reads them."""
-    return limits.max_file_bytes(name) if name in (WEIGHTS, CARD) else MAX_JSON_BYTES
-
-
 def import_zip(zip_path: str | os.PathLike, models_dir: str | os.PathLike, name: str | None = None,
                check: Callable[[Path], object] = load_package,
                convert: Callable[[Path, Path, str], object] = import_marian) -> Path:
@@ -161,7 +154,7 @@ def install(tmp: Path, models_dir: str | os.PathLike, name: str | None, shown: s
     `shown`, suffixed when taken)."""
     staged = tmp
     if convert is not None:  # the package is written beside the checkpoint's files, under a name save_package takes
-        staged = tmp / "package" / (name or safe_stem(shown))
+        staged = tmp / "package" / (check_name(name) if name else safe_stem(shown))
         convert(tmp, staged, shown)
     try:
         check(staged)  # refuse anything that does not load (every file's size and schema included)

@@ -16,7 +16,7 @@ from typing import Callable
 
 from playground import limits
 from playground.errors import PackageError
-from playground.packages.marian import MARIAN_FILES, PICKLED_WEIGHTS, marian_parameters
+from playground.packages.marian import MARIAN_FILES, PICKLED_WEIGHTS, marian_file_bytes, marian_parameters
 from playground.packages.names import safe_stem
 from playground.packages.zips import install, staging
 from playground.serving.hub import REPO_ID
@@ -57,7 +57,7 @@ def hub_api(api=None):
         return api
     from huggingface_hub import HfApi
 
-    return HfApi()
+    return HfApi(token=False)  # never the Space's own token (HF_TOKEN): a stranger reaches only public repos
 
 
 def refusal(err: Exception, repo_id: str) -> PackageError:
@@ -71,6 +71,9 @@ def refusal(err: Exception, repo_id: str) -> PackageError:
                             "huggingface.co, e.g. Helsinki-NLP/opus-mt-en-de.")
     if isinstance(err, HfHubHTTPError):
         return PackageError(f"The Hub answered with an error for {repo_id} ({str(err)[:200]}); try again later.")
+    if isinstance(err, ValueError):  # huggingface_hub's HFValidationError: an id the Hub cannot have
+        return PackageError(f"{repo_id[:100]!r} is not a valid Hub model id: write it as owner/name, e.g. "
+                            "Helsinki-NLP/opus-mt-en-de.")
     return PackageError(OFFLINE)  # no connection: an OSError, or the HTTP client's own connect error
 
 
@@ -82,7 +85,7 @@ def checkpoint_on_hub(repo_id: str | None, api=None) -> HubCheckpoint:
         info = hub_api(api).model_info(repo_id, files_metadata=True)
     except Exception as err:  # huggingface_hub raises HTTP, connection and validation errors alike
         raise refusal(err, repo_id) from None
-    sizes = {s.rfilename: int(s.size or 0) for s in info.siblings or []}
+    sizes = {s.rfilename: s.size for s in info.siblings or []}
     missing = [name for name in MARIAN_FILES if name not in sizes]
     if "model.safetensors" in missing and PICKLED_WEIGHTS in sizes:
         raise PackageError(f"{repo_id} holds its weights only as {PICKLED_WEIGHTS} (a Python pickle, which can run "
@@ -92,10 +95,17 @@ def checkpoint_on_hub(repo_id: str | None, api=None) -> HubCheckpoint:
         raise PackageError(f"{repo_id} is not a 🤗 transformers Marian checkpoint: it lacks {', '.join(missing)}. The "
                            "playground imports Marian translation models (OPUS-MT), e.g. Helsinki-NLP/opus-mt-en-de.")
     wanted = (*MARIAN_FILES, *((README,) if README in sizes else ()))
+    unsized = [name for name in wanted if sizes[name] is None]
+    if unsized:  # a size the Hub does not say cannot be checked before it is downloaded
+        raise PackageError(f"The Hub did not say the size of {', '.join(unsized)} in {repo_id}; try again later.")
     weights = sizes["model.safetensors"]
     if weights > limits.max_file_bytes("model.safetensors"):
         raise PackageError(f"{repo_id}'s weights are {weights / 1e6:,.0f} MB; this app loads models of at most "
                            f"{limits.max_parameters() / 1e6:,.0f} M parameters. Choose a smaller model.")
+    oversized = [name for name in wanted if sizes[name] > marian_file_bytes(name)]
+    if oversized:
+        raise PackageError(f"{repo_id}'s {', '.join(oversized)} is larger than a Marian checkpoint's; it was not "
+                           "downloaded.")
     return HubCheckpoint(repo_id, {name: sizes[name] for name in wanted})
 
 
@@ -116,7 +126,7 @@ def fetch_marian(checkpoint: HubCheckpoint, folder: Path, api=None,
             path = Path(api.hf_hub_download(repo_id=repo_id, filename=name, local_dir=folder))
         except Exception as err:  # as in checkpoint_on_hub
             raise refusal(err, repo_id) from None
-        if path.stat().st_size != checkpoint.sizes[name] and checkpoint.sizes[name]:
+        if path.stat().st_size != checkpoint.sizes[name]:
             raise PackageError(f"{name} of {repo_id} is not the size the Hub listed; try again.")
         done += checkpoint.sizes[name]
         return path

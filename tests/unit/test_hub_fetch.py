@@ -135,7 +135,7 @@ def test_a_marian_zip_with_a_pickle_alone_is_refused_naming_the_file_needed(chec
 
 def test_a_marian_zip_member_past_its_size_is_refused_before_extraction(checkpoint, tmp_path, monkeypatch):
     path = zipped(checkpoint, tmp_path / "big.zip")
-    monkeypatch.setattr("playground.packages.zips.MAX_JSON_BYTES", 1)
+    monkeypatch.setattr("playground.packages.marian.MAX_JSON_BYTES", 1)
     with pytest.raises(PackageError, match="a Marian checkpoint's config.json is at most 1 here"):
         import_zip(path, tmp_path / "models", check=no_check, convert=convert_here)
     assert not list((tmp_path / "models").iterdir())
