@@ -198,7 +198,7 @@ def next_token_logprobs(model: Transformer, tokens: torch.Tensor, state) -> torc
     bad_words_ids) gets them at -inf after the softmax, as transformers masks them, so the others keep their values."""
     logp = F.log_softmax(model.decode_step(tokens, state).float(), dim=-1)
     if model.cfg.never_generate_pad:
-        logp[:, [model.cfg.pad_id, model.cfg.bos_id]] = float("-inf")
+        logp[:, model.cfg.pad_id] = logp[:, model.cfg.bos_id] = float("-inf")  # scalar fills: no index tensor
     return logp
 
 
