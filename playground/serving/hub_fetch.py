@@ -45,7 +45,7 @@ class HubCheckpoint:
 
 
 def checked_repo_id(repo_id: str | None) -> str:
-    repo_id = (repo_id or "").strip()
+    repo_id = repo_id.strip() if isinstance(repo_id, str) else ""  # an API client may send any JSON value
     if not REPO_ID.match(repo_id):
         raise PackageError(f"{repo_id[:100]!r} is not a Hub model id: write it as owner/name, e.g. "
                            "Helsinki-NLP/opus-mt-en-de.")

@@ -42,7 +42,7 @@ def finetune_config(cfg: TrainConfig, base: Path, asked: dict | None = None) -> 
     refuse_fixed_changes(kept, {k: v for k, v in (asked or {}).items() if k in kept and v is not None},
                          shown_name(base.name), KEPT_FROM_BASE, "start from scratch")
     longest = longest_sentence(base)
-    if "max_sentence_tokens" not in (asked or {}):  # a preset's length, not the person's: fitted to the base
+    if asked is not None and "max_sentence_tokens" not in asked:  # the preset's length, not asked: fitted to the base
         cfg = TrainConfig.of(**{**cfg.settings(), "max_sentence_tokens": min(cfg.max_sentence_tokens, longest)})
     if cfg.max_sentence_tokens > longest:
         raise TrainingError(f"Max tokens per sentence must be at most {longest:,} to fine-tune "
