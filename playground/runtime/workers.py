@@ -50,6 +50,9 @@ from playground.runtime.threads import available_cpus
 log = logging.getLogger("playground.workers")
 
 POLL_S = 0.2  # how often a waiting caller checks whether its client has gone
+# calls waiting for a worker, all owners together: each holds one of Gradio's 40 job threads (queueing.py's
+# max_thread_count), so a few networks' waiting calls must not take them all from pickers, uploads and runs
+MAX_LINE = 24
 START_S = 120  # the longest a new worker may take to import its modules (seconds on a busy 2-core machine)
 RETRY_S = 5  # between tries to start a worker that could not start
 READY = b"ready"  # what a worker says once it has imported its modules: a call's deadline starts after that
@@ -209,6 +212,8 @@ class Admission:
                     self.leave(turn, 0.0)
                 else:
                     self.line.remove(turn)
+                    if not any(other.owner == turn.owner for other in self.line):
+                        self.back_of_line.pop(turn.owner, None)
             raise
         started = time.monotonic()
         try:
@@ -222,6 +227,8 @@ class Admission:
             held = self.at_work.get(owner, 0) + sum(turn.owner == owner for turn in self.line)
             if owner and held > self.waiting:
                 raise WorkStopped(too_many_calls(held))
+            if len(self.line) >= MAX_LINE:  # each waiting call holds one of Gradio's threads: leave some to the rest
+                raise WorkStopped("Every worker of this server is busy; try again in a minute.")
             turn = Turn(owner, time.monotonic())
             self.line.append(turn)
             self.grant()

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from playground.runtime.workers import LONG_CALL_S, Admission, WorkStopped
+from playground.runtime.workers import LONG_CALL_S, MAX_LINE, Admission, WorkStopped
 
 FLOODER, VICTIM, OTHER = "203.0.113.7", "198.51.100.1", "198.51.100.2"
 
@@ -94,3 +94,15 @@ def test_a_waiting_call_ends_when_its_client_has_gone_and_gives_its_place_back()
     waiter.join()
     assert not admission.at_work and not admission.line
 
+
+
+def test_all_addresses_together_wait_in_a_bounded_line():
+    """Each waiting call holds one of Gradio's job threads: many networks' calls never take them all."""
+    admission = Admission(size=1, reserve=0, waiting=4)
+    at_work = admission.enter("192.0.2.200")
+    line = [admission.enter(f"192.0.2.{n}") for n in range(MAX_LINE)]
+    with pytest.raises(WorkStopped, match="Every worker of this server is busy"):
+        admission.enter("192.0.2.250")
+    assert at_work.granted and not any(turn.granted for turn in line)
+    done(admission, at_work)  # room again once the line moves
+    assert line[0].granted and not admission.enter("192.0.2.250").granted
