@@ -185,7 +185,10 @@ def safetensors_shapes(path: Path) -> dict[str, tuple[int, ...]]:
                            "(the operator sets PLAYGROUND_MAX_PARAMETERS).")
     with open(path, "rb") as f:
         head = f.read(8)
-        length = int.from_bytes(head, "little") if len(head) == 8 else -1
+        if len(head) < 8:
+            raise PackageError(f"{path.name} in {path.parent.name} has {size:,} bytes, too few for a safetensors "
+                               "file: it is truncated.")
+        length = int.from_bytes(head, "little")
         if not 0 < length <= min(limits.HEADER_BYTES, size - 8):
             raise PackageError(f"{path.name} in {path.parent.name} is corrupt or truncated (its header claims "
                                f"{length:,} bytes).")

@@ -155,8 +155,9 @@ def install(tmp: Path, models_dir: str | os.PathLike, name: str | None, shown: s
     staged = tmp
     if convert is not None:  # the package is written beside the checkpoint's files, under a name save_package takes
         staged = tmp / "package" / (check_name(name) if name else safe_stem(shown))
-        convert(tmp, staged, shown)
     try:
+        if convert is not None:
+            convert(tmp, staged, shown)
         check(staged)  # refuse anything that does not load (every file's size and schema included)
     except PackageError as err:  # named as the visitor knows it, not by the internal folder it was checked in
         raise PackageError(str(err).replace(tmp.name, shown)) from err
