@@ -57,16 +57,17 @@ class Estimate:
 
 
 def build_model(cfg: TrainConfig, vocab_size: int, device: torch.device) -> Transformer:
-    """The model a run with this config would train, with a joint vocabulary of `vocab_size`, on `device`."""
+    """The model a run with this config would train, with vocabularies of `vocab_size` (joint or not, as cfg says), on
+    `device`."""
     with device:
-        return Transformer(cfg.model_config(vocab_size, vocab_size, True))
+        return Transformer(cfg.model_config(vocab_size, vocab_size, cfg.joint_vocab))
 
 
 def count_parameters(cfg: TrainConfig, vocab_size: int | None = None) -> int:
-    """Parameters of the model a run with this config would train (joint vocabulary of `vocab_size`, default
-    cfg.vocab_size), counted without building it (TransformerConfig.num_parameters)."""
+    """Parameters of the model a run with this config would train (vocabularies of `vocab_size`, default
+    cfg.vocab_size, joint or not as cfg says), counted without building it (TransformerConfig.num_parameters)."""
     vocab = vocab_size or cfg.vocab_size
-    return cfg.model_config(vocab, vocab, True).num_parameters()
+    return cfg.model_config(vocab, vocab, cfg.joint_vocab).num_parameters()
 
 
 def data_tokens(words: int, chars: int, tokenizer: str) -> int:

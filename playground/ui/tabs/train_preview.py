@@ -19,8 +19,9 @@ def parameter_line(cfg) -> str:
     from playground.training.estimate import count_parameters
 
     n = count_parameters(cfg)
-    return (f"**{n:,} parameters** ({n / 1e6:.2f} M) with a joint vocabulary of {cfg.vocab_size:,} "
-            f"(the trained tokenizer's vocabulary can come out smaller).")
+    vocabulary = "a joint vocabulary" if cfg.joint_vocab else "a vocabulary on each side"
+    return (f"**{n:,} parameters** ({n / 1e6:.2f} M) with {vocabulary} of {cfg.vocab_size:,} "
+            f"(a tokenizer trained for the run can come out smaller).")
 
 
 def format_duration(seconds: float | None, clock: bool = False) -> str:
