@@ -48,6 +48,14 @@ def refused(page, label: str, value, message: str, kept, photo: str = "") -> Non
     fixed(page, label, old)
 
 
+def method(page, name: str) -> None:
+    """Choose a decoding method and wait, as a person would, for its controls to be shown (typing into them while
+    the method's own events still ran lost the message beside the field once on CI; Gradio's page rewrites each
+    control's loading status as events end)."""
+    page.get_by_role("radio", name=name).check()
+    wait_idle(page)
+
+
 def fixed(page, label: str, value) -> None:
     """A value in range takes the message away (and is what the next action uses)."""
     field = box(page, label)
@@ -86,7 +94,7 @@ def test_translate_refuses_each_number_beside_it_and_keeps_the_results(page):
     refused(page, "Table row for the next-token view (1 = first)", 0,
             "Table row must be a whole number from 1 to 2, not 0.", kept)
     refused(page, "Candidates per step", 99, "Candidates per step must be a whole number from 1 to 20, not 99.", kept)
-    page.get_by_role("radio", name="sample").check()
+    method(page, "sample")
     for label, value, message in [
             ("Top-k (0 = off)", -3, "Top-k must be a whole number of at least 0, not -3."),
             ("Temperature", 5, "Temperature must be from 0.05 to 2, not 5."),
@@ -102,7 +110,7 @@ def test_translate_refuses_each_number_beside_it_and_keeps_the_results(page):
     assert kept() == before
     both_widths(page, "translate")
     fixed(page, "Top-k (0 = off)", 0)
-    page.get_by_role("radio", name="beam").check()
+    method(page, "beam")
     for label, value, message in [
             ("Beam size", 0, "Beam size must be a whole number from 1 to 16, not 0."),
             ("Length penalty α", -1, "Length penalty α must be from 0 to 2, not -1.")]:
