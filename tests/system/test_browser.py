@@ -25,6 +25,7 @@ from browser import (
     choose,
     expect,
     key_column_visible,
+    new_page,
     no_error_badges,
     no_error_toasts,
     open_tab,
@@ -59,8 +60,7 @@ def page(server):
         old.unlink()
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=60_000)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.set_default_timeout(30_000)
+        page = new_page(browser)
         page.js_errors = []
         page.on("pageerror", lambda err: page.js_errors.append(str(err)))
         page.goto(server[0])
