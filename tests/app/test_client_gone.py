@@ -40,7 +40,9 @@ def test_a_handler_sees_its_client_go_when_the_page_closes_its_stream():
             next(line for line in events.iter_lines() if "process_starts" in line)
             assert asked.wait(10)
         left = time.monotonic()  # the page closed its stream
-        while not seen and time.monotonic() < left + 20:
+        while not seen and time.monotonic() < left + 28:
             time.sleep(0.1)
-    assert seen and seen[0] - left < 15  # the handler saw it go (Gradio checks the stream at least every 10 s)
+    # the handler saw it go: Gradio checks the stream at least every 10 s (later on a loaded machine), well before the
+    # handler's own 30 s were up
+    assert seen and seen[0] - left < 25
     assert client_gone() is None  # outside an event there is nothing to ask
