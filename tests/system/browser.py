@@ -18,6 +18,8 @@ BROWSER_MARKS = [pytest.mark.browser, pytest.mark.slow,
                  pytest.mark.skipif(CHROMIUM is None, reason="no `chromium` on PATH (apt-get install chromium; .ci/run "
                                                              "does it)")]
 expect = sync_api.expect
+# what a person waits for may take seconds on a loaded 2-core machine (Playwright's default is 5 s: CI missed it)
+expect.set_options(timeout=30_000)
 
 SHOTS = REPO / "tests" / "screenshots"
 # no network here: without these Chromium waits on connection attempts (sync, updates, QUIC probes)
