@@ -21,6 +21,7 @@ from browser import (
     shot,
     traces,
     type_number,
+    wait_idle,
 )
 from marian_checkpoints import make_marian_checkpoint
 
@@ -89,6 +90,7 @@ def test_a_marian_zip_is_imported_translates_shows_attention_and_is_fine_tuned(p
     page.get_by_role("textbox", name=re.compile("^Model name")).fill("tuned")
     choose(page, "Start from", NAME)
     expect(page.get_by_role("radio", name="fine-tune")).to_be_checked()
+    wait_idle(page)  # the fine-tune preset writes the form in events of its own: typing meanwhile was overwritten
     page.get_by_role("button", name=re.compile("Advanced: every hyperparameter")).click()
     expect(page.get_by_role("spinbutton", name="d_model", exact=True)).to_be_disabled()
     expect(page.get_by_role("spinbutton", name="d_model", exact=True)).to_have_value("16")
