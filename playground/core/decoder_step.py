@@ -70,26 +70,27 @@ class FlatDecoderStep:
 
     @torch.inference_mode()
     def __call__(self, tokens: torch.Tensor, state: DecoderState) -> torch.Tensor:
-        """tokens [B] -> next-token logits [B,V]; advances the state. Model.decode_step's operations, each on the
-        same shapes ([B,1,D] rows), so that every kernel sees what it sees there."""
+        """tokens [B] -> next-token logits [B,V]; advances the state. Model.decode_step's operations on [B,D] rows
+        where it has [B,1,D] (the same values in the same layout: each kernel computes what it computes there, and
+        the products skip their reshapes to 2-D and back)."""
         B, H, D, pre = tokens.size(0), self.n_heads, self.d_model, self.pre
         ln, attend = torch.layer_norm, F.scaled_dot_product_attention
         start = state.length
-        x = torch.embedding(self.embedding, tokens[:, None]) * self.scale + self.positions[start : start + 1]
+        x = torch.embedding(self.embedding, tokens) * self.scale + self.positions[start]  # [B,D]
         for (qkv, out, cross_q, cross_out, up, act, down, norm1, norm2, norm3), cache, (memory_k, memory_v) in zip(
                 self.layers, state.caches, state.memory_kv):
             # self-attention over the cache (SelfAttention.forward with a cache)
             h = ln(x, *norm1) if pre else x
-            q, kv = qkv[0](h, qkv[1], qkv[2]).view(B, 1, 3, H, D // H).split([1, 2], dim=2)
-            k, v = cache.append(kv)
-            y = attend(q.squeeze(2).transpose(1, 2), k, v, attn_mask=None, dropout_p=0.0, is_causal=False)
-            y = out[0](y.transpose(1, 2).reshape(B, 1, D), out[1], out[2])
+            q_kv = qkv[0](h, qkv[1], qkv[2]).view(B, 1, 3, H, D // H)
+            k, v = cache.append(q_kv[:, :, 1:])
+            y = attend(q_kv[:, :, 0].transpose(1, 2), k, v, attn_mask=None, dropout_p=0.0, is_causal=False)
+            y = out[0](y.transpose(1, 2).reshape(B, D), out[1], out[2])
             x = x + y if pre else ln(x + y, *norm1)
             # attention over the source (CrossAttention.forward)
             h = ln(x, *norm2) if pre else x
             q = cross_q[0](h, cross_q[1], cross_q[2]).view(B, 1, H, D // H).transpose(1, 2)
             y = attend(q, memory_k, memory_v, attn_mask=state.src_mask, dropout_p=0.0, is_causal=False)
-            y = cross_out[0](y.transpose(1, 2).reshape(B, 1, D), cross_out[1], cross_out[2])
+            y = cross_out[0](y.transpose(1, 2).reshape(B, D), cross_out[1], cross_out[2])
             x = x + y if pre else ln(x + y, *norm2)
             # feed-forward network (FeedForward.forward)
             h = ln(x, *norm3) if pre else x
@@ -101,4 +102,4 @@ class FlatDecoderStep:
         if self.logits_bias is not None:
             logits = logits + self.logits_bias.to(logits.dtype)
         state.length += 1
-        return logits[:, -1]
+        return logits
