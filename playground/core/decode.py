@@ -307,6 +307,7 @@ def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
     sentence = torch.arange(B, device=device)  # which sentence each live group of K rows belongs to
     sentence_limits = limits  # limits[sentence]
     among_best = torch.arange(2 * K, device=device) < K  # the first K of the 2K candidates
+    first_rows = torch.arange(B, device=device)[:, None] * K  # [B, 1]: group i's first row in the decoder state
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
     for step in range(output_steps):
         stop_check()
@@ -319,8 +320,8 @@ def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
 
         # hypotheses that end here: <eos> among the K best candidates, and every open beam at the length limit
         ends = (is_eos | at_limit) & among_best
-        ended = []
-        if ends.any():
+        ended, any_ends = [], bool(ends.any())
+        if any_ends:
             hist, hist_lp = history.tolist(), history_lp.tolist()
             for i, j in ends.nonzero().tolist():
                 b = sentence[i].item()
@@ -343,7 +344,7 @@ def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
         done = at_limit[:, 0]
         if ended:  # a sentence is also done once it has K finished hypotheses
             done = done | torch.tensor([len(finished[b]) >= K for b in sentence.tolist()], device=device)
-        leaving = bool(done.any())
+        leaving = any_ends and bool(done.any())  # a sentence at its limit ends its beams: no end, no sync
         if leaving:  # sentences leave: the rest keep searching
             if done.all():
                 break
@@ -351,9 +352,7 @@ def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
             sentence, scores, history, history_lp = sentence[keep], scores[keep], history[keep], history_lp[keep]
             sentence_limits = sentence_limits[keep]
             beam, token = beam[keep], token[keep]
-        else:
-            keep = torch.arange(n, device=device)
-        rows = (keep[:, None] * K + beam).view(-1)  # the new beams' parents' rows in the decoder state
+        rows = ((first_rows[keep] if leaving else first_rows[:n]) + beam).view(-1)  # the parents' rows in the state
         state.select(rows, memory=leaving)  # among one source's beams the encoder side is the same
         tokens = token.view(-1)
 
