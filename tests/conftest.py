@@ -17,14 +17,24 @@ from playground.packages.store import save_package
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session", autouse=True)
 def one_thread():
-    """One intra-op thread for tiny models: they gain nothing from a second one, and on a busy 2-core machine its
-    spin-waits make them several times slower (measured up to 50x on a beam search)."""
+    """One intra-op thread for every test (a test module may still name it, to say that it relies on it): tiny
+    models gain nothing from a second one, and on a busy 2-core machine its spin-waits make them several times
+    slower (measured up to 50x on a beam search; 5x on the unit tests' 8-step runs). A test about the machine's own
+    thread count asks for machine_threads."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    yield
+    yield threads
     torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def machine_threads(one_thread):
+    """The intra-op threads the process started with (the machine's cores), for the test's duration."""
+    torch.set_num_threads(one_thread)
+    yield
+    torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")

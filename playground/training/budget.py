@@ -106,17 +106,40 @@ class MinutesPlan:
     def replan(self, step: int, budget_steps: int | None, elapsed: float, steps_here: int,
                train_time: float) -> None:
         """Fit the plan to the steps the rest of the minutes budget holds at the speed measured so far in this call,
-        and the validations still to come at the time they took (or VALIDATION_SHARE of the budget until one ran).
-        Only the pace of the fitted schedule changes (schedule.advance), so the rate never jumps."""
-        budget = self.cfg.max_minutes * 60
+        once the validations still to come have had the time they took (or their allowance until one ran). Only the
+        pace of the fitted schedule changes (schedule.advance), so the rate never jumps."""
         per_eval = (sum(self.eval_seconds) / len(self.eval_seconds) if self.eval_seconds
-                    else VALIDATION_SHARE * budget / VALIDATIONS_PER_RUN)
-        per_step = train_time / max(steps_here, 1) + per_eval / (eval_interval(self.cfg, self.planned) or self.planned)
-        left, fitted = self.planned - step, (budget - elapsed) / per_step
+                    else self.validation_allowance() or 0.0)
+        training_left = self.cfg.max_minutes * 60 - elapsed - self.validations_left(step, elapsed) * per_eval
+        left, fitted = self.planned - step, max(training_left, 0.0) / (train_time / max(steps_here, 1))
         if left > 0:
             fitted = min(max(fitted, left / MAX_PACE_CHANGE), left * MAX_PACE_CHANGE)
         planned = step + max(1, round(fitted))
         self.planned = min(planned, budget_steps) if budget_steps is not None else planned
+
+    def validations_left(self, step: int, elapsed: float) -> int:
+        """The validations still due before the minutes run out (the last one runs after them, in its grace: see
+        last_eval_deadline)."""
+        if self.cfg.eval_every:
+            return max(self.planned - step, 0) // self.cfg.eval_every
+        return max(VALIDATIONS_PER_RUN - 1 - int(elapsed // self.validation_period()), 0)
+
+    def validation_period(self) -> float:
+        """Seconds between the validations of a fitted schedule: the minutes in VALIDATIONS_PER_RUN equal shares."""
+        return self.cfg.max_minutes * 60 / VALIDATIONS_PER_RUN
+
+    def validation_due(self, step: int, last_eval: int, elapsed: float, last_eval_end: float) -> bool:
+        """Whether a validation is due after step `step` (`last_eval`: the last validated step, `last_eval_end`: the
+        run's seconds when that validation ended). eval_every when set; on a fitted schedule, each time the run's
+        clock enters the next of VALIDATIONS_PER_RUN equal shares of the minutes (the last share's validation is the
+        final one), so neither a plan that is re-fitted nor a slow validation adds or moves one; else the planned
+        steps spread over VALIDATIONS_PER_RUN validations, counted from the last one (not as multiples: a re-planned
+        interval would skip the next one)."""
+        if self.fitted and not self.cfg.eval_every:
+            period = self.validation_period()
+            return elapsed < self.cfg.max_minutes * 60 and elapsed // period > last_eval_end // period
+        every = eval_interval(self.cfg, self.planned)
+        return bool(every) and step - last_eval >= every
 
     def replan_due(self, steps_here: int, last_plan_time: float, run_time: float) -> bool:
         if not self.schedule_steps or steps_here < FIRST_TIMING_STEPS:

@@ -58,7 +58,7 @@ from playground.training.inputs import (
     shared_tokenizer,
 )
 from playground.training.machine import RunMachine, kept_state
-from playground.training.schedule import eval_interval, planned_steps
+from playground.training.schedule import planned_steps
 from playground.training.step import Optimization
 from playground.training.stopping import StopRules, last_eval_sentences
 
@@ -83,6 +83,7 @@ class Loop:
     last_loss: float | None = None
     saved_step: int | None = None
     last_eval: int = 0
+    last_eval_end: float = 0.0  # seconds of the run when the last validation ended (or this call began)
     reason: StopReason | None = None
 
     def tokens_per_s(self, tokens: int, now: float) -> float:
@@ -246,7 +247,7 @@ class Trainer:
         cap_end = start + self.cfg.max_minutes * 60 - self.elapsed_before if self.cfg.max_minutes else None
         last_eval = self.history.evals[-1]["step"] if self.history.evals else 0  # every rank has the history
         return Loop(start, budget_steps, steps_per_epoch, cap_end, elapsed=self.elapsed_before, window_start=start,
-                    last_eval=last_eval)
+                    last_eval=last_eval, last_eval_end=self.elapsed_before)
 
     def start_event(self, loop: Loop) -> events.Start:
         return events.Start(self.model.num_parameters(), self.machine.describe(), self.precision, self.budget.planned,
@@ -293,14 +294,15 @@ class Trainer:
         return now
 
     def validate_if_due(self, loop: Loop) -> Iterator[events.Event]:
-        """The validation due after this step, if one is (counted from the last one, not as multiples: a re-planned
-        interval would skip the next one); early stopping ends the run after it (loop.reason)."""
-        every = eval_interval(self.cfg, self.budget.planned)
-        if not every or self.step - loop.last_eval < every:
+        """The validation due after this step, if one is (MinutesPlan.validation_due: rank 0's clock decides); early
+        stopping ends the run after it (loop.reason)."""
+        due = self.budget.validation_due(self.step, loop.last_eval, loop.elapsed, loop.last_eval_end)
+        if not agree(due, self.ranks):
             return
         if self.ranks.is_main:  # the other ranks wait for it in the next collective
             yield from self.validate_and_save(loop.elapsed, final=False, until=loop.cap_end)
         loop.saved_step = loop.last_eval = self.step
+        loop.last_eval_end = self.elapsed_before + time.perf_counter() - loop.start
         if agree(self.early_stopping.out_of_patience, self.ranks):
             loop.reason = StopReason.EARLY
 

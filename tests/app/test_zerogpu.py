@@ -221,16 +221,18 @@ def test_a_spent_quota_pauses_the_run_which_goes_on_later_to_its_steps(tmp_path,
 
         spaces.new_day()
         spaces.quota_s = 10_000
+        calls = len(spaces.calls)
+        on_cpu = second.submit(second_name, api_name="/continue_on_cpu")  # both go on at once
         for _ in range(4):  # a call that a busy machine lets run past its duration is aborted: press again
             done = first.submit(first_name, api_name="/continue_on_gpu").result()[0]
             if not done.startswith("⏸"):
                 break
             assert "GPU task aborted" in done, done
         assert done.startswith(f"✅ **Done** (step budget reached): {steps:,} steps"), done
-        calls = len(spaces.calls)
-        done = second.submit(second_name, api_name="/continue_on_cpu").result()[0]
+        done = on_cpu.result()[0]
         assert done.startswith(f"✅ **Done** (step budget reached): {steps:,} steps") and "on cpu" in done, done
-        assert len(spaces.calls) == calls  # the CPU run spent no GPU time
+        went_on = [who for *_, who in spaces.calls[calls:]]
+        assert went_on and set(went_on) == {first.session_hash}, spaces.calls  # the CPU run spent no GPU time
     finally:
         demo.close()
     for name in (first_name, second_name):

@@ -25,14 +25,21 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
                  "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
 
 
+def new_page(browser, width: int = 1400, height: int = 1000):
+    """A page of `browser` whose events wait_idle can see (EVENTS, installed before any of the app's scripts)."""
+    page = browser.new_page(viewport={"width": width, "height": height})
+    page.set_default_timeout(30_000)
+    page.add_init_script(EVENTS)
+    return page
+
+
 @contextlib.contextmanager
 def opened(url: str, width: int = 1400, height: int = 1000):
     """A page of the app at `url` in Chromium, `width` px wide, once it shows its title; closed with the block."""
     SHOTS.mkdir(exist_ok=True)
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=60_000)
-        page = browser.new_page(viewport={"width": width, "height": height})
-        page.set_default_timeout(30_000)
+        page = new_page(browser, width, height)
         page.goto(url)
         expect(page.get_by_role("heading", name="Transformer Playground")).to_be_visible(timeout=60_000)
         yield page
@@ -67,12 +74,76 @@ def type_number(page, label: str, value) -> None:
     expect(box).to_have_value(str(value))
 
 
-BUSY = r"""() => [...document.querySelectorAll('.wrap')].some(el => el.offsetParent !== null
-    && !el.classList.contains('hide') && /^(processing \| |queue: \d+\/\d+ \| )?[\d.]+s$/.test(el.innerText.trim()))"""
+# Gradio's client asks the server for everything with fetch: each event joins the queue (its id in the answer) and
+# ends with a "process_completed" message on the session's event stream (or a /cancel), an unqueued event is one
+# request. Counted here, in the page, since many events show no progress at all (show_progress="hidden": a validator,
+# a control shown for a method), and acting while one still runs races it.
+EVENTS = r"""(() => {
+    if (window.__events) return;
+    const open = new Set(), ended = new Set(), state = window.__events = {open, requests: 0};
+    const end = id => { ended.add(id); open.delete(id); };
+    const pathOf = input => new URL(input instanceof Request ? input.url : String(input), location.href).pathname;
+    const watchStream = async body => {
+        const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+        let buffer = '';
+        for (;;) {
+            const {value, done} = await reader.read();
+            if (done) return;
+            buffer += value;
+            const messages = buffer.split(/\r?\n\r?\n/);
+            buffer = messages.pop();
+            for (const message of messages) for (const line of message.split(/\r?\n/)) {
+                if (!line.startsWith('data:')) continue;
+                try {
+                    const data = JSON.parse(line.slice(5));
+                    if (data.msg === 'process_completed' && data.event_id) end(data.event_id);
+                } catch (e) { /* not JSON: a heartbeat */ }
+            }
+        }
+    };
+    const realFetch = window.fetch;
+    window.fetch = async function (input, init) {
+        const path = pathOf(input);
+        if (path.endsWith('/queue/data')) {  // the session's event stream: read a copy of it
+            const response = await realFetch.apply(this, arguments);
+            if (!response.body) return response;
+            const [mine, theirs] = response.body.tee();
+            watchStream(mine).catch(() => {});
+            return new Response(theirs, {status: response.status, statusText: response.statusText,
+                                         headers: response.headers});
+        }
+        if (path.includes('/heartbeat')) return realFetch.apply(this, arguments);  // open for as long as the page
+        state.requests += 1;
+        try {
+            const response = await realFetch.apply(this, arguments);
+            if (path.endsWith('/queue/join') && response.ok) {
+                const id = (await response.clone().json()).event_id;
+                if (id && !ended.has(id)) open.add(id);
+            } else if (path.endsWith('/cancel') && init && typeof init.body === 'string') {
+                end(JSON.parse(init.body).event_id);
+            }
+            return response;
+        } finally {
+            state.requests -= 1;
+        }
+    };
+})()"""
+
+
+# an event still running, a request unanswered, or a component showing Gradio's progress ("processing | 1.2s",
+# "queue: 2/3 | …", a bare timer)
+BUSY = r"""() => window.__events.open.size + window.__events.requests > 0
+    || [...document.querySelectorAll('.wrap')].some(el => el.offsetParent !== null && !el.classList.contains('hide')
+        && /^(processing \| |queue: \d+\/\d+ \| )?[\d.]+s$/.test(el.innerText.trim()))"""
+
+
+RUNNING = "() => ({events: [...window.__events.open], requests: window.__events.requests})"
 
 
 def wait_idle(page, timeout: float = 30.0) -> None:
-    """Until no component shows Gradio's progress ("processing | 1.2s", "queue: 2/3 | …", a bare timer) for 0.5 s."""
+    """Until no event of the page runs (its progress shown or not: EVENTS) and no component shows Gradio's progress,
+    for 0.5 s."""
+    assert page.evaluate("() => window.__events !== undefined"), "a page that wait_idle can read comes from new_page"
     deadline, quiet_since = time.monotonic() + timeout, None
     while time.monotonic() < deadline:
         if page.evaluate(BUSY):
@@ -82,7 +153,7 @@ def wait_idle(page, timeout: float = 30.0) -> None:
         elif time.monotonic() - quiet_since > 0.5:
             return
         page.wait_for_timeout(100)
-    raise AssertionError(f"the page was still busy after {timeout:.0f} s")
+    raise AssertionError(f"the page was still busy after {timeout:.0f} s: {page.evaluate(RUNNING)}")
 
 
 def no_error_toasts(page) -> None:

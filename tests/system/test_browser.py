@@ -25,6 +25,7 @@ from browser import (
     choose,
     expect,
     key_column_visible,
+    new_page,
     no_error_badges,
     no_error_toasts,
     open_tab,
@@ -59,8 +60,7 @@ def page(server):
         old.unlink()
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=60_000)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.set_default_timeout(30_000)
+        page = new_page(browser)
         page.js_errors = []
         page.on("pageerror", lambda err: page.js_errors.append(str(err)))
         page.goto(server[0])
@@ -217,7 +217,9 @@ def test_train_tab_trains_a_tiny_model_and_its_loss_chart_grows(page, server, ti
         warnings.warn(f"03-train-running.png shows the finished run: {running!r}")
     expect(status).to_contain_text("Done", timeout=90_000)
     timings["train run"] = time.monotonic() - t0 - timings["train form"]
-    page.wait_for_timeout(300)  # the last points are drawn
+    wait_idle(page)
+    # the recorder saw the last points drawn (it reads the chart every 25 ms)
+    page.wait_for_function("n => window.__lossSeen.some(([points, drawn]) => points === n && drawn > 0)", arg=STEPS)
     page.evaluate("() => clearInterval(window.__lossTimer)")
     seen = [s for s in page.evaluate("() => window.__lossSeen") if s[0] > 0]
     final = traces(page, "Loss")
@@ -262,6 +264,7 @@ def test_translate_tab_greedy_and_beam_with_the_demo(page, timings):
     shot(page, "05-translate-greedy")
     page.get_by_role("radio", name="beam").check()
     expect(page.get_by_role("spinbutton", name="number input for Beam size")).to_be_visible()
+    wait_idle(page)  # the method's own events first (its controls, its checks), as a person would
     page.get_by_role("button", name="Translate", exact=True).click()
     expect(page.get_by_text(re.compile(r"2 sentences with demo-en-de .*beam.*log p / length"))).to_be_visible()
     for german in HELD_OUT.values():
@@ -352,9 +355,7 @@ def test_compare_tab_overlays_the_new_run_and_the_demo(page, server, timings):
                 if (column := side_by_side.get_by_role("columnheader", name=name).bounding_box())["x"]
                 + column["width"] > table["x"] + table["width"] + 1]
 
-    deadline = time.monotonic() + 10  # the widths follow the table in an event of their own
-    while cut_off() and time.monotonic() < deadline:
-        page.wait_for_timeout(100)
+    wait_idle(page)  # the widths follow the table in an event of their own
     assert not cut_off(), f"columns cut off: {cut_off()}"
     shot(page, "09b-compare-unbroken-text")
     timings["compare"] = time.monotonic() - t0

@@ -232,6 +232,7 @@ def test_the_next_token_and_compare_tables_fit_at_1024_px(narrow_page, server):
     expect(page.get_by_role("grid", name="Translations")).to_contain_text("Heute")
     page.get_by_role("button", name="Show").click()
     expect(page.get_by_role("grid", name="Next-token table")).to_contain_text("Heute (")
+    wait_idle(page)  # a table's columns are fitted in an event of their own
     inside_its_container(page, "Next-token table")
     inside_its_container(page, "Translations")
     page.screenshot(path=str(SHOTS / "i27-next-token-1024.png"), full_page=True)
@@ -244,6 +245,7 @@ def test_the_next_token_and_compare_tables_fit_at_1024_px(narrow_page, server):
     page.get_by_role("button", name="Compare", exact=True).click()
     settings = page.get_by_role("grid", name="Settings that differ")
     expect(settings).to_contain_text(re.compile(r"learning rate \(lr\)"))
+    wait_idle(page)
     inside_its_container(page, "Settings that differ")
     inside_its_container(page, "Scores (the final validation of each run)")
     page.screenshot(path=str(SHOTS / "i27-compare-1024.png"), full_page=True)

@@ -37,7 +37,7 @@ def busy_cores():
 
 @pytest.mark.skipif(not (MULTI30K / "train.fr.gz").is_file(), reason="Multi30k is not on this machine")
 @pytest.mark.slow
-def test_a_half_minute_run_on_a_busy_cpu_learns_with_a_smooth_rate(tmp_path, busy_cores):
+def test_a_half_minute_run_on_a_busy_cpu_learns_with_a_smooth_rate(tmp_path, busy_cores, machine_threads):
     pairs = list(zip(first_lines("train.en.gz", 3000), first_lines("train.fr.gz", 3000)))
     train, val = split_pairs(pairs, 0.05)  # the Data tab's default split
     cfg = preset_config("tiny", max_minutes=0.5, device="cpu")

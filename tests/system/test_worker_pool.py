@@ -64,7 +64,11 @@ def test_a_long_call_yields_the_cpus_and_a_kill_finds_a_warm_spare(pool):
     assert pool.call(tasks.nice_after, LONG_CALL_S + 0.5, seconds=60) == min(19, started_at + LOWER_NICE)
     assert pool.call(tasks.nice_after, 0, seconds=60) == started_at  # the next call's thread starts as the worker
 
-    time.sleep(1)  # both workers (1 + the spare) idle
+    # both workers (1 + the spare) idle: a replacement of a worker killed above may still be importing PyTorch
+    deadline = time.monotonic() + 120
+    while pool.ready.qsize() < 2:
+        assert time.monotonic() < deadline, "the pool never had its worker and its spare ready"
+        time.sleep(0.1)
     idle = {worker.process.pid for worker in list(pool.ready.queue)}
     assert len(idle) == 2
     with pytest.raises(WorkStopped):
@@ -85,7 +89,8 @@ def test_a_callers_calls_wait_behind_its_own_not_in_front_of_others():
             started = time.time()
             first, second = [threads.submit(workers.call, tasks.finish_after, 1.5, seconds=60, owner="198.51.100.1")
                              for _ in range(2)]
-            time.sleep(0.2)
+            while len(workers.admission.line) + sum(workers.admission.at_work.values()) < 2:
+                time.sleep(0.01)  # both of the first caller's calls came first (at work or waiting)
             other = threads.submit(workers.call, tasks.finish_after, 1.5, seconds=60, owner="198.51.100.2")
             ends = sorted([first.result() - started, second.result() - started])
             # two workers, but the first caller's second call waits for its first: the other caller's starts at once
