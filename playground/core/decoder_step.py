@@ -1,11 +1,12 @@
 """Transformer.decode_step without nn.Module calls: the same tensor operations, in the same order, on the same
 weights, gathered once per search into plain tensors (int8 layers: their packed fbgemm weights).
 
-A decoding step at batch 1 multiplies one row by each weight matrix: each of its ~80 module calls (the layers, the
-residual wrappers, dropout that does nothing in eval mode, the attention modules and their helpers) costs a few µs
-of Python around operations of 5-30 µs, which made the module path about a third slower than the operations alone
-(bench/decode_speed.py). model.py stays the readable definition, and this step is tested equal to it, bit for bit
-(tests/unit/test_decoder_step.py). A model with hooks on any module decodes through its modules, which call them.
+A decoding step at batch 1 multiplies one row by each weight matrix: each of its 65 module calls (3 layers: the
+layers, the residual wrappers, dropout that does nothing in eval mode, the attention modules and their helpers)
+costs a few µs of Python around operations of 5-30 µs, which made the module path about a third slower than the
+operations alone (bench/decode_speed.py). model.py stays the readable definition, and this step is tested equal
+to it, bit for bit (tests/unit/test_decoder_step.py). A model with hooks on any module decodes through its
+modules, which call them.
 """
 
 from __future__ import annotations
