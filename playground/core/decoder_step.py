@@ -3,8 +3,8 @@ weights, gathered once per search into plain tensors (int8 layers: their packed 
 
 A decoding step at batch 1 multiplies one row by each weight matrix: each of its 65 module calls (3 layers: the
 layers, the residual wrappers, dropout that does nothing in eval mode, the attention modules and their helpers)
-costs a few µs of Python around operations of 5-30 µs, which made the module path about a third slower than the
-operations alone (bench/decode_speed.py). model.py stays the readable definition, and this step is tested equal
+costs a few µs of Python around operations of 5-30 µs: the module path took 1.4x this step's time at batch 1
+(bench/decode_speed.py). model.py stays the readable definition, and this step is tested equal
 to it, bit for bit (tests/unit/test_decoder_step.py). A model with hooks on any module decodes through its
 modules, which call them.
 """
