@@ -21,7 +21,7 @@ import common  # first: the allocator is chosen before PyTorch loads
 import torch
 
 from playground.core.decode import DecodeOptions, beam_search, greedy_or_sample, source_ids, translate
-from playground.core.model import Transformer
+from playground.core.model import Transformer, model_device
 from playground.core.quantize import int8_linears
 from playground.core.sequences import pad_batch
 from playground.core.tokenizer import PairTokenizer, train_tokenizer
@@ -98,14 +98,12 @@ def ctranslate2_searches(model: Transformer, tokenizer: PairTokenizer, steps: in
 
 
 def forbid_eos(model: Transformer) -> None:
-    """Make <eos> impossible (its logit -inf) so every search runs to its length limit."""
-    eos = model.cfg.eos_id
-
-    def hook(module, inputs, logits):
-        logits[..., eos] = float("-inf")
-        return logits
-
-    model.output.register_forward_hook(hook)
+    """Make <eos> impossible (a logit bias of -inf) so every search runs to its length limit. A bias, not a hook on
+    the output layer: a model with hooks decodes through its modules (core/decoder_step.py)."""
+    bias = torch.zeros(model.cfg.tgt_vocab_size, device=model_device(model))
+    bias[model.cfg.eos_id] = float("-inf")
+    model.cfg.final_logits_bias = True
+    model.register_buffer("final_logits_bias", bias)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -198,12 +196,15 @@ def main() -> None:
     device = resolve_device(args.device)
     sources, tokenizer, label = sentences_and_tokenizer(args.data, preset_config("small").vocab_size)
     model = small_model(tokenizer, device, args.seed)
-    forbid_eos(model)
     ids = sorted(source_ids(tokenizer, sources[: args.sentences], model.cfg), key=len)  # as translate() batches
     runs = searches(args.steps, args.beam_size)
+    exported = {}  # exported before forbid_eos: CTranslate2 keeps <eos> out with min_decoding_length
     if device.type == "cpu":
-        runs |= int8_searches(int8_linears(model), args.steps, args.beam_size)  # the copy keeps forbid_eos's hook
-        runs |= ctranslate2_searches(model, tokenizer, args.steps, args.beam_size, torch.get_num_threads())
+        exported = ctranslate2_searches(model, tokenizer, args.steps, args.beam_size, torch.get_num_threads())
+    forbid_eos(model)
+    if device.type == "cpu":
+        runs |= int8_searches(int8_linears(model), args.steps, args.beam_size)  # the copy keeps forbid_eos's bias
+    runs |= exported
     print(f"small preset ({model.num_parameters():,} parameters, random weights), {len(ids)} {label} sources, "
           f"{args.steps} tokens per sentence, {args.precision}")
 

@@ -5,7 +5,8 @@ possible) and GNMT's length penalty with α = 0.6 (Wu et al. 2016, "Google's Neu
 §7: ((5 + length) / 6)^α); here a finished hypothesis scores sum(log p) / length^α, the simpler form, each sentence
 may output up to 2 x its source length + 10 tokens, and it stops once it has `beam_size` finished hypotheses.
 Sampling's top-p is nucleus sampling (Holtzman et al. 2020, "The Curious Case of Neural Text Degeneration"). Each step
-feeds one token per row through Transformer.decode_step, whose key/value cache (core/kv_cache.py) holds the rest.
+feeds one token per row through Transformer.decode_step (computed as core/decoder_step.py computes it, without its
+module calls), whose key/value cache (core/kv_cache.py) holds the rest.
 Also what decoding's caches cost and `translate`, sentences in and text out. What one call may
 use is the caller's to say (DecodeBounds): this module knows no server, no quota and no environment variable.
 """
@@ -19,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from playground.core.attention_maps import attention_maps
+from playground.core.decoder_step import Step, decoder_step
 from playground.core.model import Transformer, TransformerConfig, model_device
 from playground.core.sequences import pad_batch, sentence_tokens
 from playground.errors import PlaygroundError
@@ -193,12 +195,13 @@ def length_limits(model: Transformer, src: torch.Tensor, max_output_tokens: int 
     return limits.clamp(1, model.cfg.max_positions - 1)
 
 
-def next_token_logprobs(model: Transformer, tokens: torch.Tensor, state) -> torch.Tensor:
-    """[rows, V] log-probabilities of each row's next token. A model that never outputs <pad> and <bos> (Marian's
-    bad_words_ids) gets them at -inf after the softmax, as transformers masks them, so the others keep their values."""
-    logp = F.log_softmax(model.decode_step(tokens, state).float(), dim=-1)
-    if model.cfg.never_generate_pad:
-        logp[:, model.cfg.pad_id] = logp[:, model.cfg.bos_id] = float("-inf")  # scalar fills: no index tensor
+def next_token_logprobs(cfg: TransformerConfig, next_logits: Step, tokens: torch.Tensor, state) -> torch.Tensor:
+    """[rows, V] log-probabilities of each row's next token (next_logits: core/decoder_step.py's). A model
+    that never outputs <pad> and <bos> (Marian's bad_words_ids) gets them at -inf after the softmax, as transformers
+    masks them, so the others keep their values."""
+    logp = F.log_softmax(next_logits(tokens, state).float(), dim=-1)
+    if cfg.never_generate_pad:
+        logp[:, cfg.pad_id] = logp[:, cfg.bos_id] = float("-inf")  # scalar fills: no index tensor
     return logp
 
 
@@ -221,7 +224,7 @@ def greedy_or_sample(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
             generator.seed()  # a fresh seed for this generator only: torch.seed() would re-seed everyone's global RNG
         else:
             generator.manual_seed(opts.seed)
-    state = model.start_decoding(src, output_steps)
+    state, next_logits = model.start_decoding(src, output_steps), decoder_step(model)
     tokens = torch.full((B,), cfg.bos_id, dtype=torch.long, device=src.device)
     rows = torch.arange(B, device=src.device)  # which sentence each live row belongs to
     row_limits = limits  # limits[rows]
@@ -232,7 +235,7 @@ def greedy_or_sample(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
     # step (live.all()), and a row's length written once, when it leaves
     for step in range(output_steps):
         stop_check()
-        logp = next_token_logprobs(model, tokens, state)  # [live, V]
+        logp = next_token_logprobs(cfg, next_logits, tokens, state)  # [live, V]
         if generator is None:
             token_lp, tokens = logp.max(-1)
         else:
@@ -263,9 +266,25 @@ def best_continuations(scores: torch.Tensor, logp: torch.Tensor,
     continuation's summed log-probability, the beam it extends, its token and that token's log-probability."""
     n, K = scores.shape
     V = logp.size(-1)
-    top_scores, top_index = (scores[:, :, None] + logp.view(n, K, V)).view(n, K * V).topk(count, dim=1)
+    top_scores, top_index = largest((scores[:, :, None] + logp.view(n, K, V)).view(n, K * V), count)
     # top_index = beam * V + token, also the index of the token's log-probability in logp's [n, K * V] view
     return top_scores, top_index // V, top_index % V, logp.view(n, K * V).gather(1, top_index)
+
+
+def largest(x: torch.Tensor, k: int, strips: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
+    """x.topk(k, dim=1) for rows much wider than k, in a third of its time (beam search's K x V candidates, where
+    topk was an eighth of a step at batch 1: bench/decode_speed.py): each row seen as `strips` strips side by side,
+    the k largest values lie in the k columns with the largest maxima (each of them is at least the k-th largest
+    column maximum), so topk runs over those k columns only. The same values and indices, up to which of several
+    equal values is taken, which topk leaves open too."""
+    n, m = x.shape
+    if m % strips or m < 4 * strips * k:
+        return x.topk(k, dim=1)
+    width = m // strips
+    grid = x.view(n, strips, width)
+    columns = grid.amax(1).topk(k, dim=1).indices  # [n, k]
+    values, at = grid.gather(2, columns[:, None, :].expand(n, strips, k)).view(n, strips * k).topk(k, dim=1)
+    return values, (at // k) * width + columns.gather(1, at % k)
 
 
 def extend_history(history: torch.Tensor, beam: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
@@ -294,8 +313,8 @@ def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
     limits = length_limits(model, src, opts.max_output_tokens)
     output_steps = int(limits.max())
     device = src.device
-    state = model.start_decoding(src, output_steps)  # encode each source once, then give each of its K beams a copy
-    state.select(torch.arange(B, device=device).repeat_interleave(K))
+    state, next_logits = model.start_decoding(src, output_steps), decoder_step(model)
+    state.select(torch.arange(B, device=device).repeat_interleave(K))  # each source encoded once, a copy per beam
     scores = torch.full((B, K), float("-inf"), device=device)
     scores[:, 0] = 0.0  # all beams start identical: let only the first one expand
     history = torch.empty(B, K, 0, dtype=torch.long, device=device)
@@ -304,11 +323,12 @@ def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
     sentence = torch.arange(B, device=device)  # which sentence each live group of K rows belongs to
     sentence_limits = limits  # limits[sentence]
     among_best = torch.arange(2 * K, device=device) < K  # the first K of the 2K candidates
+    first_rows = torch.arange(B, device=device)[:, None] * K  # [B, 1]: group i's first row in the decoder state
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
     for step in range(output_steps):
         stop_check()
         n = sentence.numel()
-        logp = next_token_logprobs(model, tokens, state)  # [n*K, V]
+        logp = next_token_logprobs(cfg, next_logits, tokens, state)  # [n*K, V]
         # 2K candidates: at most K of them end in <eos>, so K open ones remain
         top_scores, beam, token, token_lp = best_continuations(scores, logp, 2 * K)  # 4 x [n, 2K]
         is_eos = token == cfg.eos_id
@@ -316,8 +336,8 @@ def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
 
         # hypotheses that end here: <eos> among the K best candidates, and every open beam at the length limit
         ends = (is_eos | at_limit) & among_best
-        ended = []
-        if ends.any():
+        ended, any_ends = [], bool(ends.any())
+        if any_ends:
             hist, hist_lp = history.tolist(), history_lp.tolist()
             for i, j in ends.nonzero().tolist():
                 b = sentence[i].item()
@@ -340,7 +360,7 @@ def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
         done = at_limit[:, 0]
         if ended:  # a sentence is also done once it has K finished hypotheses
             done = done | torch.tensor([len(finished[b]) >= K for b in sentence.tolist()], device=device)
-        leaving = bool(done.any())
+        leaving = any_ends and bool(done.any())  # a sentence at its limit ends its beams: no end, no sync
         if leaving:  # sentences leave: the rest keep searching
             if done.all():
                 break
@@ -348,9 +368,7 @@ def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
             sentence, scores, history, history_lp = sentence[keep], scores[keep], history[keep], history_lp[keep]
             sentence_limits = sentence_limits[keep]
             beam, token = beam[keep], token[keep]
-        else:
-            keep = torch.arange(n, device=device)
-        rows = (keep[:, None] * K + beam).view(-1)  # the new beams' parents' rows in the decoder state
+        rows = ((first_rows[keep] if leaving else first_rows[:n]) + beam).view(-1)  # the parents' rows in the state
         state.select(rows, memory=leaving)  # among one source's beams the encoder side is the same
         tokens = token.view(-1)
 

@@ -31,8 +31,9 @@ class LayerCache:
         (views of the buffer)."""
         self.length += kv.size(1)
         filled = self.kv[: self.length]  # [length,B,2,H,Dh]
-        filled[self.length - kv.size(1) :] = kv.transpose(0, 1)
-        return filled[:, :, 0].permute(1, 2, 0, 3), filled[:, :, 1].permute(1, 2, 0, 3)
+        filled[self.length - kv.size(1) :].copy_(kv.transpose(0, 1))
+        keys, values = filled.permute(2, 1, 3, 0, 4).unbind(0)  # [2,B,H,length,Dh]: two views in two operations
+        return keys, values
 
     @torch.inference_mode()  # like the whole cache (see Transformer.start_decoding); out= refuses autograd anyway
     def select(self, index: torch.Tensor, spare: torch.Tensor) -> torch.Tensor:

@@ -2,7 +2,7 @@ import pytest
 import torch
 from helpers import DEMO, peaked
 
-from playground.core.decode import DecodeOptions, filter_logits, greedy_or_sample, translate
+from playground.core.decode import DecodeOptions, filter_logits, greedy_or_sample, largest, translate
 from playground.errors import PlaygroundError
 from playground.insight.inspection import next_token_table
 
@@ -28,6 +28,17 @@ def test_greedy_picks_the_argmax_of_full_recomputation(model, tokenizer):
     logp = model(src, tgt)[0].log_softmax(-1)
     assert logp.argmax(-1).tolist() == t.best.ids
     torch.testing.assert_close(logp.max(-1).values, torch.tensor(t.best.token_logprobs), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("width", [40_000, 10_000, 130, 40_001])  # 130 and 40,001: topk itself
+def test_the_largest_candidates_are_topks(width):
+    g = torch.Generator().manual_seed(width)
+    rows = torch.randn(3, width, generator=g).log_softmax(-1) - torch.rand(3, 1, generator=g)
+    rows[0, width // 5 :] = float("-inf")  # beam search's first step: only the first beam's candidates count
+    rows[1, :: width // 9] += 30  # the best ones spread over the row
+    values, index = largest(rows, 10)
+    expected = rows.topk(10, dim=1)
+    assert torch.equal(values, expected.values) and torch.equal(index, expected.indices)
 
 
 def test_greedy_stops_at_the_first_eos(model, tokenizer):

@@ -130,8 +130,9 @@ def test_the_time_cap_covers_tokenizer_training_and_cuts_validations(tmp_path, m
         done = event if type(event).__name__ == "Done" else done
     took = time.perf_counter() - trainer.setup_started  # the run's clock: the process's one-time imports are before it
     # 3 s of budget: the tokenizer's second counts, and the validation (600 untrained sentences decoded to 127
-    # tokens each) is cut at the cap instead of running to its end (150 s before this change)
-    assert took < 3 + 3, took
+    # tokens each) is cut at the cap instead of running to its end (150 s before this change); the margin is for
+    # the final save on a loaded 2-core machine (3 s of margin failed once there), far below an uncut one's time
+    assert took < 3 + 12, took
     assert done.reason == "time budget reached" and done.summary["wall_s"] >= 3
     cut = [e for e in evals if e.cut]
     assert cut and cut[-1].sentences < 600 and "time budget ended during the validation" in done.summary["cut"]

@@ -1,0 +1,106 @@
+"""Transformer.decode_step without nn.Module calls: the same tensor operations, in the same order, on the same
+weights, gathered once per search into plain tensors (int8 layers: their packed fbgemm weights).
+
+A decoding step at batch 1 multiplies one row by each weight matrix: each of its 65 module calls (3 layers: the
+layers, the residual wrappers, dropout that does nothing in eval mode, the attention modules and their helpers)
+costs a few µs of Python around operations of 5-30 µs: the module path took 1.4x this step's time at batch 1
+(bench/decode_speed.py). model.py stays the readable definition, and this step is tested equal
+to it, bit for bit (tests/unit/test_decoder_step.py). A model with hooks on any module decodes through its
+modules, which call them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from playground.core.kv_cache import DecoderState
+from playground.core.model import Transformer
+from playground.core.quantize import Int8Linear
+
+Step = Callable[[torch.Tensor, DecoderState], torch.Tensor]  # tokens [B], state -> next-token logits [B,V]
+
+# the operator itself: the packet's Python __call__ around it adds ~2 µs to each of a step's 19 calls of ~20 µs
+LINEAR_INT8 = getattr(torch.ops.quantized.linear_dynamic, "_op", torch.ops.quantized.linear_dynamic)
+ACTIVATIONS = {nn.ReLU: torch.relu, nn.GELU: F.gelu, nn.SiLU: F.silu}  # what each module's forward calls
+
+
+def decoder_step(model: Transformer) -> Step:
+    """The fastest step that computes what model.decode_step computes: a FlatDecoderStep, or the model's own method
+    where a module has hooks (the flat step would skip them) or the model is training (dropout is active)."""
+    hooked = any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
+    plain_activation = all(type(layer.ff.act) in ACTIVATIONS for layer in model.decoder)
+    if hooked or model.training or not plain_activation or nn.modules.module._global_forward_hooks:
+        return model.decode_step
+    return FlatDecoderStep(model)
+
+
+def linear(layer: nn.Module) -> tuple[Callable, object, object]:
+    """(function, a, b) with function(x, a, b) = layer(x): F.linear's weights, or an int8 layer's packed weights."""
+    if isinstance(layer, Int8Linear):
+        return LINEAR_INT8, layer.packed, True  # reduce_range=True, as Int8Linear.forward
+    return torch._C._nn.linear, layer.weight, layer.bias
+
+
+def norm(layer: nn.LayerNorm) -> tuple:
+    """torch.layer_norm's arguments after the input."""
+    return layer.normalized_shape, layer.weight, layer.bias, layer.eps
+
+
+class FlatDecoderStep:
+    """One decoding step as a flat function of tensor operations (see the module's docstring); the weights are the
+    model's own tensors, so it sees every in-place change to them, but not a module replaced after it was made."""
+
+    def __init__(self, model: Transformer):
+        cfg = model.cfg
+        self.n_heads, self.d_model, self.pre = cfg.n_heads, cfg.d_model, cfg.norm_placement == "pre"
+        embed = model.tgt_embed
+        self.embedding, self.scale = embed.tokens.weight, embed.scale
+        self.positions = embed.positions.weight if hasattr(embed, "positions") else embed.table
+        self.layers = [(linear(layer.self_attn.qkv), linear(layer.self_attn.out), linear(layer.cross_attn.q),
+                        linear(layer.cross_attn.out), linear(layer.ff.up), ACTIVATIONS[type(layer.ff.act)],
+                        linear(layer.ff.down), norm(layer.self_block.norm), norm(layer.cross_block.norm),
+                        norm(layer.ff_block.norm))
+                       for layer in model.decoder]
+        self.final_norm = norm(model.decoder_norm) if self.pre else None
+        self.output = linear(model.output)
+        self.logits_bias = model.final_logits_bias if cfg.final_logits_bias else None
+
+    @torch.inference_mode()
+    def __call__(self, tokens: torch.Tensor, state: DecoderState) -> torch.Tensor:
+        """tokens [B] -> next-token logits [B,V]; advances the state. Model.decode_step's operations on [B,D] rows
+        where it has [B,1,D] (the same values in the same layout: each kernel computes what it computes there, and
+        the products skip their reshapes to 2-D and back)."""
+        B, H, D, pre = tokens.size(0), self.n_heads, self.d_model, self.pre
+        ln, attend = torch.layer_norm, F.scaled_dot_product_attention
+        start = state.length
+        x = torch.embedding(self.embedding, tokens) * self.scale + self.positions[start]  # [B,D]
+        for (qkv, out, cross_q, cross_out, up, act, down, norm1, norm2, norm3), cache, (memory_k, memory_v) in zip(
+                self.layers, state.caches, state.memory_kv):
+            # self-attention over the cache (SelfAttention.forward with a cache)
+            h = ln(x, *norm1) if pre else x
+            q_kv = qkv[0](h, qkv[1], qkv[2]).view(B, 1, 3, H, D // H)
+            k, v = cache.append(q_kv[:, :, 1:])
+            y = attend(q_kv[:, :, 0].transpose(1, 2), k, v, attn_mask=None, dropout_p=0.0, is_causal=False)
+            y = out[0](y.transpose(1, 2).reshape(B, D), out[1], out[2])
+            x = x + y if pre else ln(x + y, *norm1)
+            # attention over the source (CrossAttention.forward)
+            h = ln(x, *norm2) if pre else x
+            q = cross_q[0](h, cross_q[1], cross_q[2]).view(B, 1, H, D // H).transpose(1, 2)
+            y = attend(q, memory_k, memory_v, attn_mask=state.src_mask, dropout_p=0.0, is_causal=False)
+            y = cross_out[0](y.transpose(1, 2).reshape(B, D), cross_out[1], cross_out[2])
+            x = x + y if pre else ln(x + y, *norm2)
+            # feed-forward network (FeedForward.forward)
+            h = ln(x, *norm3) if pre else x
+            y = down[0](act(up[0](h, up[1], up[2])), down[1], down[2])
+            x = x + y if pre else ln(x + y, *norm3)
+        if pre:
+            x = ln(x, *self.final_norm)
+        logits = self.output[0](x, self.output[1], self.output[2])
+        if self.logits_bias is not None:
+            logits = logits + self.logits_bias.to(logits.dtype)
+        state.length += 1
+        return logits
