@@ -189,8 +189,9 @@ def test_a_flood_from_one_address_is_bounded_there_and_another_address_does_not_
     # the address has one call at work and four waiting; the rest are refused at once, not held in Gradio's slots
     assert refused and all("Your network has 5 requests at this server's workers already" in n for n in refused)
     # each of the flood's answered calls waited for the address's earlier ones; the victim waits for none of them (in
-    # Gradio's two slots for translate it waited behind them as one more of the flood's: as long, or longer)
-    assert statistics.median(latencies) < statistics.median(answered) / 2
+    # Gradio's two slots for translate it waited behind them as one more of the flood's: as long, or longer). Not a
+    # tighter ratio: the victim shares the 2 CPUs with the flood's call at work (1.7x apart once at load 1-3)
+    assert statistics.median(latencies) < statistics.median(answered)
     assert server.poll() is None
 
 
