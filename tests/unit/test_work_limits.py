@@ -107,7 +107,7 @@ def test_the_time_cap_covers_tokenizer_training_and_cuts_validations(tmp_path, m
     from playground.training.inputs import TrainData
     from playground.training.trainer import Trainer
 
-    long_pairs = [(" ".join("abcdefghij"[(i + j) % 10] for j in range(60)),) * 2 for i in range(600)]
+    long_pairs = [(" ".join("abcdefghij"[(i + j) % 10] for j in range(60)),) * 2 for i in range(4000)]
     data = TrainData(DATA.train, long_pairs, "seq", "rev", "long validation pairs")
     slow = inputs_module.train_tokenizer
 
@@ -121,7 +121,7 @@ def test_the_time_cap_covers_tokenizer_training_and_cuts_validations(tmp_path, m
     from playground.training import budget
 
     monkeypatch.setattr(budget, "VALIDATION_SHARE", budget.VALIDATIONS_PER_RUN)
-    cfg = tiny_cfg(max_steps=None, max_minutes=0.05, eval_every=1, eval_sentences=600, max_sentence_tokens=128,
+    cfg = tiny_cfg(max_steps=None, max_minutes=0.05, eval_every=1, eval_sentences=4000, max_sentence_tokens=128,
                    batch_tokens=1024)
     trainer = Trainer(cfg, data, tmp_path / "run")
     evals, done = [], None
@@ -129,13 +129,13 @@ def test_the_time_cap_covers_tokenizer_training_and_cuts_validations(tmp_path, m
         evals += [event] if type(event).__name__ == "Eval" else []
         done = event if type(event).__name__ == "Done" else done
     took = time.perf_counter() - trainer.setup_started  # the run's clock: the process's one-time imports are before it
-    # 3 s of budget: the tokenizer's second counts, and the validation (600 untrained sentences decoded to 127
-    # tokens each) is cut at the cap instead of running to its end (150 s before this change); the margin is for
-    # the final save on a loaded 2-core machine (3 s of margin failed once there), far below an uncut one's time
+    # 3 s of budget: the tokenizer's second counts, and the validation (the loss and the greedy translations of 4,000
+    # untrained sentences: far more than 3 s however fast decoding gets) is cut at the cap instead of running to its
+    # end; the margin is for the final save on a loaded 2-core machine (3 s of margin failed once there)
     assert took < 3 + 12, took
     assert done.reason == "time budget reached" and done.summary["wall_s"] >= 3
     cut = [e for e in evals if e.cut]
-    assert cut and cut[-1].sentences < 600 and "time budget ended during the validation" in done.summary["cut"]
+    assert cut and cut[-1].sentences < 4000 and "time budget ended during the validation" in done.summary["cut"]
 
 
 # ----------------------------------------------------------------------------------------------------------
