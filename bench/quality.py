@@ -104,7 +104,10 @@ def headline(run: dict) -> dict:
             "beam": bleu["beam"]}
 
 
-def spread(rows: list[dict], keys: tuple[str, ...] = ("steps", "val_loss", "greedy", "beam")) -> dict:
+HEADLINE = ("steps", "val_loss", "greedy", "beam")  # the seeds table's columns after the seed
+
+
+def spread(rows: list[dict], keys: tuple[str, ...] = HEADLINE) -> dict:
     """Mean, min, max and spread (max - min) of each key over the runs."""
     stats = {}
     for key in keys:
@@ -143,9 +146,9 @@ def main() -> None:
     cfg = preset_config(args.preset, device=args.device, precision=args.precision, seed=args.seed,
                         eval_sentences=args.eval_sentences, bpe_dropout=args.bpe_dropout, **dict(args.set))
     cfg = dataclasses.replace(cfg, max_minutes=args.minutes, max_steps=None, max_epochs=None)
-    data = TrainData(common.load_split(args.data, "train", cfg.max_sentence_tokens),
-                     common.load_split(args.data, "val"), common.SRC_LANG, common.TGT_LANG, "Multi30k")
     val = common.load_split(args.data, "val")
+    data = TrainData(common.load_split(args.data, "train", cfg.max_sentence_tokens), val, common.SRC_LANG,
+                     common.TGT_LANG, "Multi30k")
     test = common.load_split(args.data, common.TEST_SPLIT)[: args.test_sentences]
     runs = []
     for seed in range(args.seed, args.seed + args.seeds):
@@ -153,8 +156,7 @@ def main() -> None:
         runs.append(one_run(args, dataclasses.replace(cfg, seed=seed), data, out, val, test))
 
     rows = [headline(run) for run in runs]
-    stats = spread(rows)
-    keys = ["steps", "val_loss", "greedy", "beam"]
+    stats, keys = spread(rows), HEADLINE
     common.print_table(f"Seeds ({len(runs)} runs of {args.minutes:g} min; test BLEU of the last weights)",
                        ["seed", *keys], [[row["seed"], *(row[k] for k in keys)] for row in rows]
                        + [[name, *(stats[k][name] if k in stats else None for k in keys)]
