@@ -7,7 +7,10 @@ torch.compile helps.
 2. torch.profiler self time per step, grouped by kind of op, and the top ops.
 3. Suspects timed alone: autocast's per-forward cast of the fp32 weights to bf16; Adam as a for-loop, foreach
    and fused (the Trainer builds the fused one on the CPU and on CUDA).
-4. With --compile: torch.compile's compile time and steady-state step time versus eager on the same batches.
+4. The matrix products by kind (from the shapes the profiler recorded): their FLOPs, time and speed against the
+   machine's matmul probe, and the MFU the step could reach if every product ran at the probe's speed while the
+   rest of the step took the time it takes: what the work outside the products allows.
+5. With --compile: torch.compile's compile time and steady-state step time versus eager on the same batches.
 
     python bench/profile_step.py --data ../shared/data/multi30k [--compile]
 """
@@ -25,7 +28,8 @@ import torch
 from common import ProjectRunner
 from torch.profiler import ProfilerActivity, profile
 
-from playground.runtime.device import sync
+from playground.core.model import TransformerConfig
+from playground.runtime.device import matmul_flops, sync
 from playground.training.trainer import Trainer
 
 PHASES = ("batch + loop", "forward", "loss", "backward", "clip", "optimizer", "other")
@@ -97,13 +101,46 @@ def time_phases(runner: ProjectRunner, steps: int) -> dict[str, float]:
 # 2. torch.profiler
 
 
-def profile_ops(runner: ProjectRunner, steps: int) -> list[tuple[str, int, float]]:
-    """(op name, calls per step, self CPU seconds per step), largest first."""
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+def profile_ops(runner: ProjectRunner, steps: int) -> tuple[list[tuple[str, int, float]], dict[str, dict]]:
+    """(op name, calls per step, self CPU seconds per step), largest first; and the matrix products by kind
+    (matmul_kinds)."""
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
         for _ in range(steps):
             runner.step()
     ops = [(e.key, e.count // steps, e.self_cpu_time_total / 1e6 / steps) for e in prof.key_averages()]
-    return sorted(ops, key=lambda op: -op[2])
+    kinds = matmul_kinds(prof.key_averages(group_by_input_shape=True), runner.trainer.model.cfg, steps)
+    return sorted(ops, key=lambda op: -op[2]), kinds
+
+
+# (first matrix, second matrix) among each product's recorded input shapes
+PRODUCT_INPUTS = {"aten::mm": (0, 1), "aten::addmm": (1, 2), "aten::bmm": (0, 1)}
+
+
+def matmul_kind(op: str, shapes: list[list[int]], cfg: TransformerConfig) -> str:
+    """Which of the model's products this is, by its shapes (forward and backward alike)."""
+    if op == "aten::bmm":
+        return "attention: scores and weighted values"
+    dims = {*shapes[0], *shapes[1]}
+    if cfg.tgt_vocab_size in dims:
+        return "output projection (vocabulary)"
+    if cfg.d_ff in dims:
+        return "feed-forward"
+    return "attention projections"
+
+
+def matmul_kinds(events, cfg: TransformerConfig, steps: int) -> dict[str, dict]:
+    """Per kind of product: calls, self seconds and FLOPs per step (2·m·k·n per product, from its shapes)."""
+    kinds: dict[str, dict] = defaultdict(lambda: {"calls": 0.0, "seconds": 0.0, "flops": 0.0})
+    for e in events:
+        if e.key not in PRODUCT_INPUTS:
+            continue
+        a, b = (e.input_shapes[i] for i in PRODUCT_INPUTS[e.key])
+        kind = kinds[matmul_kind(e.key, [a, b], cfg)]
+        batch = a[0] if e.key == "aten::bmm" else 1
+        kind["calls"] += e.count / steps
+        kind["seconds"] += e.self_cpu_time_total / 1e6 / steps
+        kind["flops"] += e.count * 2 * batch * a[-2] * a[-1] * b[-1] / steps
+    return dict(sorted(kinds.items(), key=lambda kv: -kv[1]["seconds"]))
 
 
 def op_kind(name: str) -> str:
@@ -146,7 +183,7 @@ def adam_seconds(trainer: Trainer) -> dict[str, float]:
 
 
 # ----------------------------------------------------------------------------------------------------------
-# 4. torch.compile
+# 5. torch.compile
 
 
 def time_steps(runner: ProjectRunner, steps: int) -> list[common.Elapsed]:
@@ -224,7 +261,7 @@ def profile_trainer(trainer: Trainer, args) -> dict:
     common.print_table(f"Phases (median of {args.steps} steps; sum {1000 * total:,.0f} ms)", ["phase", "ms", "share"],
                        [[name, 1000 * s, f"{s / total:.1%}"] for name, s in phases.items()])
 
-    ops = profile_ops(runner, args.steps)
+    ops, products = profile_ops(runner, args.steps)
     runner.close()
     profiled = sum(s for _, _, s in ops)
     kinds = by_kind(ops)
@@ -240,8 +277,34 @@ def profile_trainer(trainer: Trainer, args) -> dict:
              1000 * cast, f"{cast / total:.1%}"]]
     rows += [[f"Adam step, {name}", 1000 * s, f"{s / total:.1%}"] for name, s in adam.items()]
     common.print_table("Suspects timed alone (best of several)", ["what", "ms", "share of a step"], rows)
+    bound = products_bound(trainer, products, total)
     return {"batch_tokens": trainer.cfg.batch_tokens, "precision": trainer.precision, "phases_s": phases,
-            "op_kinds_s": kinds, "top_ops": ops[: args.top], "weight_cast_s": cast, "adam_s": adam}
+            "op_kinds_s": kinds, "top_ops": ops[: args.top], "weight_cast_s": cast, "adam_s": adam,
+            "products": products, **bound}
+
+
+def products_bound(trainer: Trainer, products: dict[str, dict], step_s: float) -> dict:
+    """Section 4: the products' speed against the probe, and the MFU bound set by the rest of the step: the phases'
+    median step (no profiler) less the products' profiled time, which the profiler inflates, so the bound errs
+    high. The model FLOPs of a step: those of the epoch's mean batch."""
+    device, dtype = trainer.device, torch.bfloat16 if trainer.precision == "bf16" else torch.float32
+    peak = matmul_flops(device.type, dtype)
+    rows = [[kind, f"{p['calls']:.0f}", 1000 * p["seconds"], p["flops"] / 1e9, p["flops"] / p["seconds"] / 1e12,
+             f"{p['flops'] / p['seconds'] / peak:.0%}"] for kind, p in products.items()]
+    product_s, product_flops = (sum(p[key] for p in products.values()) for key in ("seconds", "flops"))
+    rows.append(["all products", "", 1000 * product_s, product_flops / 1e9, product_flops / product_s / 1e12,
+                 f"{product_flops / product_s / peak:.0%}"])
+    common.print_table(f"Matrix products per step, by kind (probe: {peak / 1e12:.2f} TFLOP/s {dtype})",
+                       ["kind", "calls", "ms", "GFLOP", "TFLOP/s", "of probe"], rows)
+    lengths = common.pair_lengths(trainer.train_set)
+    model_flops = common.mean_real_tokens(lengths, trainer.batches) * common.flops_per_token(trainer.model.cfg, lengths)
+    rest_s = max(step_s - product_s, 0.0)
+    mfu, bound = model_flops / step_s / peak, model_flops / peak / (model_flops / peak + rest_s)
+    print(f"MFU of this step: {mfu:.1%} ({model_flops / 1e9:.1f} model GFLOP in {1000 * step_s:.0f} ms). The step "
+          f"outside the products: {1000 * rest_s:.0f} ms; with every product at the probe's speed the step would take "
+          f"{1000 * (model_flops / peak + rest_s):.0f} ms, an MFU of {bound:.1%}.")
+    return {"matmul_peak_flops": peak, "model_flops_per_step": model_flops, "mfu": mfu,
+            "outside_products_s": rest_s, "mfu_bound_with_products_at_peak": bound}
 
 
 if __name__ == "__main__":

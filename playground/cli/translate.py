@@ -93,7 +93,7 @@ def read_lines(path: str) -> list[str]:
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
-    from playground.core.decode import translate
+    from playground.core.decode import cut_sources_note, translate
     from playground.limits import max_line_chars
     from playground.runtime.request_bounds import server_bounds
 
@@ -108,6 +108,9 @@ def cmd_translate(args: argparse.Namespace) -> int:
               f"{'were' if cut > 1 else 'was'}"
               " cut there before translating (PLAYGROUND_MAX_LINE_CHARS sets the limit)", file=sys.stderr)
     results = translate(package.model, package.tokenizer, sentences, decode_options(args), server_bounds())
+    cut_tokens = cut_sources_note(results, package.model.cfg.max_positions)
+    if cut_tokens:
+        print(f"note: {cut_tokens}", file=sys.stderr)
     if args.json:
         print(json.dumps([{"source": t.source, "hypotheses": [{"text": h.text, "score": h.score,
                            "token_logprobs": h.token_logprobs} for h in t.hypotheses]} for t in results],

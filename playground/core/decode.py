@@ -106,6 +106,7 @@ class Translation:
     source_ids: list[int]
     hypotheses: list[Hypothesis]  # best first
     attention: dict | None = None  # see attention_maps()
+    source_cut: bool = False  # the source had more tokens than the model reads: those past them were not translated
 
     @property
     def best(self) -> Hypothesis:
@@ -131,8 +132,14 @@ def source_ids(tokenizer, texts: list[str], cfg: TransformerConfig,
                bounds: DecodeBounds = UNBOUNDED) -> list[list[int]]:
     """Source tokens + <eos>, cut as the trainer cuts them (batching.encode_pairs), so inference never reaches a
     position that training left unfilled; each text is cut by characters first (DecodeBounds.cut_line)."""
-    texts = [bounds.cut_line(text) for text in texts]
-    return [ids[: sentence_tokens(cfg.max_positions)] + [cfg.eos_id] for ids in tokenizer.encode_src_batch(texts)]
+    return [ids for ids, _ in encoded_sources(tokenizer, texts, cfg, bounds)]
+
+
+def encoded_sources(tokenizer, texts: list[str], cfg: TransformerConfig,
+                    bounds: DecodeBounds = UNBOUNDED) -> list[tuple[list[int], bool]]:
+    """Per text: source_ids' tokens, and whether the text had more tokens than the model reads."""
+    texts, most = [bounds.cut_line(text) for text in texts], sentence_tokens(cfg.max_positions)
+    return [(ids[:most] + [cfg.eos_id], len(ids) > most) for ids in tokenizer.encode_src_batch(texts)]
 
 
 def output_limit(cfg: TransformerConfig, source_length: int, max_output_tokens: int | None) -> int:
@@ -227,12 +234,13 @@ def greedy_or_sample(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
     state, next_logits = model.start_decoding(src, output_steps), decoder_step(model)
     tokens = torch.full((B,), cfg.bos_id, dtype=torch.long, device=src.device)
     rows = torch.arange(B, device=src.device)  # which sentence each live row belongs to
-    row_limits = limits  # limits[rows]
+    row_limits, shortest = limits, int(limits.min())  # limits[rows]; the step whose output reaches the first of them
     out_ids = torch.full((B, output_steps), cfg.pad_id, dtype=torch.long, device=src.device)
     out_lp = torch.zeros(B, output_steps, device=src.device)
     lengths = torch.zeros(B, dtype=torch.long, device=src.device)
     # a step at batch 1 takes ~1 ms, so each tensor operation and host sync of the bookkeeping counts: one sync a
-    # step (live.all()), and a row's length written once, when it leaves
+    # step (ends.any()), the limits compared only from the first step that reaches one, a row's length written once
+    # (when it leaves), and the outputs written as columns while every row is live
     for step in range(output_steps):
         stop_check()
         logp = next_token_logprobs(cfg, next_logits, tokens, state)  # [live, V]
@@ -242,17 +250,20 @@ def greedy_or_sample(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
             probs = filter_logits(logp, opts.temperature, opts.top_k, opts.top_p).softmax(-1)
             tokens = sample_tokens(probs, generator)
             token_lp = logp.gather(1, tokens[:, None]).squeeze(1)
-        out_ids[rows, step] = tokens
-        out_lp[rows, step] = token_lp
-        live = (tokens != cfg.eos_id) & (row_limits > step + 1)
-        if live.all():
+        where = (slice(None), step) if len(rows) == B else (rows, step)
+        out_ids[where], out_lp[where] = tokens, token_lp
+        ends = tokens == cfg.eos_id
+        if step + 1 >= shortest:
+            ends |= row_limits <= step + 1
+        if not ends.any():
             continue
-        lengths[rows[~live]] = step + 1
-        keep = live.nonzero().squeeze(1)
+        lengths[rows[ends]] = step + 1
+        keep = (~ends).nonzero().squeeze(1)
         if keep.numel() == 0:
             break
         state.select(keep)
         rows, row_limits, tokens = rows[keep], row_limits[keep], tokens[keep]
+        shortest = int(row_limits.min())
     hypotheses = []
     for ids, lps, n in zip(out_ids.tolist(), out_lp.tolist(), lengths.tolist()):  # one copy to Python at the end
         hypotheses.append([Hypothesis(ids[:n], lps[:n], sum(lps[:n]))])
@@ -287,16 +298,24 @@ def largest(x: torch.Tensor, k: int, strips: int = 16) -> tuple[torch.Tensor, to
     return values, (at // k) * width + columns.gather(1, at % k)
 
 
-def extend_history(history: torch.Tensor, beam: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
-    """history [n, K, t] of the beams that `beam` [n, K] picks (a beam can be picked twice), followed by new [n, K]:
-    [n, K, t + 1]."""
-    return torch.cat([history.gather(1, beam[:, :, None].expand_as(history)), new[:, :, None]], dim=2)
+BeamPath = tuple  # (token, its log-probability, the path before it or None): a beam's tokens, newest first
 
 
-def scored_hypothesis(ids: list[int], token_logprobs: list[float], length_penalty: float) -> Hypothesis:
+def unrolled(path: BeamPath | None) -> tuple[list[int], list[float]]:
+    """A path's tokens and their log-probabilities, oldest first."""
+    ids, logprobs = [], []
+    while path is not None:
+        token, logprob, path = path
+        ids.append(token)
+        logprobs.append(logprob)
+    return ids[::-1], logprobs[::-1]
+
+
+def scored_hypothesis(path: BeamPath, length_penalty: float) -> Hypothesis:
     """A finished beam, scored sum(log p) / length ** length_penalty (a length penalty α, in a simpler form than
     GNMT's, which the paper uses: Wu et al. 2016): with α = 0 the plain sum, which favours short outputs; larger α
     favours longer ones."""
+    ids, token_logprobs = unrolled(path)
     return Hypothesis(ids, token_logprobs, sum(token_logprobs) / (len(ids) ** length_penalty))
 
 
@@ -305,78 +324,81 @@ def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
                 trace: list[dict] | None = None, stop_check: Callable[[], None] = never_stop) -> SearchResult:
     """Beam search: K beams per sentence; a hypothesis ends at <eos>; a sentence ends with K finished ones.
 
+    The decoder and the choice of the 2K best candidates run as tensors; what follows from those 2K per sentence
+    (which end, which go on, their paths) is a few dozen numbers, kept in Python: as tensor operations it was some
+    twenty small operations a step, and a beam search at batch 1 takes 5% less time without them
+    (docs/BENCHMARKS.md, section 2). A beam's tokens are a path of (token, log-probability, parent path), shared
+    with the beams it came from and unrolled when it ends.
+
     With a `trace` list, one dict per step is appended (for the step-by-step view): "sentences" [n] (the sentence
     of each live group), "parents" [n][K] (each new beam's beam at the previous step), "tokens" [n][K] and
     "scores" [n][K] (summed log-probabilities) of the open beams, and "finished": the hypotheses that ended at this
     step, as {"sentence", "parent", "hypothesis"}."""
     cfg, B, K = model.cfg, src.size(0), opts.beam_size
-    limits = length_limits(model, src, opts.max_output_tokens)
-    output_steps = int(limits.max())
+    limits = length_limits(model, src, opts.max_output_tokens).tolist()
     device = src.device
-    state, next_logits = model.start_decoding(src, output_steps), decoder_step(model)
+    state, next_logits = model.start_decoding(src, max(limits)), decoder_step(model)
     state.select(torch.arange(B, device=device).repeat_interleave(K))  # each source encoded once, a copy per beam
     scores = torch.full((B, K), float("-inf"), device=device)
     scores[:, 0] = 0.0  # all beams start identical: let only the first one expand
-    history = torch.empty(B, K, 0, dtype=torch.long, device=device)
-    history_lp = torch.empty(B, K, 0, device=device)
     tokens = torch.full((B * K,), cfg.bos_id, dtype=torch.long, device=device)
-    sentence = torch.arange(B, device=device)  # which sentence each live group of K rows belongs to
-    sentence_limits = limits  # limits[sentence]
-    among_best = torch.arange(2 * K, device=device) < K  # the first K of the 2K candidates
-    first_rows = torch.arange(B, device=device)[:, None] * K  # [B, 1]: group i's first row in the decoder state
+    sentences = list(range(B))  # which sentence each live group of K rows belongs to
+    paths: list[list[BeamPath | None]] = [[None] * K for _ in range(B)]  # per live group, each open beam's path
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
-    for step in range(output_steps):
+    for step in range(max(limits)):
         stop_check()
-        n = sentence.numel()
         logp = next_token_logprobs(cfg, next_logits, tokens, state)  # [n*K, V]
-        # 2K candidates: at most K of them end in <eos>, so K open ones remain
-        top_scores, beam, token, token_lp = best_continuations(scores, logp, 2 * K)  # 4 x [n, 2K]
-        is_eos = token == cfg.eos_id
-        at_limit = (sentence_limits <= step + 1)[:, None]  # [n, 1]: this sentence's last step
-
-        # hypotheses that end here: <eos> among the K best candidates, and every open beam at the length limit
-        ends = (is_eos | at_limit) & among_best
-        ended, any_ends = [], bool(ends.any())
-        if any_ends:
-            hist, hist_lp = history.tolist(), history_lp.tolist()
-            for i, j in ends.nonzero().tolist():
-                b = sentence[i].item()
-                if len(finished[b]) < K and top_scores[i, j] > float("-inf"):
-                    k = beam[i, j].item()
-                    hyp = scored_hypothesis(hist[i][k] + [token[i, j].item()], hist_lp[i][k] + [token_lp[i, j].item()],
-                                            opts.length_penalty)
-                    finished[b].append(hyp)
-                    ended.append({"sentence": b, "parent": k, "hypothesis": hyp})
-
-        # the K best candidates that do not end become the next beams
-        open_scores = top_scores.masked_fill(is_eos, float("-inf"))
-        scores, pick = open_scores.topk(K, dim=1)  # [n, K]
-        beam, token, token_lp = beam.gather(1, pick), token.gather(1, pick), token_lp.gather(1, pick)
-        history, history_lp = extend_history(history, beam, token), extend_history(history_lp, beam, token_lp)
+        # 2K candidates: at most K of them end in <eos> (one per beam), so K open ones remain
+        candidates = [c.tolist() for c in best_continuations(scores, logp, 2 * K)]  # 4 x [n][2K]
+        record = {"sentences": sentences, "parents": [], "tokens": [], "scores": [], "finished": []}
+        kept, rows, next_scores, next_tokens, next_paths = [], [], [], [], []
+        for i, (b, group_paths, *group) in enumerate(zip(sentences, paths, *candidates)):
+            beams, ended = next_beams(group_paths, group, K, cfg.eos_id, limits[b] <= step + 1, finished[b],
+                                      opts.length_penalty)
+            record["finished"] += [{"sentence": b, "parent": k, "hypothesis": hyp} for k, hyp in ended]
+            record["parents"].append([k for k, _, _ in beams])
+            record["tokens"].append([path[0] for _, _, path in beams])
+            record["scores"].append([score for _, score, _ in beams])
+            if limits[b] > step + 1 and len(finished[b]) < K:  # not done: it keeps its beams
+                kept.append(b)
+                rows += [i * K + k for k, _, _ in beams]  # the parents' rows in the decoder state
+                next_scores.append(record["scores"][-1])
+                next_tokens += record["tokens"][-1]
+                next_paths.append([path for _, _, path in beams])
         if trace is not None:
-            trace.append({"sentences": sentence.tolist(), "parents": beam.tolist(), "tokens": token.tolist(),
-                          "scores": scores.tolist(), "finished": ended})
-
-        done = at_limit[:, 0]
-        if ended:  # a sentence is also done once it has K finished hypotheses
-            done = done | torch.tensor([len(finished[b]) >= K for b in sentence.tolist()], device=device)
-        leaving = any_ends and bool(done.any())  # a sentence at its limit ends its beams: no end, no sync
-        if leaving:  # sentences leave: the rest keep searching
-            if done.all():
-                break
-            keep = (~done).nonzero().squeeze(1)
-            sentence, scores, history, history_lp = sentence[keep], scores[keep], history[keep], history_lp[keep]
-            sentence_limits = sentence_limits[keep]
-            beam, token = beam[keep], token[keep]
-        rows = ((first_rows[keep] if leaving else first_rows[:n]) + beam).view(-1)  # the parents' rows in the state
-        state.select(rows, memory=leaving)  # among one source's beams the encoder side is the same
-        tokens = token.view(-1)
+            trace.append(record)
+        if not kept:
+            break
+        leaving = len(kept) < len(sentences)  # among one source's beams the encoder side is the same
+        state.select(torch.tensor(rows, device=device), memory=leaving)
+        sentences, paths = kept, next_paths
+        scores = torch.tensor(next_scores, device=device)
+        tokens = torch.tensor(next_tokens, device=device)
 
     results = []
     for hyps in finished:
         hyps.sort(key=lambda h: h.score, reverse=True)
         results.append(hyps[: opts.nbest])
     return SearchResult(results)
+
+
+def next_beams(paths: list[BeamPath | None], candidates: list[list], K: int, eos_id: int, at_limit: bool,
+               finished: list[Hypothesis], length_penalty: float
+               ) -> tuple[list[tuple[int, float, BeamPath]], list[tuple[int, Hypothesis]]]:
+    """One sentence's step, from its 2K best candidates (best first: their summed log-probabilities, beams, tokens
+    and token log-probabilities): those among the first K that end (<eos>, or any at the sentence's length limit)
+    join `finished` while it has fewer than K; the K best that do not end in <eos> become its beams. Returns the
+    beams as (parent beam, summed log-probability, path), and the hypotheses that ended as (parent beam,
+    hypothesis). Each beam has one <eos> among its candidates, so at least K of the 2K do not end in it."""
+    beams, ended = [], []
+    for j, (score, k, token, logprob) in enumerate(zip(*candidates)):
+        path = (token, logprob, paths[k])
+        if j < K and (token == eos_id or at_limit) and len(finished) < K and score > float("-inf"):
+            finished.append(scored_hypothesis(path, length_penalty))
+            ended.append((k, finished[-1]))
+        if token != eos_id:
+            beams.append((k, score, path))
+    return beams[:K], ended
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -396,6 +418,17 @@ def distinct_hypotheses(hypotheses: list[Hypothesis]) -> list[tuple[Hypothesis, 
     return [(h, count) for h, count in merged.values()]
 
 
+def cut_sources_note(translations: list[Translation], max_positions: int) -> str:
+    """Which lines had more tokens than a model of `max_positions` positions reads ("" when none): only their
+    beginning was translated."""
+    lines = [i + 1 for i, t in enumerate(translations) if t.source_cut]
+    if not lines:
+        return ""
+    most, named = sentence_tokens(max_positions), ", ".join(map(str, lines[:5])) + (" …" if len(lines) > 5 else "")
+    return (f"Line{'s' if len(lines) > 1 else ''} {named} {'have' if len(lines) > 1 else 'has'} more tokens than "
+            f"this model reads ({most:,}): only the first {most:,} were translated. Split long lines into sentences.")
+
+
 def translate(model: Transformer, tokenizer, sentences: list[str], opts: DecodeOptions | None = None,
               bounds: DecodeBounds = UNBOUNDED) -> list[Translation]:
     """Translate many sentences: sorted by length into batches (less padding), results in input order, within the
@@ -404,9 +437,10 @@ def translate(model: Transformer, tokenizer, sentences: list[str], opts: DecodeO
     opts.check()
     model.eval()
     device = model_device(model)
-    ids = source_ids(tokenizer, sentences, model.cfg, bounds)
-    if not ids:
+    encoded = encoded_sources(tokenizer, sentences, model.cfg, bounds)
+    if not encoded:
         return []
+    ids = [source for source, _ in encoded]
     order = sorted(range(len(sentences)), key=lambda i: len(ids[i]))
     search = beam_search if opts.method == "beam" else greedy_or_sample
     results: list[Translation | None] = [None] * len(sentences)
@@ -418,7 +452,7 @@ def translate(model: Transformer, tokenizer, sentences: list[str], opts: DecodeO
         for i, hyps in zip(chunk, found.hypotheses):
             for h in hyps:
                 h.text = tokenizer.decode_tgt(h.ids)
-            results[i] = Translation(bounds.cut_line(sentences[i]), ids[i], hyps)
+            results[i] = Translation(bounds.cut_line(sentences[i]), ids[i], hyps, source_cut=encoded[i][1])
     if opts.return_attention:
         for t in results:
             t.attention = attention_maps(model, tokenizer, t.source_ids, [model.cfg.bos_id] + t.best.ids,

@@ -160,7 +160,7 @@ def test_beam_scores_match_the_model_when_sentences_finish_at_different_steps(mo
 
 
 def test_long_sources_are_cut_as_the_trainer_cuts_them(tokenizer):
-    from playground.core.decode import source_ids
+    from playground.core.decode import encoded_sources, source_ids
     from playground.data.batching import encode_pairs
     from playground.training.config import TrainConfig
 
@@ -169,6 +169,8 @@ def test_long_sources_are_cut_as_the_trainer_cuts_them(tokenizer):
     long = "the cat sees the dog " * 5
     trainer_cut = encode_pairs(tokenizer, [(long, "x")], train_cfg.max_sentence_tokens)[0][0]
     assert source_ids(tokenizer, [long], model_cfg)[0] == trainer_cut
+    # and the cut is known, for the Translate tab to say (its note: tests/app/test_app.py)
+    assert [cut for _, cut in encoded_sources(tokenizer, [long, "the cat"], model_cfg)] == [True, False]
 
 
 def test_n_best_lists_distinct_sentences_and_counts_identical_samples():
@@ -205,3 +207,12 @@ def assert_scores_match_the_model(model, t) -> None:
         tgt = torch.tensor([[model.cfg.bos_id] + h.ids[:-1]])
         logp = model(src, tgt)[0].log_softmax(-1).gather(1, torch.tensor(h.ids)[:, None]).squeeze(1)
         torch.testing.assert_close(logp, torch.tensor(h.token_logprobs), atol=1e-4, rtol=1e-4)
+
+
+def test_the_cli_says_which_lines_had_more_tokens_than_the_model_reads(capsys, one_thread):
+    from playground.cli.main import main
+
+    assert main(["translate", "--model", str(DEMO), "A dog runs.", "the dog runs " * 40]) == 0
+    out, err = capsys.readouterr()
+    assert len(out.splitlines()) == 2
+    assert "note: Line 2 has more tokens than this model reads (64): only the first 64 were translated" in err

@@ -159,6 +159,11 @@ def translate_text(library: Library, session: Session, model: str, text: str, me
                  "says how many there were.")
     if cut:
         note += "\n\n" + cut
+    from playground.core.decode import cut_sources_note
+
+    cut_tokens = cut_sources_note(results, config["model"]["max_positions"])
+    if cut_tokens:
+        note += "\n\n✂️ " + cut_tokens
     return (pd.DataFrame(rows, columns=RESULT_COLUMNS), note, 1,
             *next_token_view(library, session, 1, TOP_K))
 
