@@ -7,7 +7,7 @@ torch.compile helps.
 2. torch.profiler self time per step, grouped by kind of op, and the top ops.
 3. Suspects timed alone: autocast's per-forward cast of the fp32 weights to bf16; Adam as a for-loop, foreach
    and fused (the Trainer builds the fused one on the CPU and on CUDA).
-4. The matrix products by kind (from the shapes the profiler recorded): their FLOPs, time and speed against the
+4. On the CPU, the matrix products by kind (from a profile that records shapes): their FLOPs, time and speed against the
    machine's matmul probe, and the MFU the step could reach if every product ran at the probe's speed while the
    rest of the step took the time it takes: what the work outside the products allows.
 5. With --compile: torch.compile's compile time and steady-state step time versus eager on the same batches.
@@ -101,15 +101,24 @@ def time_phases(runner: ProjectRunner, steps: int) -> dict[str, float]:
 # 2. torch.profiler
 
 
-def profile_ops(runner: ProjectRunner, steps: int) -> tuple[list[tuple[str, int, float]], dict[str, dict]]:
-    """(op name, calls per step, self CPU seconds per step), largest first; and the matrix products by kind
-    (matmul_kinds)."""
-    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+def profile_ops(runner: ProjectRunner, steps: int) -> list[tuple[str, int, float]]:
+    """(op name, calls per step, self CPU seconds per step), largest first."""
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
         for _ in range(steps):
             runner.step()
     ops = [(e.key, e.count // steps, e.self_cpu_time_total / 1e6 / steps) for e in prof.key_averages()]
-    kinds = matmul_kinds(prof.key_averages(group_by_input_shape=True), runner.trainer.model.cfg, steps)
-    return sorted(ops, key=lambda op: -op[2]), kinds
+    return sorted(ops, key=lambda op: -op[2])
+
+
+def profile_products(runner: ProjectRunner, steps: int) -> tuple[dict[str, dict], float]:
+    """The matrix products by kind (matmul_kinds), from a profile of their own (recording shapes slows every op),
+    and that profile's self CPU seconds per step, all ops."""
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        for _ in range(steps):
+            runner.step()
+    events = prof.key_averages(group_by_input_shape=True)
+    profiled_s = sum(e.self_cpu_time_total for e in events) / 1e6 / steps
+    return matmul_kinds(events, runner.trainer.model.cfg, steps), profiled_s
 
 
 # (first matrix, second matrix) among each product's recorded input shapes
@@ -117,7 +126,8 @@ PRODUCT_INPUTS = {"aten::mm": (0, 1), "aten::addmm": (1, 2), "aten::bmm": (0, 1)
 
 
 def matmul_kind(op: str, shapes: list[list[int]], cfg: TransformerConfig) -> str:
-    """Which of the model's products this is, by its shapes (forward and backward alike)."""
+    """Which of the model's products this is, by its shapes (forward and backward alike; a batch of exactly d_ff or
+    vocabulary-size rows would be misfiled, which the ~2,000 rows of a Multi30k batch never are)."""
     if op == "aten::bmm":
         return "attention: scores and weighted values"
     dims = {*shapes[0], *shapes[1]}
@@ -261,7 +271,9 @@ def profile_trainer(trainer: Trainer, args) -> dict:
     common.print_table(f"Phases (median of {args.steps} steps; sum {1000 * total:,.0f} ms)", ["phase", "ms", "share"],
                        [[name, 1000 * s, f"{s / total:.1%}"] for name, s in phases.items()])
 
-    ops, products = profile_ops(runner, args.steps)
+    ops = profile_ops(runner, args.steps)
+    # on a GPU the profiler's CPU time of a product is its launch, not its work: section 4 is for the CPU
+    products, profiled_s = profile_products(runner, args.steps) if trainer.device.type == "cpu" else ({}, 0.0)
     runner.close()
     profiled = sum(s for _, _, s in ops)
     kinds = by_kind(ops)
@@ -277,18 +289,20 @@ def profile_trainer(trainer: Trainer, args) -> dict:
              1000 * cast, f"{cast / total:.1%}"]]
     rows += [[f"Adam step, {name}", 1000 * s, f"{s / total:.1%}"] for name, s in adam.items()]
     common.print_table("Suspects timed alone (best of several)", ["what", "ms", "share of a step"], rows)
-    bound = products_bound(trainer, products, total)
+    bound = products_bound(trainer, products, profiled_s, total) if products else {}
     return {"batch_tokens": trainer.cfg.batch_tokens, "precision": trainer.precision, "phases_s": phases,
             "op_kinds_s": kinds, "top_ops": ops[: args.top], "weight_cast_s": cast, "adam_s": adam,
             "products": products, **bound}
 
 
-def products_bound(trainer: Trainer, products: dict[str, dict], step_s: float) -> dict:
+def products_bound(trainer: Trainer, products: dict[str, dict], profiled_s: float, step_s: float) -> dict:
     """Section 4: the products' speed against the probe, and the MFU bound set by the rest of the step: the phases'
-    median step (no profiler) less the products' profiled time, which the profiler inflates, so the bound errs
-    high. The model FLOPs of a step: those of the epoch's mean batch."""
-    device, dtype = trainer.device, torch.bfloat16 if trainer.precision == "bf16" else torch.float32
-    peak = matmul_flops(device.type, dtype)
+    median step (no profiler) times the rest's share of the profiled step (`profiled_s`, all ops), so that a
+    machine whose speed drifts between the two measurements shifts both alike. The profiler's cost per call weighs
+    more on the many small ops than on the products, so the rest's share, and the bound, err on the low side. The
+    model FLOPs of a step: those of the epoch's mean batch."""
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(trainer.precision, torch.float32)
+    peak = matmul_flops(trainer.device.type, dtype)
     rows = [[kind, f"{p['calls']:.0f}", 1000 * p["seconds"], p["flops"] / 1e9, p["flops"] / p["seconds"] / 1e12,
              f"{p['flops'] / p['seconds'] / peak:.0%}"] for kind, p in products.items()]
     product_s, product_flops = (sum(p[key] for p in products.values()) for key in ("seconds", "flops"))
@@ -298,7 +312,7 @@ def products_bound(trainer: Trainer, products: dict[str, dict], step_s: float) -
                        ["kind", "calls", "ms", "GFLOP", "TFLOP/s", "of probe"], rows)
     lengths = common.pair_lengths(trainer.train_set)
     model_flops = common.mean_real_tokens(lengths, trainer.batches) * common.flops_per_token(trainer.model.cfg, lengths)
-    rest_s = max(step_s - product_s, 0.0)
+    rest_s = step_s * max(1 - product_s / profiled_s, 0.0)
     mfu, bound = model_flops / step_s / peak, model_flops / peak / (model_flops / peak + rest_s)
     print(f"MFU of this step: {mfu:.1%} ({model_flops / 1e9:.1f} model GFLOP in {1000 * step_s:.0f} ms). The step "
           f"outside the products: {1000 * rest_s:.0f} ms; with every product at the probe's speed the step would take "

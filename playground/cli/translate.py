@@ -108,9 +108,9 @@ def cmd_translate(args: argparse.Namespace) -> int:
               f"{'were' if cut > 1 else 'was'}"
               " cut there before translating (PLAYGROUND_MAX_LINE_CHARS sets the limit)", file=sys.stderr)
     results = translate(package.model, package.tokenizer, sentences, decode_options(args), server_bounds())
-    cut_tokens = cut_sources_note(results, package.model.cfg.max_positions)
-    if cut_tokens:
-        print(f"note: {cut_tokens}", file=sys.stderr)
+    token_cut_note = cut_sources_note(results, unit="Sentence")  # counted over the arguments, then --input's lines
+    if token_cut_note:
+        print(f"note: {token_cut_note}", file=sys.stderr)
     if args.json:
         print(json.dumps([{"source": t.source, "hypotheses": [{"text": h.text, "score": h.score,
                            "token_logprobs": h.token_logprobs} for h in t.hypotheses]} for t in results],

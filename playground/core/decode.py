@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeAlias
 
 import torch
 import torch.nn.functional as F
@@ -234,7 +235,7 @@ def greedy_or_sample(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
     state, next_logits = model.start_decoding(src, output_steps), decoder_step(model)
     tokens = torch.full((B,), cfg.bos_id, dtype=torch.long, device=src.device)
     rows = torch.arange(B, device=src.device)  # which sentence each live row belongs to
-    row_limits, shortest = limits, int(limits.min())  # limits[rows]; the step whose output reaches the first of them
+    row_limits, shortest_limit = limits, int(limits.min())  # limits[rows]; the smallest of them
     out_ids = torch.full((B, output_steps), cfg.pad_id, dtype=torch.long, device=src.device)
     out_lp = torch.zeros(B, output_steps, device=src.device)
     lengths = torch.zeros(B, dtype=torch.long, device=src.device)
@@ -250,10 +251,10 @@ def greedy_or_sample(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
             probs = filter_logits(logp, opts.temperature, opts.top_k, opts.top_p).softmax(-1)
             tokens = sample_tokens(probs, generator)
             token_lp = logp.gather(1, tokens[:, None]).squeeze(1)
-        where = (slice(None), step) if len(rows) == B else (rows, step)
-        out_ids[where], out_lp[where] = tokens, token_lp
+        out_at = (slice(None), step) if len(rows) == B else (rows, step)
+        out_ids[out_at], out_lp[out_at] = tokens, token_lp
         ends = tokens == cfg.eos_id
-        if step + 1 >= shortest:
+        if step + 1 >= shortest_limit:
             ends |= row_limits <= step + 1
         if not ends.any():
             continue
@@ -263,7 +264,7 @@ def greedy_or_sample(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
             break
         state.select(keep)
         rows, row_limits, tokens = rows[keep], row_limits[keep], tokens[keep]
-        shortest = int(row_limits.min())
+        shortest_limit = int(row_limits.min())
     hypotheses = []
     for ids, lps, n in zip(out_ids.tolist(), out_lp.tolist(), lengths.tolist()):  # one copy to Python at the end
         hypotheses.append([Hypothesis(ids[:n], lps[:n], sum(lps[:n]))])
@@ -298,7 +299,7 @@ def largest(x: torch.Tensor, k: int, strips: int = 16) -> tuple[torch.Tensor, to
     return values, (at // k) * width + columns.gather(1, at % k)
 
 
-BeamPath = tuple  # (token, its log-probability, the path before it or None): a beam's tokens, newest first
+BeamPath: TypeAlias = "tuple[int, float, BeamPath | None]"  # (token, its log-probability, the path before it)
 
 
 def unrolled(path: BeamPath | None) -> tuple[list[int], list[float]]:
@@ -326,9 +327,10 @@ def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
 
     The decoder and the choice of the 2K best candidates run as tensors; what follows from those 2K per sentence
     (which end, which go on, their paths) is a few dozen numbers, kept in Python: as tensor operations it was some
-    twenty small operations a step, and a beam search at batch 1 takes 5% less time without them
-    (docs/BENCHMARKS.md, section 2). A beam's tokens are a path of (token, log-probability, parent path), shared
-    with the beams it came from and unrolled when it ends.
+    twenty small operations a step, and a beam search at batch 1 takes 5% less time without them; at batch 64 the
+    Python loop over 64 sentences costs about as much as they did (docs/BENCHMARKS.md, section 2). A beam's tokens
+    are a path of (token, log-probability, parent path), shared with the beams it came from and unrolled when it
+    ends.
 
     With a `trace` list, one dict per step is appended (for the step-by-step view): "sentences" [n] (the sentence
     of each live group), "parents" [n][K] (each new beam's beam at the previous step), "tokens" [n][K] and
@@ -353,26 +355,29 @@ def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
         record = {"sentences": sentences, "parents": [], "tokens": [], "scores": [], "finished": []}
         kept, rows, next_scores, next_tokens, next_paths = [], [], [], [], []
         for i, (b, group_paths, *group) in enumerate(zip(sentences, paths, *candidates)):
-            beams, ended = next_beams(group_paths, group, K, cfg.eos_id, limits[b] <= step + 1, finished[b],
-                                      opts.length_penalty)
-            record["finished"] += [{"sentence": b, "parent": k, "hypothesis": hyp} for k, hyp in ended]
-            record["parents"].append([k for k, _, _ in beams])
-            record["tokens"].append([path[0] for _, _, path in beams])
-            record["scores"].append([score for _, score, _ in beams])
-            if limits[b] > step + 1 and len(finished[b]) < K:  # not done: it keeps its beams
+            at_limit = limits[b] <= step + 1
+            beams, ended = next_beams(group_paths, group, K, cfg.eos_id, at_limit, finished[b], opts.length_penalty)
+            parents, beam_scores, beam_paths = zip(*beams)
+            if trace is not None:
+                record["finished"] += [{"sentence": b, "parent": k, "hypothesis": hyp} for k, hyp in ended]
+                record["parents"].append(list(parents))
+                record["tokens"].append([path[0] for path in beam_paths])
+                record["scores"].append(list(beam_scores))
+            if not at_limit and len(finished[b]) < K:  # not done: it keeps its beams
                 kept.append(b)
-                rows += [i * K + k for k, _, _ in beams]  # the parents' rows in the decoder state
-                next_scores.append(record["scores"][-1])
-                next_tokens += record["tokens"][-1]
-                next_paths.append([path for _, _, path in beams])
+                rows += [i * K + k for k in parents]  # the parents' rows in the decoder state
+                next_scores.append(beam_scores)
+                next_tokens += [path[0] for path in beam_paths]
+                next_paths.append(beam_paths)
         if trace is not None:
             trace.append(record)
         if not kept:
             break
-        leaving = len(kept) < len(sentences)  # among one source's beams the encoder side is the same
+        leaving = len(kept) < len(sentences)  # a sentence is done: its group leaves the batch
+        # among one source's beams the encoder side is the same: it is selected only when groups leave
         state.select(torch.tensor(rows, device=device), memory=leaving)
         sentences, paths = kept, next_paths
-        scores = torch.tensor(next_scores, device=device)
+        scores = torch.tensor(next_scores, dtype=logp.dtype, device=device)
         tokens = torch.tensor(next_tokens, device=device)
 
     results = []
@@ -382,23 +387,24 @@ def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
     return SearchResult(results)
 
 
-def next_beams(paths: list[BeamPath | None], candidates: list[list], K: int, eos_id: int, at_limit: bool,
-               finished: list[Hypothesis], length_penalty: float
-               ) -> tuple[list[tuple[int, float, BeamPath]], list[tuple[int, Hypothesis]]]:
-    """One sentence's step, from its 2K best candidates (best first: their summed log-probabilities, beams, tokens
-    and token log-probabilities): those among the first K that end (<eos>, or any at the sentence's length limit)
-    join `finished` while it has fewer than K; the K best that do not end in <eos> become its beams. Returns the
-    beams as (parent beam, summed log-probability, path), and the hypotheses that ended as (parent beam,
-    hypothesis). Each beam has one <eos> among its candidates, so at least K of the 2K do not end in it."""
+def next_beams(paths: list[BeamPath | None] | tuple[BeamPath | None, ...],
+               candidates: list[list], beam_size: int, eos_id: int, at_limit: bool, finished: list[Hypothesis],
+               length_penalty: float) -> tuple[list[tuple[int, float, BeamPath]], list[tuple[int, Hypothesis]]]:
+    """One sentence's step. `candidates`: its 2K best continuations, best first, as four lists (summed
+    log-probabilities, beams, tokens, token log-probabilities). Those among the first K that end (<eos>, or any at
+    the sentence's length limit) are appended to `finished` while it has fewer than K; the K best that do not end in
+    <eos> become its beams. Returns the beams as (parent beam, summed log-probability, path), and the hypotheses
+    that ended as (parent beam, hypothesis). Each beam has at most one <eos> among the 2K, so at least K of them do
+    not end in it."""
     beams, ended = [], []
     for j, (score, k, token, logprob) in enumerate(zip(*candidates)):
         path = (token, logprob, paths[k])
-        if j < K and (token == eos_id or at_limit) and len(finished) < K and score > float("-inf"):
+        if j < beam_size and (token == eos_id or at_limit) and len(finished) < beam_size and score > float("-inf"):
             finished.append(scored_hypothesis(path, length_penalty))
             ended.append((k, finished[-1]))
         if token != eos_id:
             beams.append((k, score, path))
-    return beams[:K], ended
+    return beams[:beam_size], ended
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -418,15 +424,17 @@ def distinct_hypotheses(hypotheses: list[Hypothesis]) -> list[tuple[Hypothesis, 
     return [(h, count) for h, count in merged.values()]
 
 
-def cut_sources_note(translations: list[Translation], max_positions: int) -> str:
-    """Which lines had more tokens than a model of `max_positions` positions reads ("" when none): only their
-    beginning was translated."""
-    lines = [i + 1 for i, t in enumerate(translations) if t.source_cut]
-    if not lines:
+def cut_sources_note(translations: list[Translation], unit: str = "Line") -> str:
+    """Which of these sources (counted from 1 as `unit`s) had more tokens than the model reads ("" when none): only
+    their first tokens were translated."""
+    cut = [i + 1 for i, t in enumerate(translations) if t.source_cut]
+    if not cut:
         return ""
-    most, named = sentence_tokens(max_positions), ", ".join(map(str, lines[:5])) + (" …" if len(lines) > 5 else "")
-    return (f"Line{'s' if len(lines) > 1 else ''} {named} {'have' if len(lines) > 1 else 'has'} more tokens than "
-            f"this model reads ({most:,}): only the first {most:,} were translated. Split long lines into sentences.")
+    most = len(translations[cut[0] - 1].source_ids) - 1  # a cut source holds as many as the model reads, and <eos>
+    named = ", ".join(map(str, cut[:5])) + (f" … ({len(cut)} in all)" if len(cut) > 5 else "")
+    return (f"{unit}{'s' if len(cut) > 1 else ''} {named} {'have' if len(cut) > 1 else 'has'} more tokens than this "
+            f"model reads ({most:,}): only {'their' if len(cut) > 1 else 'its'} first {most:,} tokens were "
+            "translated. Split long lines into sentences.")
 
 
 def translate(model: Transformer, tokenizer, sentences: list[str], opts: DecodeOptions | None = None,

@@ -99,7 +99,7 @@ def test_translate_with_every_method(client, trained):
     assert [row[0] for row in greedy[0]["data"]] == [1, 2]
     assert "greedy" in greedy[1] and "✂️" not in greedy[1]
     long = client.predict(MODEL, "a b\n" + "a b c d " * 12, "greedy", api_name="/translate")  # 48 tokens, 32 read
-    assert "✂️ Line 2 has more tokens than this model reads (32): only the first 32 were translated" in long[1]
+    assert "✂️ Line 2 has more tokens than this model reads (32): only its first 32 tokens were translated" in long[1]
     sample = client.predict(MODEL, text, "sample", temperature=0.8, top_k=10, top_p=0.9, seed=3, nbest=2,
                             api_name="/translate")
     assert len(sample[0]["data"]) == 4  # two samples per sentence

@@ -54,6 +54,22 @@ def test_greedy_stops_at_the_max_output_length_without_an_eos(model, tokenizer):
     assert all(model.cfg.eos_id not in t.best.ids for t in cut)
 
 
+def test_each_sentence_runs_to_its_own_length_limit_in_one_batch(model, tokenizer):
+    shift_eos(model, -100)  # <eos> never wins: each output ends at 2 x its source + 10, at a different step
+    for method in ("greedy", "beam"):
+        results = translate(model, tokenizer, SENTENCES, DecodeOptions(method, beam_size=3))
+        assert [len(t.best.ids) for t in results] == [min(2 * len(t.source_ids) + 10, 31) for t in results]
+        assert len({len(t.best.ids) for t in results}) > 1
+
+
+def test_beam_at_a_one_token_limit_ends_every_beam_at_once(model, tokenizer):
+    results = translate(model, tokenizer, SENTENCES, DecodeOptions("beam", beam_size=4, nbest=4, max_output_tokens=1))
+    for t in results:
+        assert len(t.hypotheses) == 4 and all(len(h.ids) == 1 for h in t.hypotheses)
+        assert [h.score for h in t.hypotheses] == sorted((h.score for h in t.hypotheses), reverse=True)
+        assert len({h.ids[0] for h in t.hypotheses}) == 4  # the four best first tokens, each once
+
+
 def test_sampling_repeats_with_a_seed_and_differs_across_seeds(model, tokenizer):
     def opts(seed):
         return DecodeOptions("sample", seed=seed, max_output_tokens=8, temperature=1.5)
@@ -215,4 +231,19 @@ def test_the_cli_says_which_lines_had_more_tokens_than_the_model_reads(capsys, o
     assert main(["translate", "--model", str(DEMO), "A dog runs.", "the dog runs " * 40]) == 0
     out, err = capsys.readouterr()
     assert len(out.splitlines()) == 2
-    assert "note: Line 2 has more tokens than this model reads (64): only the first 64 were translated" in err
+    assert ("note: Sentence 2 has more tokens than this model reads (64): only its first 64 tokens were translated"
+            in err)
+
+
+def test_the_note_names_the_cut_lines_and_counts_them_past_five():
+    from playground.core.decode import Hypothesis, Translation, cut_sources_note
+
+    def translation(cut: bool) -> Translation:
+        return Translation("s", [5] * (7 if cut else 3) + [3], [Hypothesis([], [], 0.0)], source_cut=cut)
+
+    assert cut_sources_note([translation(False)] * 3) == ""
+    one = cut_sources_note([translation(False), translation(True)])
+    assert one.startswith("Line 2 has more tokens than this model reads (7): only its first 7 tokens")
+    many = cut_sources_note([translation(True)] * 7, unit="Sentence")
+    assert many.startswith("Sentences 1, 2, 3, 4, 5 … (7 in all) have more tokens than this model reads (7): only "
+                           "their first 7 tokens")

@@ -142,6 +142,8 @@ def translate_text(library: Library, session: Session, model: str, text: str, me
     if len(sentences) > MAX_SENTENCES:
         raise PlaygroundError(f"{len(sentences)} lines is more than this page translates at once "
                               f"({MAX_SENTENCES}); use `python -m playground translate --input FILE` for files.")
+    from playground.core.decode import cut_sources_note
+
     opts = decode_options(method, temperature, top_k, top_p, seed, beam_size, length_penalty, nbest, max_output_tokens)
     start = time.perf_counter()
     results = quick_translation(str(folder), sentences, opts, int(nbest) if method == "sample" else 1)
@@ -159,11 +161,9 @@ def translate_text(library: Library, session: Session, model: str, text: str, me
                  "says how many there were.")
     if cut:
         note += "\n\n" + cut
-    from playground.core.decode import cut_sources_note
-
-    cut_tokens = cut_sources_note(results, config["model"]["max_positions"])
-    if cut_tokens:
-        note += "\n\n✂️ " + cut_tokens
+    token_cut_note = cut_sources_note(results)
+    if token_cut_note:
+        note += "\n\n✂️ " + token_cut_note
     return (pd.DataFrame(rows, columns=RESULT_COLUMNS), note, 1,
             *next_token_view(library, session, 1, TOP_K))
 
