@@ -7,6 +7,12 @@ import inspect
 from typing import Callable
 
 
+def numbered(numbers: list[int], shown: int = 5) -> str:
+    """The first `shown` numbers of a list for a message, and how many there are when that is not all of them:
+    "2, 5" or "1, 2, 3, 4, 5 … (7 in all)"."""
+    return ", ".join(map(str, numbers[:shown])) + (f" … ({len(numbers)} in all)" if len(numbers) > shown else "")
+
+
 class PlaygroundError(Exception):
     """Base class: the message says what is wrong and how to fix it."""
 

@@ -24,7 +24,7 @@ from playground.core.attention_maps import attention_maps
 from playground.core.decoder_step import Step, decoder_step
 from playground.core.model import Transformer, TransformerConfig, model_device
 from playground.core.sequences import pad_batch, sentence_tokens
-from playground.errors import PlaygroundError
+from playground.errors import PlaygroundError, numbered
 
 METHODS = ("greedy", "sample", "beam")
 
@@ -431,21 +431,22 @@ def cut_sources_note(translations: list[Translation], unit: str = "Line") -> str
     if not cut:
         return ""
     most = len(translations[cut[0] - 1].source_ids) - 1  # a cut source holds as many as the model reads, and <eos>
-    named = ", ".join(map(str, cut[:5])) + (f" … ({len(cut)} in all)" if len(cut) > 5 else "")
-    return (f"{unit}{'s' if len(cut) > 1 else ''} {named} {'have' if len(cut) > 1 else 'has'} more tokens than this "
-            f"model reads ({most:,}): only {'their' if len(cut) > 1 else 'its'} first {most:,} tokens were "
-            "translated. Split long lines into sentences.")
+    many = len(cut) > 1
+    return (f"{unit}{'s' if many else ''} {numbered(cut)} {'have' if many else 'has'} more tokens than this model "
+            f"reads ({most:,}): only {'their' if many else 'its'} first {most:,} tokens were translated. Split long "
+            "lines into sentences.")
 
 
 def translate(model: Transformer, tokenizer, sentences: list[str], opts: DecodeOptions | None = None,
-              bounds: DecodeBounds = UNBOUNDED) -> list[Translation]:
+              bounds: DecodeBounds = UNBOUNDED,
+              encoded: list[tuple[list[int], bool]] | None = None) -> list[Translation]:
     """Translate many sentences: sorted by length into batches (less padding), results in input order, within the
-    caller's bounds."""
+    caller's bounds. `encoded`: the sentences' encoded_sources, when the caller has them already."""
     opts = opts or DecodeOptions()
     opts.check()
     model.eval()
     device = model_device(model)
-    encoded = encoded_sources(tokenizer, sentences, model.cfg, bounds)
+    encoded = encoded_sources(tokenizer, sentences, model.cfg, bounds) if encoded is None else encoded
     if not encoded:
         return []
     ids = [source for source, _ in encoded]

@@ -22,7 +22,7 @@ import numpy as np
 
 from playground import limits
 from playground.core.attention_maps import attention_maps
-from playground.core.decode import DecodeOptions, source_ids, translate
+from playground.core.decode import DecodeOptions, encoded_sources, source_ids, translate
 from playground.errors import PackageError, PlaygroundError
 from playground.insight.compare import load_runs
 from playground.insight.inspection import (
@@ -130,13 +130,13 @@ def translations(folder: str, sentences: list[str], opts, samples: int = 1) -> l
     ranked by score."""
     package, bounds = MODELS.get(folder), server_bounds()
     draws = samples if opts.method == "sample" else 1
-    ids = source_ids(package.tokenizer, sentences, package.model.cfg, bounds)
-    check_decode_work(package.model.cfg, ids, opts, draws)
-    results = translate(package.model, package.tokenizer, sentences, opts, bounds)
+    encoded = encoded_sources(package.tokenizer, sentences, package.model.cfg, bounds)  # once, for every draw
+    check_decode_work(package.model.cfg, [ids for ids, _ in encoded], opts, draws)
+    results = translate(package.model, package.tokenizer, sentences, opts, bounds, encoded)
     if opts.method == "sample" and samples > 1:
         for i in range(1, samples):
             more = translate(package.model, package.tokenizer, sentences, replace(opts, seed=(opts.seed or 0) + i),
-                             bounds)
+                             bounds, encoded)
             for t, extra in zip(results, more, strict=True):
                 t.hypotheses.extend(extra.hypotheses)
         for t in results:
@@ -236,7 +236,8 @@ def greedy_columns(folders: list[str], lines: list[str]) -> dict[str, list[str]]
     """Each package's greedy translations of `lines`, by package name."""
 
     packages, opts, bounds = [MODELS.get(folder) for folder in folders], DecodeOptions("greedy"), server_bounds()
-    ids = [source_ids(p.tokenizer, lines, p.model.cfg, bounds) for p in packages]
+    encoded = [encoded_sources(p.tokenizer, lines, p.model.cfg, bounds) for p in packages]  # once per model
+    ids = [[source for source, _ in per_model] for per_model in encoded]
     for package, package_ids in zip(packages, ids):
         check_decode_memory(package.model.cfg, package_ids, opts)
     check_encoder_work(sum(encoder_flops(p.model.cfg, package_ids) for p, package_ids in zip(packages, ids)),
@@ -248,8 +249,9 @@ def greedy_columns(folders: list[str], lines: list[str]) -> dict[str, list[str]]
                               "here (the operator sets PLAYGROUND_MAX_DECODE_TOKENS). Send fewer or shorter "
                               "sentences, or compare fewer models.")
     columns = {"source": lines}
-    for folder, package in zip(folders, packages):
-        columns[Path(folder).name] = [t.text for t in translate(package.model, package.tokenizer, lines, opts, bounds)]
+    for folder, package, per_model in zip(folders, packages, encoded):
+        columns[Path(folder).name] = [t.text for t in translate(package.model, package.tokenizer, lines, opts, bounds,
+                                                                 per_model)]
     return columns
 
 

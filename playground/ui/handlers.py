@@ -16,7 +16,7 @@ from typing import Callable
 
 import gradio as gr
 
-from playground.errors import PlaygroundError, is_rust_panic, reraising
+from playground.errors import PlaygroundError, is_rust_panic, numbered, reraising
 
 log = logging.getLogger("playground.ui")
 
@@ -107,9 +107,9 @@ def request_lines(text: str | None, what: str = "text") -> tuple[list[str], str]
     cut = [i + 1 for i, line in enumerate(lines) if len(line) > per_line]
     note = ""
     if cut:
-        named = ", ".join(map(str, cut[:5])) + (" …" if len(cut) > 5 else "")
-        note = (f"✂️ Line{'s' if len(cut) > 1 else ''} {named} of the {what} {'were' if len(cut) > 1 else 'was'} cut "
-                f"to {per_line:,} characters (the most one line may have here).")
+        many = len(cut) > 1
+        note = (f"✂️ Line{'s' if many else ''} {numbered(cut)} of the {what} {'were' if many else 'was'} cut to "
+                f"{per_line:,} characters (the most one line may have here).")
     return [line[:per_line] for line in lines], note
 
 
