@@ -221,9 +221,10 @@ def project_trainer(data_dir: str | None, max_pairs: int | None, precision: str,
     data = TrainData(train, val, SRC_LANG, TGT_LANG, "multi30k" if data_dir else "mini-translation")
     trainer = Trainer(cfg, data, out_dir)
     tokens = batch_tokens or matched_batch_tokens(trainer.train_set, TUTORIAL_BATCH_SIZE, seed,
-                                                  pad_multiple(trainer.device))
-    # the Trainer cut epoch 0 into batches in __init__: cut it again (as it does every epoch) for this budget
+                                                  trainer.pad_multiple)
+    # the Trainer chose its padding and cut epoch 0 into batches in __init__: both again, for this budget
     trainer.cfg = dataclasses.replace(trainer.cfg, batch_tokens=tokens)
+    trainer.pad_multiple = pad_multiple(trainer.device, trainer.precision, trainer.train_set, tokens)
     trainer.batches = trainer.epoch_batches(trainer.epoch)
     return trainer
 
@@ -256,7 +257,7 @@ class ProjectRunner:
 
 def collated_pad_share(t: Trainer) -> float:
     """Padding share of the positions computed, over the epoch's batches as the Trainer collates them."""
-    batches = [collate(t.train_set, indices, t.device) for indices in t.batches]
+    batches = [collate(t.train_set, indices, t.device, t.pad_multiple) for indices in t.batches]
     real = sum(b.n_tokens + b.n_src_tokens for b in batches)
     return 1 - real / sum(b.src.numel() + b.tgt_in.numel() for b in batches)
 

@@ -148,7 +148,7 @@ class SortedBatchRunner(BaselineRunner):
         self.sorted_batches = (indices for epoch in itertools.count() for indices in trainer.epoch_batches(epoch))
 
     def next_batch(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        batch = collate(self.trainer.train_set, next(self.sorted_batches), self.device)
+        batch = collate(self.trainer.train_set, next(self.sorted_batches), self.device, self.trainer.pad_multiple)
         return batch.src, batch.tgt_in, batch.tgt_out
 
     def pad_share(self) -> float:

@@ -40,12 +40,6 @@ def round_up(n: int, multiple: int) -> int:
     return (n + multiple - 1) // multiple * multiple
 
 
-def pad_multiple(device: torch.device) -> int:
-    """Padded lengths: multiples of 8 suit GPU tensor cores; on a CPU every pad token is pure waste (measured:
-    rounding to 8 turned 5% padding into 22% on Multi30k)."""
-    return 8 if device.type == "cuda" else 1
-
-
 class TokenRows:
     """Rows of token ids end to end in one int32 array, with where each row starts: 4 bytes a token, where a list
     of Python ints costs about 36 (an int object and a pointer to it)."""
@@ -108,8 +102,20 @@ def make_batches(encoded: EncodedPairs, batch_tokens: int, seed: int, multiple: 
     """Indices of pairs grouped by length into batches of at most `batch_tokens` padded tokens (fairseq's
     max-tokens): sort with a little seeded noise, cut greedily, shuffle the batch order."""
     rng = random.Random(seed)
+    batches = cut_batches(encoded, length_order(encoded, rng), batch_tokens, multiple)
+    rng.shuffle(batches)
+    return batches
+
+
+def length_order(encoded: EncodedPairs, rng: random.Random) -> list[int]:
+    """The pairs' indices sorted by source, then target length, ties in a seeded random order."""
     src_lengths, tgt_lengths = encoded.src.lengths.tolist(), encoded.tgt.lengths.tolist()
-    order = sorted(range(len(encoded)), key=lambda i: (src_lengths[i], tgt_lengths[i], rng.random()))
+    return sorted(range(len(encoded)), key=lambda i: (src_lengths[i], tgt_lengths[i], rng.random()))
+
+
+def cut_batches(encoded: EncodedPairs, order: list[int], batch_tokens: int, multiple: int) -> list[list[int]]:
+    """`order` cut greedily into batches of at most `batch_tokens` tokens, each side padded to a `multiple`."""
+    src_lengths, tgt_lengths = encoded.src.lengths.tolist(), encoded.tgt.lengths.tolist()
     batches, current, longest = [], [], 0
     for i in order:
         pair_len = round_up(src_lengths[i], multiple) + round_up(tgt_lengths[i] + 1, multiple)
@@ -120,8 +126,38 @@ def make_batches(encoded: EncodedPairs, batch_tokens: int, seed: int, multiple: 
         longest = max(longest, pair_len)
     if current:
         batches.append(current)
-    rng.shuffle(batches)
     return batches
+
+
+SHAPES_KEPT = 40  # an epoch's batch shapes whose bf16 kernels oneDNN keeps (about 15 each; memory.ONEDNN_KERNELS_KEPT)
+
+
+def pad_multiple(device: torch.device, precision: str, encoded: EncodedPairs, batch_tokens: int) -> int:
+    """Each side of a batch is padded to a multiple of this. 8 on a GPU, for its tensor cores. 1 on a CPU in float32,
+    where every pad token is waste.
+
+    On a CPU in bf16, the smallest of 1, 2, 4 and 8 that leaves an epoch at most SHAPES_KEPT batch shapes. oneDNN,
+    which runs bf16 products there, compiles kernels for each new matrix shape (2.6 to 8.9 ms each, measured). An
+    epoch brings the same shapes each time, so kernels that stay cached are compiled once. With exact lengths, an
+    epoch of Multi30k at 4,096 tokens has 166 shapes, too many to keep, so a step kept compiling. Padded to 8 it has 23:
+    1.3x the real tokens a second, though padding rises from 5% to 22% (docs/BENCHMARKS.md, section 1). The built-in
+    datasets have 9 to 39 shapes unpadded, and keep them."""
+    if device.type == "cuda":
+        return 8
+    if precision != "bf16":
+        return 1
+    order = length_order(encoded, random.Random(0))
+    for multiple in (1, 2, 4):
+        batches = cut_batches(encoded, order, batch_tokens, multiple)
+        if len({batch_shape(encoded, batch, multiple) for batch in batches}) <= SHAPES_KEPT:
+            return multiple
+    return 8
+
+
+def batch_shape(encoded: EncodedPairs, indices: list[int], multiple: int) -> tuple[int, int, int]:
+    """(sentences, source length, target length) of the batch `collate` makes of `indices`."""
+    return (len(indices), round_up(int(encoded.src.lengths[indices].max()), multiple),
+            round_up(int(encoded.tgt.lengths[indices].max()) + 1, multiple))
 
 
 def token_counts(encoded: EncodedPairs, indices: list[int]) -> tuple[int, int]:
@@ -129,12 +165,10 @@ def token_counts(encoded: EncodedPairs, indices: list[int]) -> tuple[int, int]:
     return int(encoded.tgt.lengths[indices].sum()) + len(indices), int(encoded.src.lengths[indices].sum())
 
 
-def collate(encoded: EncodedPairs, indices: list[int], device: torch.device) -> Batch:
-    """Pad (to a multiple of 8 on a GPU) and move to the device in one copy."""
+def collate(encoded: EncodedPairs, indices: list[int], device: torch.device, multiple: int = 1) -> Batch:
+    """Pad (each side to a multiple of `multiple`: pad_multiple) and move to the device in one copy."""
     pairs = [encoded[i] for i in indices]
-    multiple = pad_multiple(device)
-    S = round_up(max(len(s) for s, _ in pairs), multiple)
-    T = round_up(max(len(t) for _, t in pairs) + 1, multiple)
+    _, S, T = batch_shape(encoded, indices, multiple)
     src = pad_batch([s for s, _ in pairs], S)
     tgt_in = pad_batch([[BOS_ID] + t for _, t in pairs], T)
     tgt_out = pad_batch([t + [EOS_ID] for _, t in pairs], T)

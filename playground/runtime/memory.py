@@ -17,9 +17,11 @@ from playground.settings import GB
 
 M_ARENA_MAX = -8  # glibc's mallopt parameter (malloc.h)
 ARENA_MAX = 2  # one per core of the 2-core machines the presets are sized for; threads share them beyond that
-# oneDNN (bf16 matmuls on the CPU) keeps a compiled kernel per matrix shape, 1,024 by default: every batch brings
-# new shapes, and the cache grew by ~7 MB a step (measured over the first 35 steps). 64 holds one step's shapes.
-ONEDNN_KERNELS_KEPT = "64"
+# oneDNN (bf16 matmuls on the CPU) keeps the kernels it compiles for each matrix shape, at most this many; ~230 KB
+# each (the cache grew by ~7 MB a step while every batch brought new shapes). A bf16 run pads its batches to few
+# shapes (batching.pad_multiple): an epoch of Multi30k needs ~350 kernels, reused from the second epoch on.
+# Compiling one takes 2.6-8.9 ms, so a cache too small for an epoch (64 were kept before) recompiled every step.
+ONEDNN_KERNELS_KEPT = "1024"
 
 # 🤗 tokenizers' BPE trainer reserves tables for the vocabulary it is asked for, before it reads the text: asked for
 # 10^9 tokens it allocated 70,866,960,400 bytes at once (WordPiece alike, Unigram 32), and a failed allocation aborts

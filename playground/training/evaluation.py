@@ -15,7 +15,7 @@ from playground.core.decode import DecodeOptions, translate
 from playground.core.metrics import score
 from playground.core.model import Transformer
 from playground.core.tokenizer import BOS_ID, PAD_ID, PairTokenizer
-from playground.data.batching import EncodedPair, collate, make_batches, pad_multiple
+from playground.data.batching import EncodedPair, EncodedPairs, collate, make_batches
 from playground.limits import TimeLimit, time_limit
 from playground.packages.scores import SCORE_KEYS
 from playground.runtime.device import autocast
@@ -29,16 +29,17 @@ DECODE_BATCH = DecodeOptions().batch_size  # ... and at most, once its time allo
 
 
 @torch.inference_mode()
-def validation_loss(model: Transformer, val_set: list[EncodedPair], batch_tokens: int, device: torch.device,
-                    precision: str, until: float | None = None) -> float:
-    """Plain NLL per target token (no label smoothing): comparable across runs with different smoothing. With
-    `until` (a time.perf_counter() deadline), the batches after it are left out (the first one always counts)."""
+def validation_loss(model: Transformer, val_set: EncodedPairs, batch_tokens: int, device: torch.device,
+                    precision: str, multiple: int = 1, until: float | None = None) -> float:
+    """Plain NLL per target token (no label smoothing): comparable across runs with different smoothing. Batches
+    padded as the run's (batching.pad_multiple: shapes whose kernels are compiled already). With `until` (a
+    time.perf_counter() deadline), the batches after it are left out (the first one always counts)."""
     model.eval()
     total, count = torch.zeros((), device=device), 0
-    for indices in make_batches(val_set, batch_tokens, 0, pad_multiple(device)):
+    for indices in make_batches(val_set, batch_tokens, 0, multiple):
         if count and until is not None and time.perf_counter() > until:
             break
-        batch = collate(val_set, indices, device)
+        batch = collate(val_set, indices, device, multiple)
         with autocast(device, precision):
             logits = model(batch.src, batch.tgt_in)
         total += smoothed_loss_sum(logits, batch.tgt_out, 0.0, PAD_ID)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from playground.core.tokenizer import PairBpeDropout, PairTokenizer, train_tokenizer
-from playground.data.batching import GlobalBatch, collate, encode_pairs, make_batches, pad_multiple, token_counts
+from playground.data.batching import GlobalBatch, collate, encode_pairs, make_batches, token_counts
 from playground.data.languages import check_language
 from playground.errors import TrainingError
 from playground.training.config import TrainConfig
@@ -63,9 +63,10 @@ def encode_epoch(tokenizer: PairTokenizer, segmenter: PairBpeDropout | None, pai
     return encode_pairs(segmenter.reseeded(f"{cfg.seed}/{epoch}"), pairs, cfg.max_sentence_tokens)
 
 
-def epoch_batch_list(train_set, cfg: TrainConfig, epoch: int, device: torch.device, ranks: Ranks) -> list[list[int]]:
-    """The epoch's batch list, the same on every rank (seeded by the run's seed and the epoch)."""
-    batches = make_batches(train_set, cfg.batch_tokens, cfg.seed + epoch, pad_multiple(device))
+def epoch_batch_list(train_set, cfg: TrainConfig, epoch: int, multiple: int, ranks: Ranks) -> list[list[int]]:
+    """The epoch's batch list, the same on every rank (seeded by the run's seed and the epoch); each side padded to
+    a multiple of `multiple` (batching.pad_multiple)."""
+    batches = make_batches(train_set, cfg.batch_tokens, cfg.seed + epoch, multiple)
     per_step = ranks.world_size * cfg.accumulate
     if len(batches) < per_step:
         raise TrainingError(
@@ -76,7 +77,7 @@ def epoch_batch_list(train_set, cfg: TrainConfig, epoch: int, device: torch.devi
 
 
 def global_batch(batches: list[list[int]], train_set, start: int, accumulate: int, ranks: Ranks,
-                 device: torch.device) -> GlobalBatch:
+                 device: torch.device, multiple: int) -> GlobalBatch:
     """This rank's share of the optimizer step whose batches begin at `start` of the epoch's batch list.
 
     Every rank holds the same seeded batch list for the epoch. One optimizer step consumes the next
@@ -88,5 +89,5 @@ def global_batch(batches: list[list[int]], train_set, start: int, accumulate: in
     rank has to ask the others for them."""
     step_batches = batches[start : start + ranks.world_size * accumulate]
     counts = [token_counts(train_set, indices) for indices in step_batches]
-    mine = [collate(train_set, indices, device) for indices in step_batches[ranks.rank :: ranks.world_size]]
+    mine = [collate(train_set, indices, device, multiple) for indices in step_batches[ranks.rank :: ranks.world_size]]
     return GlobalBatch(mine, n_tokens=sum(tgt for tgt, _ in counts), n_all_tokens=sum(tgt + src for tgt, src in counts))

@@ -8,15 +8,28 @@ from __future__ import annotations
 
 import torch
 
-CHUNK_ROWS = 256  # logit rows turned to float32 at a time (8 MB at an 8k vocabulary)
+CHUNK_ROWS = 256  # logit rows turned to float32 at a time on a CPU (8 MB at an 8k vocabulary)
+# On a GPU memory is not what binds a small model's step: the host thread launching kernels is, and each chunk is a
+# dozen launches. Chunks of 256 rows left the small preset's step at 0.92x the fair baseline's speed on an H200; whole
+# (one chunk) it ran at 1.11-1.20x (docs/BENCHMARKS.md, section 10). A chunk there holds up to this many bytes.
+GPU_CHUNK_BYTES = 256 * 2**20
+
+
+def chunk_rows_for(logits: torch.Tensor) -> int:
+    """Rows of logits [N,V] the loss turns to float32 at a time on their device."""
+    if logits.device.type == "cpu":
+        return CHUNK_ROWS
+    return max(CHUNK_ROWS, GPU_CHUNK_BYTES // (4 * logits.size(-1)))
 
 
 def smoothed_loss_sum(logits: torch.Tensor, target: torch.Tensor, smoothing: float, pad_id: int,
-                      chunk_rows: int = CHUNK_ROWS) -> torch.Tensor:
+                      chunk_rows: int | None = None) -> torch.Tensor:
     """Sum over non-pad tokens of (1-eps)*NLL + eps*mean_v(-log p_v), as F.cross_entropy(logits.float(), target,
     ignore_index=pad_id, label_smoothing=eps, reduction="sum") computes it.
-    logits [B,T,V] (any dtype; computed in float32 a chunk of rows at a time), target [B,T]."""
-    return SmoothedCrossEntropySum.apply(logits.flatten(0, 1), target.flatten(), smoothing, pad_id, chunk_rows)
+    logits [B,T,V] (any dtype; computed in float32 a chunk of rows at a time: chunk_rows, else chunk_rows_for),
+    target [B,T]."""
+    flat = logits.flatten(0, 1)
+    return SmoothedCrossEntropySum.apply(flat, target.flatten(), smoothing, pad_id, chunk_rows or chunk_rows_for(flat))
 
 
 class SmoothedCrossEntropySum(torch.autograd.Function):

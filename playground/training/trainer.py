@@ -18,7 +18,7 @@ import torch
 
 from playground.core.model import Transformer
 from playground.core.tokenizer import PairBpeDropout, PairTokenizer
-from playground.data.batching import GlobalBatch, encode_pairs
+from playground.data.batching import GlobalBatch, encode_pairs, pad_multiple
 from playground.errors import PlaygroundError, TrainingError
 from playground.packages.format import read_config, saved_config
 from playground.packages.store import load_package, model_config
@@ -197,6 +197,7 @@ class Trainer:
         self.train_set = prepared.train_set if prepared and not self.segmenter else self.encode_train(self.epoch)
         self.val_set = (prepared.val_set if prepared  # never segmented
                         else encode_pairs(self.tokenizer, self.data.val, self.cfg.max_sentence_tokens))
+        self.pad_multiple = pad_multiple(self.device, self.precision, self.train_set, self.cfg.batch_tokens)
         self.batches = self.epoch_batches(self.epoch)
 
     @property
@@ -404,10 +405,11 @@ class Trainer:
         return encode_epoch(self.tokenizer, self.segmenter, self.data.train, self.cfg, epoch)
 
     def epoch_batches(self, epoch: int) -> list[list[int]]:
-        return epoch_batch_list(self.train_set, self.cfg, epoch, self.device, self.ranks)
+        return epoch_batch_list(self.train_set, self.cfg, epoch, self.pad_multiple, self.ranks)
 
     def global_batch(self, start: int) -> GlobalBatch:
-        return global_batch(self.batches, self.train_set, start, self.cfg.accumulate, self.ranks, self.device)
+        return global_batch(self.batches, self.train_set, start, self.cfg.accumulate, self.ranks, self.device,
+                            self.pad_multiple)
 
     def roll_epoch(self) -> None:
         """The next epoch, when the last batches of this one cannot fill a global batch (they are left out: a
@@ -442,7 +444,7 @@ class Trainer:
         began = time.perf_counter()
         with one_thread_on_cpu(self.device):
             val_loss = validation_loss(self.model, self.val_set, self.cfg.batch_tokens, self.device, self.precision,
-                                       until)
+                                       self.pad_multiple, until)
             sentences = min(self.cfg.eval_sentences, sentences or self.cfg.eval_sentences, self.eval_limit or math.inf,
                             len(self.data.val))
             # a fitted run's validation decodes what fits in its share of the minutes, at most as many sentences as

@@ -9,14 +9,15 @@ from helpers import DATA, events_of, reverse_pairs, tiny_cfg
 
 from playground.core.model import Transformer, TransformerConfig
 from playground.core.tokenizer import EOS_ID, train_tokenizer
-from playground.data.batching import collate, encode_pairs, make_batches, token_counts
+from playground.data.batching import batch_shape, collate, encode_pairs, make_batches, pad_multiple, token_counts
 from playground.errors import TrainingError
 from playground.packages.store import load_package
 from playground.runtime import memory
 from playground.training.config import TrainConfig
 from playground.training.evaluation import EarlyStopping
 from playground.training.events import Done, Error, Eval, Saved, Start, Step
-from playground.training.loss import smoothed_loss_sum
+from playground.training.inputs import TrainData
+from playground.training.loss import chunk_rows_for, smoothed_loss_sum
 from playground.training.schedule import learning_rate
 from playground.training.step import Optimization
 from playground.training.trainer import Trainer
@@ -69,6 +70,14 @@ def test_chunked_loss_and_its_gradient_equal_cross_entropy_on_float32_logits(dty
     torch.testing.assert_close(grad, expected)
 
 
+def test_the_loss_works_in_small_chunks_on_the_cpu_and_in_few_large_ones_on_a_gpu():
+    """CPU memory binds on a CPU; on a GPU each chunk's kernel launches do (bench/gpu_check.py on an H200)."""
+    assert chunk_rows_for(torch.empty(5000, 8000)) == 256
+    gpu_like = torch.empty(5000, 8000, device="meta")  # not a CPU tensor: sized as on a GPU
+    assert chunk_rows_for(gpu_like) == 256 * 2**20 // (4 * 8000) > 5000 - 1  # the small preset's batch in one chunk
+    assert 256 < chunk_rows_for(torch.empty(25000, 37000, device="meta")) < 25000  # the base preset's in several
+
+
 def test_batches_respect_the_token_budget_and_cover_every_pair_once():
     pairs = reverse_pairs(200)
     tok = train_tokenizer(pairs, kind="word", vocab_size=50)
@@ -86,6 +95,39 @@ def test_batches_respect_the_token_budget_and_cover_every_pair_once():
             return (n + 7) // 8 * 8
         longest = max(rounded(len(encoded[i][0])) + rounded(len(encoded[i][1]) + 1) for i in indices)
         assert len(indices) * longest <= 300
+
+
+def test_a_bf16_run_on_the_cpu_pads_just_enough_that_an_epoch_has_few_batch_shapes(tmp_path, monkeypatch):
+    """oneDNN compiles bf16 kernels per matrix shape: on a CPU in bf16 a run pads each side of its batches, training
+    and validation, to the smallest multiple that leaves an epoch at most SHAPES_KEPT shapes; in float32, or where
+    the exact lengths make few shapes, it pads nothing."""
+    pairs = reverse_pairs(300)
+    encoded = encode_pairs(train_tokenizer(pairs, kind="word", vocab_size=50), pairs, 24)
+    cpu = torch.device("cpu")
+
+    def shapes(multiple):
+        return {batch_shape(encoded, b, multiple) for b in make_batches(encoded, 256, 0, multiple)}
+
+    assert len(shapes(1)) > len(shapes(8))
+    monkeypatch.setattr("playground.data.batching.SHAPES_KEPT", len(shapes(1)))
+    assert pad_multiple(cpu, "bf16", encoded, 256) == 1  # few enough already
+    monkeypatch.setattr("playground.data.batching.SHAPES_KEPT", len(shapes(8)))
+    expected = next(m for m in (1, 2, 4, 8) if len(shapes(m)) <= len(shapes(8)))
+    assert expected > 1 and pad_multiple(cpu, "bf16", encoded, 256) == expected
+    assert pad_multiple(cpu, "fp32", encoded, 256) == 1
+    assert pad_multiple(torch.device("cuda"), "fp32", encoded, 256) == 8
+
+    data = TrainData(pairs, reverse_pairs(40, seed=1), "seq", "rev", "reverse test")
+    trainer = Trainer(tiny_cfg(precision="bf16", max_sentence_tokens=24), data, tmp_path / "bf16")
+    batches = [trainer.global_batch(start).mine[0] for start in range(len(trainer.batches))]
+    assert trainer.pad_multiple == expected
+    assert all(b.src.size(1) % expected == 0 and b.tgt_in.size(1) % expected == 0 for b in batches)
+    assert len({(b.src.shape, b.tgt_in.shape) for b in batches}) <= len(shapes(8))
+    validated = []
+    monkeypatch.setattr("playground.training.evaluation.collate",
+                        lambda *args: validated.append(collate(*args)) or validated[-1])
+    trainer.validate(sentences=1)
+    assert validated and all(b.src.size(1) % expected == 0 and b.tgt_in.size(1) % expected == 0 for b in validated)
 
 
 def test_encoded_pairs_hold_what_the_tokenizer_gives_in_chunks(monkeypatch):
