@@ -129,7 +129,7 @@ def cut_batches(encoded: EncodedPairs, order: list[int], batch_tokens: int, mult
     return batches
 
 
-SHAPES_KEPT = 40  # an epoch's batch shapes whose bf16 kernels oneDNN keeps (about 15 each; memory.ONEDNN_KERNELS_KEPT)
+SHAPES_KEPT = 32  # an epoch's batch shapes whose bf16 kernels oneDNN keeps (about 15 each; memory.ONEDNN_KERNELS_KEPT)
 
 
 def pad_multiple(device: torch.device, precision: str, encoded: EncodedPairs, batch_tokens: int) -> int:
@@ -140,8 +140,9 @@ def pad_multiple(device: torch.device, precision: str, encoded: EncodedPairs, ba
     which runs bf16 products there, compiles kernels for each new matrix shape (2.6 to 8.9 ms each, measured). An
     epoch brings the same shapes each time, so kernels that stay cached are compiled once. With exact lengths, an
     epoch of Multi30k at 4,096 tokens has 166 shapes, too many to keep, so a step kept compiling. Padded to 8 it has 23:
-    1.3x the real tokens a second, though padding rises from 5% to 22% (docs/BENCHMARKS.md, section 1). The built-in
-    datasets have 9 to 39 shapes unpadded, and keep them."""
+    1.3x the real tokens a second, though padding rises from 5% to 22% (docs/BENCHMARKS.md, section 1). Of the
+    built-in datasets, reverse and numbers have 10 and 9 shapes unpadded and keep them; mini-translation has 39, and
+    24 padded to 2."""
     if device.type == "cuda":
         return 8
     if precision != "bf16":

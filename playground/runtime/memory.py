@@ -17,11 +17,12 @@ from playground.settings import GB
 
 M_ARENA_MAX = -8  # glibc's mallopt parameter (malloc.h)
 ARENA_MAX = 2  # one per core of the 2-core machines the presets are sized for; threads share them beyond that
-# oneDNN (bf16 matmuls on the CPU) keeps the kernels it compiles for each matrix shape, at most this many; ~230 KB
-# each (the cache grew by ~7 MB a step while every batch brought new shapes). A bf16 run pads its batches to few
-# shapes (batching.pad_multiple): an epoch of Multi30k needs ~350 kernels, reused from the second epoch on.
-# Compiling one takes 2.6-8.9 ms, so a cache too small for an epoch (64 were kept before) recompiled every step.
-ONEDNN_KERNELS_KEPT = "1024"
+# oneDNN (bf16 matmuls on the CPU) keeps the kernels it compiles for each matrix shape, at most this many: about
+# 15 a batch shape, ~230 KB each. A bf16 run pads its batches to at most batching.SHAPES_KEPT shapes an epoch, whose
+# kernels this holds, so they are compiled once (2.6-8.9 ms each); 64, kept before, recompiled them every step.
+# Not more: validations decode in shapes of their own, and 1,024 kept took the 30-minute Multi30k run's peak from
+# 1,444 to 1,778 MB (a 3-minute run: 1,414 MB at 1,024, 1,165 at 256).
+ONEDNN_KERNELS_KEPT = "512"
 
 # 🤗 tokenizers' BPE trainer reserves tables for the vocabulary it is asked for, before it reads the text: asked for
 # 10^9 tokens it allocated 70,866,960,400 bytes at once (WordPiece alike, Unigram 32), and a failed allocation aborts
