@@ -17,6 +17,7 @@ from playground.data.batching import Batch, GlobalBatch
 from playground.errors import TrainingError
 from playground.runtime.device import (
     autocast,
+    decoding_precision,
     describe,
     median_seconds,
     one_thread_on_cpu,
@@ -170,7 +171,7 @@ def _time_validation(model: Transformer, cfg: TrainConfig, device: torch.device,
     model.eval()
     batch = min(64, max(1, cfg.eval_sentences))
     src = torch.randint(4, vocab, (batch, length), device=device)
-    with autocast(device, precision):
+    with autocast(device, decoding_precision(device, precision)):  # as translation_scores decodes
         state = model.start_decoding(src, length + 8)
         tokens = torch.full((batch,), model.cfg.bos_id, dtype=torch.long, device=device)
         for _ in range(2):  # warm-up

@@ -18,7 +18,7 @@ from playground.core.tokenizer import BOS_ID, PAD_ID, PairTokenizer
 from playground.data.batching import EncodedPair, EncodedPairs, collate, make_batches
 from playground.limits import TimeLimit, time_limit
 from playground.packages.scores import SCORE_KEYS
-from playground.runtime.device import autocast
+from playground.runtime.device import autocast, decoding_precision
 from playground.runtime.request_bounds import server_bounds
 from playground.training.loss import smoothed_loss_sum
 
@@ -56,7 +56,7 @@ def translation_scores(model: Transformer, tokenizer: PairTokenizer, pairs: list
     decoding stops there, between two steps, maybe before the first sentence (the scores then read 0)."""
     began, hyps, start = time.perf_counter(), [], 0
     chunk = DECODE_CHUNK if seconds is not None or until is not None else max(len(pairs), 1)
-    with autocast(device, precision):
+    with autocast(device, decoding_precision(device, precision)):
         while start < len(pairs):
             if hyps and seconds is not None and time.perf_counter() - began >= seconds:
                 break

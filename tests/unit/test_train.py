@@ -13,6 +13,7 @@ from playground.data.batching import batch_shape, collate, encode_pairs, make_ba
 from playground.errors import TrainingError
 from playground.packages.store import load_package
 from playground.runtime import memory
+from playground.training import evaluation
 from playground.training.config import TrainConfig
 from playground.training.evaluation import EarlyStopping
 from playground.training.events import Done, Error, Eval, Saved, Start, Step
@@ -100,7 +101,7 @@ def test_batches_respect_the_token_budget_and_cover_every_pair_once():
 def test_a_bf16_run_on_the_cpu_pads_just_enough_that_an_epoch_has_few_batch_shapes(tmp_path, monkeypatch):
     """oneDNN compiles bf16 kernels per matrix shape: on a CPU in bf16 a run pads each side of its batches, training
     and validation, to the smallest multiple that leaves an epoch at most SHAPES_KEPT shapes; in float32, or where
-    the exact lengths make few shapes, it pads nothing."""
+    the exact lengths make few shapes, it pads nothing. Its validations decode in float32, which compiles nothing."""
     pairs = reverse_pairs(300)
     encoded = encode_pairs(train_tokenizer(pairs, kind="word", vocab_size=50), pairs, 24)
     cpu = torch.device("cpu")
@@ -126,8 +127,14 @@ def test_a_bf16_run_on_the_cpu_pads_just_enough_that_an_epoch_has_few_batch_shap
     validated = []
     monkeypatch.setattr("playground.training.evaluation.collate",
                         lambda *args: validated.append(collate(*args)) or validated[-1])
+    decoded_in_bf16 = []
+    real_translate = evaluation.translate
+    monkeypatch.setattr("playground.training.evaluation.translate", lambda *args: decoded_in_bf16.append(
+        torch.is_autocast_enabled("cpu")) or real_translate(*args))
     trainer.validate(sentences=1)
     assert validated and all(b.src.size(1) % expected == 0 and b.tgt_in.size(1) % expected == 0 for b in validated)
+    # its greedy translations are decoded in float32: bf16 would compile kernels for the search's shapes too
+    assert decoded_in_bf16 == [False]
 
 
 def test_encoded_pairs_hold_what_the_tokenizer_gives_in_chunks(monkeypatch):
