@@ -249,15 +249,16 @@ class ProjectRunner:
         return self.trainer.tokens_seen - before
 
     def pad_share(self) -> float:
-        return collated_pad_share(self.trainer)
+        t = self.trainer
+        return collated_pad_share(t.train_set, t.batches, t.device, t.pad_multiple)
 
     def close(self) -> None:
         self.events.close()  # the Trainer saves a package to its out_dir when its loop is closed
 
 
-def collated_pad_share(t: Trainer) -> float:
-    """Padding share of the positions computed, over the epoch's batches as the Trainer collates them."""
-    batches = [collate(t.train_set, indices, t.device, t.pad_multiple) for indices in t.batches]
+def collated_pad_share(encoded: Encoded, batch_list: list[list[int]], device: torch.device, multiple: int) -> float:
+    """Padding share of the positions computed, over an epoch's batches collated as the Trainer collates them."""
+    batches = [collate(encoded, indices, device, multiple) for indices in batch_list]
     real = sum(b.n_tokens + b.n_src_tokens for b in batches)
     return 1 - real / sum(b.src.numel() + b.tgt_in.numel() for b in batches)
 

@@ -28,7 +28,7 @@ from torch.utils.data import DataLoader
 
 from playground.core.model import TransformerConfig
 from playground.core.tokenizer import BOS_ID, EOS_ID, PAD_ID
-from playground.data.batching import collate
+from playground.data.batching import collate, make_batches, pad_multiple
 from playground.runtime.device import matmul_flops
 from playground.training.trainer import Trainer
 
@@ -138,21 +138,26 @@ class BaselineRunner:
 
 class SortedBatchRunner(BaselineRunner):
     """The fair baseline: the same model, loss and optimizer, fed the project's own length-sorted token batches
-    (the Trainer's batch list for each epoch, collated as the Trainer collates them)."""
+    (make_batches with the Trainer's budget and seeds, collated as the Trainer collates them), padded as an fp32 run
+    pads them: not at all (batching.pad_multiple pads only bf16 on a CPU and GPU batches)."""
 
     name = "baseline, sorted batches"
 
     def __init__(self, trainer: Trainer, seed: int):
         super().__init__(trainer, seed)
-        self.trainer = trainer
-        self.sorted_batches = (indices for epoch in itertools.count() for indices in trainer.epoch_batches(epoch))
+        self.train_set, cfg = trainer.train_set, trainer.cfg
+        self.multiple = pad_multiple(self.device, self.precision, self.train_set, cfg.batch_tokens)
+        self.epoch = make_batches(self.train_set, cfg.batch_tokens, cfg.seed, self.multiple)
+        self.sorted_batches = (indices for epoch in itertools.count()
+                               for indices in make_batches(self.train_set, cfg.batch_tokens, cfg.seed + epoch,
+                                                           self.multiple))
 
     def next_batch(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        batch = collate(self.trainer.train_set, next(self.sorted_batches), self.device, self.trainer.pad_multiple)
+        batch = collate(self.train_set, next(self.sorted_batches), self.device, self.multiple)
         return batch.src, batch.tgt_in, batch.tgt_out
 
     def pad_share(self) -> float:
-        return common.collated_pad_share(self.trainer)
+        return common.collated_pad_share(self.train_set, self.epoch, self.device, self.multiple)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -217,7 +222,10 @@ def summarise(runner: Runner, windows: list[Window], flops_per_token: float, tar
 
 def main() -> None:
     parser = common.base_parser(__doc__.split("\n")[0], data_required=True)
-    parser.add_argument("--warmup-steps", type=int, default=3, help="untimed steps of each system first")
+    parser.add_argument("--warmup-steps", type=int, default=None,
+                        help="untimed steps of each system first (default: the project's batches in an epoch, so that "
+                             "no timed step meets a batch shape for the first time: in bf16 on a CPU oneDNN compiles "
+                             "kernels for each new shape, a few ms each)")
     parser.add_argument("--windows", type=int, default=8, help="timed windows per system")
     parser.add_argument("--steps-per-window", type=int, default=5)
     parser.add_argument("--precision", default="auto", help="the project's precision: auto, fp32, bf16 or fp16")
@@ -238,7 +246,9 @@ def main() -> None:
               f"{cfg.n_heads} heads, ff {cfg.d_ff}, vocab {cfg.tgt_vocab_size}; {len(trainer.train_set):,} pairs; "
               f"project batch_tokens {trainer.cfg.batch_tokens} ({trainer.precision}), "
               f"baselines (fp32): the project's batches, and {common.TUTORIAL_BATCH_SIZE} random sentences")
-        results = measure(runners, trainer.device, args.warmup_steps, args.windows, args.steps_per_window)
+        warmup = len(trainer.batches) if args.warmup_steps is None else args.warmup_steps
+        print(f"warm-up: {warmup} untimed steps of each system", flush=True)
+        results = measure(runners, trainer.device, warmup, args.windows, args.steps_per_window)
         project.close()
     per_token = common.flops_per_token(cfg, common.pair_lengths(trainer.train_set))
     share = common.target_share(trainer.train_set)

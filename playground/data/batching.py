@@ -102,7 +102,7 @@ def make_batches(encoded: EncodedPairs, batch_tokens: int, seed: int, multiple: 
     """Indices of pairs grouped by length into batches of at most `batch_tokens` padded tokens (fairseq's
     max-tokens): sort with a little seeded noise, cut greedily, shuffle the batch order."""
     rng = random.Random(seed)
-    batches = cut_batches(encoded, length_order(encoded, rng), batch_tokens, multiple)
+    batches = list(cut_batches(encoded, length_order(encoded, rng), batch_tokens, multiple))
     rng.shuffle(batches)
     return batches
 
@@ -113,20 +113,20 @@ def length_order(encoded: EncodedPairs, rng: random.Random) -> list[int]:
     return sorted(range(len(encoded)), key=lambda i: (src_lengths[i], tgt_lengths[i], rng.random()))
 
 
-def cut_batches(encoded: EncodedPairs, order: list[int], batch_tokens: int, multiple: int) -> list[list[int]]:
-    """`order` cut greedily into batches of at most `batch_tokens` tokens, each side padded to a `multiple`."""
+def cut_batches(encoded: EncodedPairs, order: list[int], batch_tokens: int, multiple: int) -> Iterator[list[int]]:
+    """`order` cut greedily into batches of at most `batch_tokens` tokens, each side padded to a `multiple`; one
+    at a time, so that a caller may stop early (pad_multiple)."""
     src_lengths, tgt_lengths = encoded.src.lengths.tolist(), encoded.tgt.lengths.tolist()
-    batches, current, longest = [], [], 0
+    current, longest = [], 0
     for i in order:
         pair_len = round_up(src_lengths[i], multiple) + round_up(tgt_lengths[i] + 1, multiple)
         if current and (len(current) + 1) * max(longest, pair_len) > batch_tokens:
-            batches.append(current)
+            yield current
             current, longest = [], 0
         current.append(i)
         longest = max(longest, pair_len)
     if current:
-        batches.append(current)
-    return batches
+        yield current
 
 
 SHAPES_KEPT = 32  # an epoch's batch shapes whose bf16 kernels oneDNN keeps (about 15 each; memory.ONEDNN_KERNELS_KEPT)
@@ -150,8 +150,12 @@ def pad_multiple(device: torch.device, precision: str, encoded: EncodedPairs, ba
     # ties between pairs of the same lengths cannot change a shape, so a plain (fast) sort does: no seeded noise
     order = np.lexsort((encoded.tgt.lengths, encoded.src.lengths)).tolist()
     for multiple in (1, 2, 4):
-        batches = cut_batches(encoded, order, batch_tokens, multiple)
-        if len({batch_shape(encoded, batch, multiple) for batch in batches}) <= SHAPES_KEPT:
+        shapes = set()
+        for batch in cut_batches(encoded, order, batch_tokens, multiple):
+            shapes.add(batch_shape(encoded, batch, multiple))
+            if len(shapes) > SHAPES_KEPT:  # too many already: the rest of a big dataset need not be cut
+                break
+        else:
             return multiple
     return 8
 

@@ -124,6 +124,48 @@ def test_beam_nbest_is_sorted_distinct_and_at_least_as_good_as_greedy(model, tok
         assert t.best.score >= g.best.score - 1e-4
 
 
+def textbook_beam(model, source_ids: list[int], K: int, limit: int, alpha: float) -> list[tuple[list[int], float]]:
+    """Beam search as the textbook writes it, for one sentence: the whole prefix of every beam through the model at
+    every step (no cache, no batch, no flat step), its 2K best continuations; of the best K, those that end (<eos>,
+    or any at the length limit) are finished while fewer than K are, and the K best that do not end in <eos> go on.
+    Returns the finished hypotheses as (ids, sum(log p) / length ** alpha), best first."""
+    cfg, src = model.cfg, torch.tensor([source_ids])
+    beams, finished = [(0.0, [], [])], []  # (summed log-probability, ids, token log-probabilities)
+    for step in range(limit):
+        candidates = []
+        for score, ids, logprobs in beams:
+            logp = model(src, torch.tensor([[cfg.bos_id] + ids]))[0, -1].float().log_softmax(-1)
+            top = logp.topk(2 * K)
+            candidates += [(score + lp, ids + [token], logprobs + [lp])
+                           for lp, token in zip(top.values.tolist(), top.indices.tolist())]
+        candidates.sort(key=lambda c: c[0], reverse=True)
+        at_limit, beams = step + 1 >= limit, []
+        for j, (score, ids, logprobs) in enumerate(candidates[: 2 * K]):
+            if j < K and (ids[-1] == cfg.eos_id or at_limit) and len(finished) < K:
+                finished.append((ids, sum(logprobs) / len(ids) ** alpha))
+            if ids[-1] != cfg.eos_id:
+                beams.append((score, ids, logprobs))
+        beams = beams[:K]
+        if at_limit or len(finished) >= K:
+            break
+    return sorted(finished, key=lambda h: h[1], reverse=True)
+
+
+@pytest.mark.parametrize("confident", [True, False])  # outputs that end in <eos>, and outputs cut at the limit
+def test_beam_search_finds_what_the_textbook_search_finds(model, tokenizer, confident):
+    """The search as it runs (a batch of sources with padding, sentences leaving it at different steps, the KV
+    cache and its reorders, the flat decoder step, the strip-wise topk, the beams' shared paths) against
+    textbook_beam, sentence by sentence: the same hypotheses, in the same order, with the same scores."""
+    if confident:
+        peaked(model)
+    for K, alpha in [(2, 0.0), (3, 0.6), (5, 1.0)]:
+        opts = DecodeOptions("beam", beam_size=K, nbest=K, length_penalty=alpha, max_output_tokens=9, batch_size=64)
+        for t in translate(model, tokenizer, SENTENCES, opts):
+            expected = textbook_beam(model, t.source_ids, K, 9, alpha)
+            assert [h.ids for h in t.hypotheses] == [ids for ids, _ in expected], (K, alpha, t.source)
+            assert [h.score for h in t.hypotheses] == pytest.approx([score for _, score in expected], abs=1e-4)
+
+
 def test_beam_scores_match_the_model(model, tokenizer):
     peaked(model)
     t = translate(model, tokenizer, SENTENCES[:1], DecodeOptions("beam", beam_size=3, nbest=3, max_output_tokens=8))[0]
