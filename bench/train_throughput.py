@@ -222,10 +222,7 @@ def summarise(runner: Runner, windows: list[Window], flops_per_token: float, tar
 
 def main() -> None:
     parser = common.base_parser(__doc__.split("\n")[0], data_required=True)
-    parser.add_argument("--warmup-steps", type=int, default=None,
-                        help="untimed steps of each system first (default: the project's batches in an epoch, so that "
-                             "no timed step meets a batch shape for the first time: in bf16 on a CPU oneDNN compiles "
-                             "kernels for each new shape, a few ms each)")
+    parser.add_argument("--warmup-steps", type=int, default=3, help="untimed steps of each system first")
     parser.add_argument("--windows", type=int, default=8, help="timed windows per system")
     parser.add_argument("--steps-per-window", type=int, default=5)
     parser.add_argument("--precision", default="auto", help="the project's precision: auto, fp32, bf16 or fp16")
@@ -246,9 +243,13 @@ def main() -> None:
               f"{cfg.n_heads} heads, ff {cfg.d_ff}, vocab {cfg.tgt_vocab_size}; {len(trainer.train_set):,} pairs; "
               f"project batch_tokens {trainer.cfg.batch_tokens} ({trainer.precision}), "
               f"baselines (fp32): the project's batches, and {common.TUTORIAL_BATCH_SIZE} random sentences")
-        warmup = len(trainer.batches) if args.warmup_steps is None else args.warmup_steps
-        print(f"warm-up: {warmup} untimed steps of each system", flush=True)
-        results = measure(runners, trainer.device, warmup, args.windows, args.steps_per_window)
+        # in bf16 on a CPU, oneDNN compiles kernels for each new batch shape (a few ms each): the project first trains
+        # an epoch untimed, so that no timed step meets a shape for the first time (the fp32 baselines compile none)
+        print(f"warm-up: an epoch of the project ({len(trainer.batches)} steps), then {args.warmup_steps} steps of "
+              "each system", flush=True)
+        for _ in trainer.batches:
+            project.step()
+        results = measure(runners, trainer.device, args.warmup_steps, args.windows, args.steps_per_window)
         project.close()
     per_token = common.flops_per_token(cfg, common.pair_lengths(trainer.train_set))
     share = common.target_share(trainer.train_set)
