@@ -145,19 +145,19 @@ class SortedBatchRunner(BaselineRunner):
 
     def __init__(self, trainer: Trainer, seed: int):
         super().__init__(trainer, seed)
-        self.train_set, cfg = trainer.train_set, trainer.cfg
-        self.multiple = pad_multiple(self.device, self.precision, self.train_set, cfg.batch_tokens)
-        self.epoch = make_batches(self.train_set, cfg.batch_tokens, cfg.seed, self.multiple)
-        self.sorted_batches = (indices for epoch in itertools.count()
-                               for indices in make_batches(self.train_set, cfg.batch_tokens, cfg.seed + epoch,
-                                                           self.multiple))
+        self.train_set, self.batch_tokens, self.seed = trainer.train_set, trainer.cfg.batch_tokens, trainer.cfg.seed
+        self.multiple = pad_multiple(self.device, self.precision, self.train_set, self.batch_tokens)
+        self.sorted_batches = (indices for epoch in itertools.count() for indices in self.epoch_batches(epoch))
+
+    def epoch_batches(self, epoch: int) -> list[list[int]]:
+        return make_batches(self.train_set, self.batch_tokens, self.seed + epoch, self.multiple)
 
     def next_batch(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         batch = collate(self.train_set, next(self.sorted_batches), self.device, self.multiple)
         return batch.src, batch.tgt_in, batch.tgt_out
 
     def pad_share(self) -> float:
-        return common.collated_pad_share(self.train_set, self.epoch, self.device, self.multiple)
+        return common.collated_pad_share(self.train_set, self.epoch_batches(0), self.device, self.multiple)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -245,9 +245,10 @@ def main() -> None:
               f"baselines (fp32): the project's batches, and {common.TUTORIAL_BATCH_SIZE} random sentences")
         # in bf16 on a CPU, oneDNN compiles kernels for each new batch shape (a few ms each): the project first trains
         # an epoch untimed, so that no timed step meets a shape for the first time (the fp32 baselines compile none)
-        print(f"warm-up: an epoch of the project ({len(trainer.batches)} steps), then {args.warmup_steps} steps of "
-              "each system", flush=True)
-        for _ in trainer.batches:
+        epoch_steps = len(trainer.batches)
+        print(f"warm-up: an epoch of the project ({epoch_steps} steps), then {args.warmup_steps} steps of each system",
+              flush=True)
+        for _ in range(epoch_steps):
             project.step()
         results = measure(runners, trainer.device, args.warmup_steps, args.windows, args.steps_per_window)
         project.close()

@@ -20,8 +20,9 @@ ARENA_MAX = 2  # one per core of the 2-core machines the presets are sized for; 
 # oneDNN (bf16 matmuls on the CPU) keeps the kernels it compiles for each matrix shape, at most this many: about
 # 15 a batch shape, ~230 KB each. A bf16 run pads its batches to at most batching.SHAPES_KEPT shapes an epoch, whose
 # kernels this holds, so they are compiled once (2.6-8.9 ms each); 64, kept before, recompiled them every step.
-# Not more: validations decode in shapes of their own, and 1,024 kept took the 30-minute Multi30k run's peak from
-# 1,444 to 1,778 MB (a 3-minute run: 1,414 MB at 1,024, 1,165 at 256).
+# Not more: 1,024 kept took the 30-minute Multi30k run's peak from 1,444 to 1,778 MB while validations still decoded
+# in bf16, in shapes of their own (they decode in float32 now: runtime.device.decoding_precision); at 512 the run
+# peaked at 1,342 MB.
 ONEDNN_KERNELS_KEPT = "512"
 
 # 🤗 tokenizers' BPE trainer reserves tables for the vocabulary it is asked for, before it reads the text: asked for
