@@ -96,15 +96,15 @@ def victim(url: str):
         client.close()
 
 
-def kept_serving(app, before: int, latencies: list[float], row: str) -> None:
-    """The server is up, its memory back within 100 MB, and the victim was answered quickly throughout."""
+def kept_serving(app, before: int, latencies: list[float], row: str, growth_mb: int = 100) -> None:
+    """The server is up, its memory back within `growth_mb`, and the victim was answered quickly throughout."""
     server, client, *_ = app
     assert server.poll() is None
     assert translate(client, SENTENCE)[0]["data"][0][3]
     after = rss(server.pid)
     print(f"\nrow {row}: RSS {before / 1e6:.0f} -> {after / 1e6:.0f} MB; victim n {len(latencies)} "
           f"p50 {statistics.median(latencies):.2f} s max {max(latencies):.2f} s")
-    assert after - before < 100e6
+    assert after - before < growth_mb * 1e6
     assert latencies and max(latencies) < VICTIM_MAX_S, latencies
 
 
@@ -270,7 +270,8 @@ def test_row_h_attention_exports_replace_each_other_where_the_sweep_looks(app):
         for _ in range(20):  # the issue's 20 offline exports (4.7 MB each) left 92 MB in /tmp/attention-*
             path = client.predict("cross", "one head", 0, 0, True, api_name="/export_attention_html")[0]
             assert "plotly" in Path(path).read_text()
-    kept_serving(app, before, latencies, "H")
+    # plotly.js streamed into each page: +10 MB here, where plotly's own writer's 20 copies of it left +90-105 MB
+    kept_serving(app, before, latencies, "H", growth_mb=40)
     tmp = root / "tmp"
     assert not list(tmp.glob("attention-*"))
     written = [p for p in tmp.glob("package-*/*") if p.is_file()]

@@ -205,7 +205,7 @@ def export_html(session: Session, kind: str = "cross", view: str = VIEWS[0], lay
     fig = current_figure(session, kind, view, layer, head)
     # one folder per session, emptied by its next export and swept with the other downloads' (packages.sweep)
     path = export_dir("attention", str(id(session))) / f"attention-{kind}.html"
-    fig.write_html(str(path), include_plotlyjs=True if offline else "cdn", full_html=True)
+    plots.write_html(fig, path, offline)
     return str(path)
 
 

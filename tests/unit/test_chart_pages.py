@@ -1,0 +1,23 @@
+"""A chart saved as a page of its own (the Attention tab's HTML export): the page plotly's own writer makes, with
+plotly.js streamed into it from plotly's file rather than read into memory for each page."""
+
+from __future__ import annotations
+
+import re
+
+import plotly.graph_objects as go
+import pytest
+
+from playground.insight.plots import write_html
+
+PLOT_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")  # each page's div id
+
+
+@pytest.mark.parametrize("offline", [True, False])
+def test_the_page_is_plotlys_own_page(tmp_path, offline):
+    fig = go.Figure(go.Heatmap(z=[[0.1, 0.9], [0.6, 0.4]], x=["a", "b"], y=["c", "d"]))
+    write_html(fig, tmp_path / "ours.html", offline)
+    fig.write_html(str(tmp_path / "plotlys.html"), include_plotlyjs=True if offline else "cdn", full_html=True)
+    ours, plotlys = ((tmp_path / name).read_text(encoding="utf-8") for name in ("ours.html", "plotlys.html"))
+    assert PLOT_ID.sub("id", ours) == PLOT_ID.sub("id", plotlys)
+    assert ('src="https://cdn.plot.ly' in ours) is not offline and (len(ours) > 1_000_000) is offline
