@@ -199,7 +199,7 @@ def test_a_refusal_inside_a_gpu_call_keeps_its_message(tmp_path, monkeypatch, on
 def test_a_spent_quota_pauses_the_run_which_goes_on_later_to_its_steps(tmp_path, monkeypatch, one_thread):
     """Two visitors train at once; each has GPU time for two calls. Both runs pause with their packages; one goes on
     on the GPU the next day, the other at once on the CPU; both end at the steps they were asked for."""
-    chunk_s, steps = 6, 1800  # seconds: loading and saving fit a call even on a busy machine
+    chunk_s, steps = 10, 3000  # seconds: loading and saving fit a call even on a busy machine
     spaces = spaces_standin.install(monkeypatch, quota_s=2 * chunk_s + 0.5)
     monkeypatch.setenv("PLAYGROUND_GPU_CHUNK_S", str(chunk_s))
     monkeypatch.setenv("PLAYGROUND_MAX_RUN_MINUTES", "0")  # no run-length cap: a busy machine's CPU run is slow
