@@ -8,10 +8,9 @@ no Gradio here, so they can be used from a notebook as well.
 
 from __future__ import annotations
 
-import base64
 import functools
-import hashlib
 import math
+import os
 import shutil
 from collections.abc import Sequence
 from importlib import resources
@@ -28,44 +27,64 @@ ATTENTION_SCALE = "Blues"
 RUN_COLORS = (BLUE, ORANGE, GREEN, RED, "#9467bd", "#8c564b", "#e377c2", "#17becf")  # one per compared run
 
 
+# where a page loads plotly.js from with include_plotlyjs="directory"
+PLOTLY_JS_TAG = '<script charset="utf-8" src="plotly.min.js"></script>'
+
+
 def plotly_bundle() -> Path:
     """plotly.js as the plotly package ships it (about 4.6 MB)."""
     return Path(str(resources.files("plotly") / "package_data" / "plotly.min.js"))
 
 
 @functools.cache
-def plotly_cdn_tag() -> str:
-    """The script tag that loads this plotly.js from plotly's CDN, with its integrity hash (hashed once)."""
-    digest = hashlib.sha256()
-    with plotly_bundle().open("rb") as bundle:
-        for chunk in iter(lambda: bundle.read(1 << 20), b""):
-            digest.update(chunk)
-    from plotly.offline import get_plotlyjs_version
+def plotly_loaders() -> tuple[str, str, str] | None:
+    """How this plotly's own pages load plotly.js, read once from the pages it writes for an empty figure: (the CDN's
+    tag, and what comes before and after the bundle when it is inside the page). The tags differ between plotly
+    releases (a type attribute, the CDN's integrity hash since 6.2). None where the pages are not as expected."""
+    def page(include_plotlyjs) -> str:
+        return go.Figure().to_html(include_plotlyjs=include_plotlyjs, full_html=True, div_id="plotly-loaders")
 
-    return (f'<script charset="utf-8" src="https://cdn.plot.ly/plotly-{get_plotlyjs_version()}.min.js" '
-            f'integrity="sha256-{base64.b64encode(digest.digest()).decode()}" crossorigin="anonymous"></script>')
+    parts = page("directory").split(PLOTLY_JS_TAG)
+    if len(parts) != 2:
+        return None
+    before, after = parts
+
+    def loader(include_plotlyjs) -> str | None:
+        text = page(include_plotlyjs)
+        ok = text.startswith(before) and text.endswith(after)
+        return text[len(before) : len(text) - len(after)] if ok else None
+
+    cdn, inline = loader("cdn"), loader(True)
+    bundle = plotly_bundle().read_text(encoding="utf-8")
+    if cdn is None or inline is None or inline.count(bundle) != 1:
+        return None
+    opening, closing = inline.split(bundle)
+    return cdn, opening, closing
 
 
 def write_html(fig: go.Figure, path: Path, offline: bool) -> None:
-    """The figure as a page of its own, as fig.write_html writes it, with plotly.js inside it (offline) or loaded from
-    the CDN, but streamed from plotly's file into the page: fig.write_html reads all of plotly.js into a string for
-    each page (to hash it for the CDN's tag too), and a server that wrote 20 offline pages held 100 MB more after."""
-    placeholder = '<script charset="utf-8" src="plotly.min.js"></script>'
-    page = fig.to_html(include_plotlyjs="directory", full_html=True)  # the page with `placeholder` for plotly.js
-    if placeholder not in page:  # another plotly's page: its own writer, at its own cost
+    """The figure as a page of its own, the page fig.write_html writes, with plotly.js inside it (offline) or loaded
+    from the CDN, but streamed into the file from plotly's: fig.write_html reads all of plotly.js into a string for
+    each page (for the CDN's integrity hash too), and a server that wrote 20 offline pages held 100 MB more after.
+    Written to a temporary name first, so a failed write leaves no half page."""
+    loaders, page = plotly_loaders(), fig.to_html(include_plotlyjs="directory", full_html=True)
+    if loaders is None or page.count(PLOTLY_JS_TAG) != 1:  # another plotly's pages: its own writer, at its own cost
         fig.write_html(str(path), include_plotlyjs=True if offline else "cdn", full_html=True)
         return
-    before, after = page.split(placeholder, 1)
-    with open(path, "w", encoding="utf-8") as out:
-        out.write(before)
+    cdn, opening, closing = loaders
+    before, after = page.split(PLOTLY_JS_TAG)
+    partial = path.with_name(path.name + ".partial")
+    with open(partial, "wb") as out:
+        out.write(before.encode())
         if offline:
-            out.write("<script>")
-            with plotly_bundle().open(encoding="utf-8") as bundle:
+            out.write(opening.encode())
+            with plotly_bundle().open("rb") as bundle:
                 shutil.copyfileobj(bundle, out)
-            out.write("</script>")
+            out.write(closing.encode())
         else:
-            out.write(plotly_cdn_tag())
-        out.write(after)
+            out.write(cdn.encode())
+        out.write(after.encode())
+    os.replace(partial, path)
 
 
 def frame(title: str, height: int, margin: dict) -> dict:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import plotly.graph_objects as go
+import plotly.io._html
 import pytest
 
 from playground.insight.plots import write_html
@@ -14,10 +15,17 @@ PLOT_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{
 
 
 @pytest.mark.parametrize("offline", [True, False])
-def test_the_page_is_plotlys_own_page(tmp_path, offline):
-    fig = go.Figure(go.Heatmap(z=[[0.1, 0.9], [0.6, 0.4]], x=["a", "b"], y=["c", "d"]))
-    write_html(fig, tmp_path / "ours.html", offline)
+def test_the_page_is_plotlys_own_page_without_plotly_js_in_memory(tmp_path, monkeypatch, offline):
+    fig = go.Figure(go.Heatmap(z=[[0.1, 0.9], [0.6, 0.4]], x=["a", "ü"], y=["c", "d"]))
     fig.write_html(str(tmp_path / "plotlys.html"), include_plotlyjs=True if offline else "cdn", full_html=True)
+    write_html(fig, tmp_path / "first.html", offline)  # reads plotly.js once, to learn how plotly's pages load it
+
+    def whole_bundle():
+        raise AssertionError("plotly.js read into memory for a page")
+
+    monkeypatch.setattr(plotly.io._html, "get_plotlyjs", whole_bundle)
+    write_html(fig, tmp_path / "ours.html", offline)
     ours, plotlys = ((tmp_path / name).read_text(encoding="utf-8") for name in ("ours.html", "plotlys.html"))
     assert PLOT_ID.sub("id", ours) == PLOT_ID.sub("id", plotlys)
     assert ('src="https://cdn.plot.ly' in ours) is not offline and (len(ours) > 1_000_000) is offline
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["first.html", "ours.html", "plotlys.html"]  # no .partial
