@@ -363,10 +363,8 @@ CUDA_TESTS = "tests/unit/test_cuda.py"
 def cuda_tests(timeout_s: int) -> dict:
     """`pytest tests/unit/test_cuda.py -m cuda` in a child process from the repository root. The file, not the
     folder: collecting all of tests/unit imports every module's needs (plotly, for one, which a GPU image may lack;
-    the first run on an H200 stopped there), and the CUDA tests need only the core's. Without pyproject's addopts:
-    they name pytest-xdist's options, which a machine with only pytest installed does not know."""
-    command = [sys.executable, "-m", "pytest", CUDA_TESTS, "-m", "cuda", "-q", "-rs", "-p", "no:cacheprovider",
-               "-o", "addopts="]
+    the first run on an H200 stopped there), and the CUDA tests need only the core's."""
+    command = [sys.executable, "-m", "pytest", CUDA_TESTS, "-m", "cuda", "-q", "-rs", "-p", "no:cacheprovider"]
     done = subprocess.run(command, cwd=common.REPO_ROOT, capture_output=True, text=True, timeout=timeout_s)
     lines = [line for line in done.stdout.splitlines() if line.strip()]
     return {"command": " ".join(command[1:]), "returncode": done.returncode, "ok": done.returncode == 0,

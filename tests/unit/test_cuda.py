@@ -2,7 +2,7 @@
 mixed-precision run learns, "auto" trains in whichever of bf16 and fp32 (TF32) steps faster, decoding on the GPU
 gives what it gives on the CPU, the memory check reads the GPU's free memory (torch.cuda.mem_get_info), and a run
 trained on the GPU loads, translates and resumes on the CPU. bench/gpu_check.py runs them
-(`python -m pytest tests/unit -m cuda`) on a GPU machine."""
+(`python -m pytest tests/unit/test_cuda.py -m cuda`) on a GPU machine."""
 
 from __future__ import annotations
 
