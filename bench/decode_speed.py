@@ -5,13 +5,20 @@ requirements-export.txt), at batch 1 and 64; and one sentence through translate(
 Every search produces exactly --steps tokens per sentence (<eos> is forbidden, so random weights never stop
 early): cached and uncached greedy, sampling and beam search do the same number of steps per sentence.
 
+CTranslate2 is timed in a child process of its own: it brings its own copy of libgomp, a second OpenMP runtime beside
+PyTorch's, and with it loaded our batch-1 greedy ran 1.5x slower (bench/decode_apart.py, docs/BENCHMARKS.md).
+
     python bench/decode_speed.py --data ../shared/data/multi30k
 """
 
 from __future__ import annotations
 
+import argparse
 import itertools
+import json
 import random
+import subprocess
+import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -177,6 +184,39 @@ def sentences_and_tokenizer(data: str | None, vocab_size: int) -> tuple[list[str
     return sources, train_tokenizer(train, vocab_size=vocab_size), label
 
 
+def timed_rows(model: Transformer, ids: list[list[int]], runs: dict[str, Search], args: argparse.Namespace,
+               device: torch.device) -> dict:
+    """Each search's speed at each --batch-sizes ("name @ batch": its row), and how often cached and uncached greedy
+    agree where both ran."""
+    results = {}
+    for batch_size in args.batch_sizes:
+        batches = [pad_batch(ids[i : i + batch_size], pad_id=model.cfg.pad_id).to(device)
+                   for i in range(0, len(ids), batch_size)]
+        random.Random(args.seed).shuffle(batches)  # any prefix of the rounds mixes short and long sentences
+        timings = time_searches(model, batches, runs, args.seconds, args.precision, args.steps, args.cpu_time)
+        for name, t in timings.items():
+            results[f"{name} @ {batch_size}"] = {
+                "batch_size": batch_size, "sentences_per_s": t.sentences / t.seconds,
+                "tokens_per_s": t.tokens / t.seconds, "ms_per_sentence": 1000 * t.seconds / t.sentences}
+        if "greedy, uncached" in runs:
+            results[f"greedy agreement @ {batch_size}"] = agreement(model, batches[0], runs)
+    return results
+
+
+def ctranslate2_apart() -> dict:
+    """The CTranslate2 rows, timed by this script with the same arguments in a child process (see the docstring);
+    none where it is not installed."""
+    argv = [a for a in sys.argv[1:] if a != "--json"]
+    child = subprocess.run([sys.executable, __file__, *argv, "--ctranslate2-only"], capture_output=True, text=True)
+    if child.returncode != 0:
+        raise RuntimeError(f"the CTranslate2 child failed:\n{child.stderr[-3000:]}")
+    last = child.stdout.strip().splitlines()[-1]
+    if not last.startswith("{"):  # "ctranslate2 is not installed ..."
+        print(last)
+        return {}
+    return json.loads(last)
+
+
 def main() -> None:
     parser = common.base_parser(__doc__.split("\n")[0], data_required=False)
     parser.add_argument("--steps", type=int, default=32, help="tokens decoded per sentence by every search")
@@ -190,6 +230,7 @@ def main() -> None:
                         help="time the searches by this process's CPU time, not wall time: on a machine others share, "
                              "with --threads 1 (no threads spinning while they wait for a core)")
     parser.add_argument("--package", help="time translate() with this trained package instead of random weights")
+    parser.add_argument("--ctranslate2-only", action="store_true", help=argparse.SUPPRESS)  # the child that times it
     args = parser.parse_args()
 
     machine = common.start(args)
@@ -197,35 +238,29 @@ def main() -> None:
     sources, tokenizer, label = sentences_and_tokenizer(args.data, preset_config("small").vocab_size)
     model = small_model(tokenizer, device, args.seed)
     ids = sorted(source_ids(tokenizer, sources[: args.sentences], model.cfg), key=len)  # as translate() batches
+    if args.ctranslate2_only:  # exported before forbid_eos: CTranslate2 keeps <eos> out with min_decoding_length
+        runs = ctranslate2_searches(model, tokenizer, args.steps, args.beam_size, torch.get_num_threads())
+        if runs:  # else it said why not
+            print(json.dumps(timed_rows(model, ids, runs, args, device)))
+        return
     runs = searches(args.steps, args.beam_size)
-    exported = {}  # exported before forbid_eos: CTranslate2 keeps <eos> out with min_decoding_length
-    if device.type == "cpu":
-        exported = ctranslate2_searches(model, tokenizer, args.steps, args.beam_size, torch.get_num_threads())
     forbid_eos(model)
     if device.type == "cpu":
         runs |= int8_searches(int8_linears(model), args.steps, args.beam_size)  # the copy keeps forbid_eos's bias
-    runs |= exported
     print(f"small preset ({model.num_parameters():,} parameters, random weights), {len(ids)} {label} sources, "
           f"{args.steps} tokens per sentence, {args.precision}")
 
-    rows, results = [], {}
-    for batch_size in args.batch_sizes:
-        batches = [pad_batch(ids[i : i + batch_size], pad_id=model.cfg.pad_id).to(device)
-                   for i in range(0, len(ids), batch_size)]
-        random.Random(args.seed).shuffle(batches)  # any prefix of the rounds mixes short and long sentences
-        timings = time_searches(model, batches, runs, args.seconds, args.precision, args.steps, args.cpu_time)
-        match = agreement(model, batches[0], runs)
-        for name, t in timings.items():
-            row = {"sentences_per_s": t.sentences / t.seconds, "tokens_per_s": t.tokens / t.seconds,
-                   "ms_per_sentence": 1000 * t.seconds / t.sentences}
-            results[f"{name} @ {batch_size}"] = {"batch_size": batch_size, **row}
-            rows.append([name, batch_size, *row.values()])
-        results[f"greedy agreement @ {batch_size}"] = match
+    results = timed_rows(model, ids, runs, args, device)
+    if device.type == "cpu":
+        results |= ctranslate2_apart()
+    names = list(dict.fromkeys(name.split(" @ ")[0] for name, r in results.items() if isinstance(r, dict)))
+    rows = [[name.split(" @ ")[0], r["batch_size"], r["sentences_per_s"], r["tokens_per_s"], r["ms_per_sentence"]]
+            for name, r in results.items() if isinstance(r, dict)]
     common.print_table("Decoding speed", ["search", "batch", "sentences/s", "tokens/s", "ms/sentence"], rows)
 
     ratios = {}
     for b in args.batch_sizes:
-        speed = {name: results[f"{name} @ {b}"]["sentences_per_s"] for name in runs}
+        speed = {name: results[f"{name} @ {b}"]["sentences_per_s"] for name in names}
         cache_gain = speed["greedy, cached"] / speed["greedy, uncached"]
         ratios[f"cached / uncached greedy @ {b}"] = cache_gain
         print(f"batch {b}: cached greedy {cache_gain:.1f}x uncached (tokens agree "
@@ -238,7 +273,7 @@ def main() -> None:
     print("targets: cached greedy >= 12x uncached at batch 64; beam 5 <= 4x greedy's time at batch 64 and "
           "<= 1.5x at batch 1")
     for b in args.batch_sizes:
-        for name in [n for n in runs if n.startswith("CTranslate2")]:
+        for name in [n for n in names if n.startswith("CTranslate2")]:
             for weights in ("cached", "int8"):
                 ours = f"greedy, {weights}" if "greedy" in name else f"beam {args.beam_size}, {weights}"
                 ratio = results[f"{name} @ {b}"]["sentences_per_s"] / results[f"{ours} @ {b}"]["sentences_per_s"]
