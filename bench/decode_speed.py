@@ -6,9 +6,11 @@ Every search produces exactly --steps tokens per sentence (<eos> is forbidden, s
 early): cached and uncached greedy, sampling and beam search do the same number of steps per sentence.
 
 CTranslate2 is timed in a child process of its own: it brings its own copy of libgomp, a second OpenMP runtime beside
-PyTorch's, and with it loaded our batch-1 greedy ran 1.5x slower (bench/decode_apart.py, docs/BENCHMARKS.md).
+PyTorch's, and with it loaded our batch-1 greedy ran 1.5x slower (docs/BENCHMARKS.md, section 2). Each system's
+fastest thread count at batch 1: run it with --threads 1 and with --threads 2.
 
     python bench/decode_speed.py --data ../shared/data/multi30k
+    python bench/decode_speed.py --data ../shared/data/multi30k --batch-sizes 1 --threads 1
 """
 
 from __future__ import annotations
@@ -253,9 +255,9 @@ def main() -> None:
     results = timed_rows(model, ids, runs, args, device)
     if device.type == "cpu":
         results |= ctranslate2_apart()
-    names = list(dict.fromkeys(name.split(" @ ")[0] for name, r in results.items() if isinstance(r, dict)))
     rows = [[name.split(" @ ")[0], r["batch_size"], r["sentences_per_s"], r["tokens_per_s"], r["ms_per_sentence"]]
             for name, r in results.items() if isinstance(r, dict)]
+    names = list(dict.fromkeys(row[0] for row in rows))
     common.print_table("Decoding speed", ["search", "batch", "sentences/s", "tokens/s", "ms/sentence"], rows)
 
     ratios = {}
