@@ -74,17 +74,21 @@ def write_html(fig: go.Figure, path: Path, offline: bool) -> None:
     cdn, opening, closing = loaders
     before, after = page.split(PLOTLY_JS_TAG)
     partial = path.with_name(path.name + ".partial")
-    with open(partial, "wb") as out:
-        out.write(before.encode())
-        if offline:
-            out.write(opening.encode())
-            with plotly_bundle().open("rb") as bundle:
-                shutil.copyfileobj(bundle, out)
-            out.write(closing.encode())
-        else:
-            out.write(cdn.encode())
-        out.write(after.encode())
-    os.replace(partial, path)
+    try:
+        with open(partial, "wb") as out:
+            out.write(before.encode())
+            if offline:
+                out.write(opening.encode())
+                with plotly_bundle().open("rb") as bundle:
+                    shutil.copyfileobj(bundle, out)
+                out.write(closing.encode())
+            else:
+                out.write(cdn.encode())
+            out.write(after.encode())
+        os.replace(partial, path)
+    except BaseException:  # a full disk, a cancelled request: no half page left beside the finished ones
+        partial.unlink(missing_ok=True)
+        raise
 
 
 def frame(title: str, height: int, margin: dict) -> dict:

@@ -29,3 +29,17 @@ def test_the_page_is_plotlys_own_page_without_plotly_js_in_memory(tmp_path, monk
     assert PLOT_ID.sub("id", ours) == PLOT_ID.sub("id", plotlys)
     assert ('src="https://cdn.plot.ly' in ours) is not offline and (len(ours) > 1_000_000) is offline
     assert sorted(p.name for p in tmp_path.iterdir()) == ["first.html", "ours.html", "plotlys.html"]  # no .partial
+
+
+def test_a_write_that_fails_leaves_no_half_page(tmp_path, monkeypatch):
+    fig = go.Figure(go.Heatmap(z=[[0.1, 0.9]]))
+    write_html(fig, tmp_path / "first.html", True)  # plotly's loaders learned, so the streamed writer runs below
+
+    def disk_full(source, destination, *args):
+        destination.write(source.read(1000))
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("playground.insight.plots.shutil.copyfileobj", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        write_html(fig, tmp_path / "page.html", True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["first.html"]
