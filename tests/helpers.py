@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import itertools
 import json
 import os
 import resource
@@ -154,11 +155,25 @@ def make_package(folder: Path, tokenizer, **shape) -> Path:
 # The app served for a test: in this process, or in a subprocess under a memory limit
 
 
+# Each xdist worker takes its servers' ports from a range of its own below Linux's ephemeral ports (32768-60999):
+# a port the kernel chose (bind to 0) is free only until the test's server binds it, and in that gap the kernel may
+# give the same port to another worker's free_port or to an outgoing connection.
+_PORTS_PER_WORKER = 500
+_WORKER_BASE = 20_000 + _PORTS_PER_WORKER * int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:] or 0)
+_next_ports = itertools.cycle(range(_WORKER_BASE, _WORKER_BASE + _PORTS_PER_WORKER))
+
+
 def free_port() -> int:
-    """A port nothing listens on now, for a test's own server on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port nothing listens on now, for a test's own server on 127.0.0.1: the next free one of this worker's
+    range, so no other worker of the run is given it."""
+    for port in itertools.islice(_next_ports, _PORTS_PER_WORKER):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # in use (another program's, or a closed server's in TIME_WAIT)
+            return port
+    raise RuntimeError("no free port left in this test worker's range")
 
 
 def client_of(url: str, **options) -> Client:

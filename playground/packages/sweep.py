@@ -15,7 +15,7 @@ from playground.packages.format import is_package
 from playground.packages.names import reserved
 
 STALE_AFTER_S = 24 * 3600  # a temporary folder this old belongs to no live operation, whatever its pid says
-EXPORT_TTL_S = 600  # a downloaded zip has been copied to Gradio's cache long before this
+EXPORT_TTL_S = 600  # a download folder's life by default (the app keeps those it serves as long as Gradio's cache)
 STARTED = time.time()  # this process's leftovers are the ones made after it started
 
 
@@ -38,14 +38,26 @@ def temp_prefix(kind: str) -> str:
     return f"{kind}-{os.getpid()}-"
 
 
-def export_dir(*key: str) -> Path:
-    """An empty temporary folder for one kind of download, e.g. (visitor, package, format): the same key gets the same
-    folder, emptied, so repeated downloads replace each other instead of piling up until the sweep (EXPORT_TTL_S)."""
+def export_dir(*key: str, root: str | os.PathLike | None = None) -> Path:
+    """An empty temporary folder for one kind of download, e.g. (visitor, package, format), in `root` (the system's
+    temporary folder by default): the same key gets the same folder, emptied, so repeated downloads replace each other
+    instead of piling up until the sweep (sweep_downloads)."""
     digest = hashlib.sha256("\0".join(key).encode()).hexdigest()[:16]
-    folder = Path(tempfile.gettempdir()) / f"{temp_prefix('package')}{digest}"
+    folder = Path(root or tempfile.gettempdir()) / f"{temp_prefix('package')}{digest}"
     shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+def made_by_dead(path: Path, pid_part: str, ttl: float = STALE_AFTER_S) -> bool:
+    """Is `path` (named with the pid that made it) older than `ttl` seconds, or made by a process that is gone?"""
+    try:
+        made_at = path.stat().st_mtime
+    except OSError:
+        return False
+    if time.time() - made_at > ttl:
+        return True
+    return pid_part.isdigit() and not pid_alive(int(pid_part), made_at)
 
 
 def sweep_leftovers(models_dir: str | os.PathLike, tmp_dir: str | os.PathLike | None = None) -> list[Path]:
@@ -53,17 +65,7 @@ def sweep_leftovers(models_dir: str | os.PathLike, tmp_dir: str | os.PathLike | 
     `.NAME.old` of a save that crashed between its two renames (put back when NAME is gone), `.NAME.lock` folders
     (older versions' on-disk reservations), `.NAME.snapshots` whose package is gone, and `package-*` export folders
     in tmp_dir (the system's temporary folder by default). Returns what was removed. Safe to run at any time."""
-    models_dir, now, removed = Path(models_dir), time.time(), []
-
-    def made_by_dead(path: Path, pid_part: str, ttl: float = STALE_AFTER_S) -> bool:
-        try:
-            made_at = path.stat().st_mtime
-        except OSError:
-            return False
-        if now - made_at > ttl:
-            return True
-        return pid_part.isdigit() and not pid_alive(int(pid_part), made_at)
-
+    models_dir, removed = Path(models_dir), []
     candidates: list[Path] = []
     if models_dir.is_dir():
         for path in models_dir.iterdir():
@@ -80,13 +82,20 @@ def sweep_leftovers(models_dir: str | os.PathLike, tmp_dir: str | os.PathLike | 
                 candidates += [path] if made_by_dead(path, name.split("-")[1]) else []
             elif name.startswith(".") and ".tmp-" in name:  # .NAME.tmp-PID-random
                 candidates += [path] if made_by_dead(path, name.rsplit(".tmp-", 1)[1].split("-")[0]) else []
-    tmp_dir = Path(tmp_dir or tempfile.gettempdir())
-    for path in tmp_dir.glob("package-*"):  # package-PID-random, from the Models tab's downloads
-        if path.is_dir() and made_by_dead(path, path.name.split("-")[1], EXPORT_TTL_S):
-            candidates.append(path)
     for path in candidates:
         shutil.rmtree(path, ignore_errors=True)
         removed.append(path)
+    return removed + sweep_downloads(tmp_dir or tempfile.gettempdir())
+
+
+def sweep_downloads(folder: str | os.PathLike, ttl: float = EXPORT_TTL_S) -> list[Path]:
+    """Remove the download folders (export_dir's package-PID-digest) in `folder` that a dead process made or that are
+    older than `ttl` seconds. Returns what was removed."""
+    removed = []
+    for path in Path(folder).glob("package-*"):
+        if path.is_dir() and made_by_dead(path, path.name.split("-")[1], ttl):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
     return removed
 
 

@@ -21,7 +21,7 @@ from playground.serving.mode import models_location, shared_mode
 from playground.serving.visitors import NewVisitors, Visitor, address_key, issue_token, server_secret
 from playground.settings import env_int, env_str
 from playground.ui import sessions, texts
-from playground.ui.handlers import bind, readable
+from playground.ui.handlers import CACHE_CLEANUP, bind, readable
 from playground.ui.http_bounds import RequestBounds
 from playground.ui.numbers import KEEP_TYPED
 from playground.ui.pickers import labelled, model_dropdown, model_names
@@ -38,7 +38,6 @@ QUEUE_SIZE = 20  # personal mode: waiting requests beyond this are turned away w
 RUN_QUEUES = {"train", "cpu-train"}  # the Train tab's concurrency ids (tabs/train.py, wire_runs)
 SHARED_QUEUE_SIZE = 10_000  # shared mode: a few kB each; per address they are bounded far lower (bound_waiting)
 log = logging.getLogger("playground.ui")
-CACHE_CLEANUP = (600, 3600)  # every 10 min, delete uploads and downloads in Gradio's cache older than an hour
 CSS = """
 #train-status { font-variant-numeric: tabular-nums; }
 #train-status progress { width: 10em; height: 0.8em; vertical-align: middle; }
@@ -261,7 +260,9 @@ def start_sweeper(library: Library) -> None:
     """Remove leftovers (crashed imports and saves, dead reservations, orphaned snapshots, old download folders, the
     registry entries of operations that died before writing their package) now and every PLAYGROUND_SWEEP_S seconds
     (default 600), in a daemon thread: one per models folder and process."""
-    from playground.packages.sweep import sweep_leftovers
+    from gradio.utils import get_upload_folder
+
+    from playground.packages.sweep import sweep_downloads, sweep_leftovers
 
     models_dir = library.models_dir
     key = models_dir.resolve()
@@ -271,7 +272,7 @@ def start_sweeper(library: Library) -> None:
     every = env_int("PLAYGROUND_SWEEP_S", 600)
 
     def sweep() -> None:
-        for path in sweep_leftovers(models_dir):
+        for path in sweep_leftovers(models_dir) + sweep_downloads(get_upload_folder(), CACHE_CLEANUP[1]):
             log.info("removed leftover %s", path)
         for name in library.repair_registry():
             log.info("freed the name %s of an operation that died before writing it", name)

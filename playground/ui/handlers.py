@@ -12,6 +12,7 @@ import inspect
 import logging
 import re
 import typing
+from pathlib import Path
 from typing import Callable
 
 import gradio as gr
@@ -145,6 +146,22 @@ def cleared_export() -> tuple:
     """An exported file and its note, cleared: a file made from another view or model would be taken for the one on
     screen."""
     return None, ""
+
+
+# every 10 min, Gradio deletes the uploads and downloads in its cache older than an hour; the sweeper removes our
+# download folders there at the same age (app.start_sweeper)
+CACHE_CLEANUP = (600, 3600)
+
+
+def download_dir(*key: str) -> Path:
+    """An empty folder for one kind of download (playground.packages.sweep.export_dir) inside Gradio's cache, which
+    then serves the file where it is: a file returned from elsewhere is copied there, and a download was stored twice
+    (a 4.7 MB chart page, a package zip, an export) until the sweep."""
+    from gradio.utils import get_upload_folder  # the folder Blocks.GRADIO_CACHE is
+
+    from playground.packages.sweep import export_dir
+
+    return export_dir(*key, root=get_upload_folder())
 
 
 # ----------------------------------------------------------------------------------------------------------

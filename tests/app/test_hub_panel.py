@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import time
 import zipfile
 from pathlib import Path
 
@@ -42,19 +43,28 @@ def test_export_zips(client):
     assert {"demo-en-de-ct2-int8/model.bin", "demo-en-de-ct2-int8/tokenizer.json"} <= set(names)
 
 
-def test_repeated_exports_replace_each_other(client):
-    """Each download used to leave its own folder in /tmp for 10 minutes: a loop could fill the disk."""
+def test_repeated_exports_replace_each_other_and_are_stored_once(client):
+    """Each download used to leave its own folder in /tmp for 10 minutes: a loop could fill the disk. And Gradio copied
+    each into its cache: a download took its size twice."""
     import tempfile
+
+    from gradio.utils import get_upload_folder
 
     from playground.packages.sweep import temp_prefix
 
     def ours() -> set:
-        return set(Path(tempfile.gettempdir()).glob(temp_prefix("package") + "*"))
+        return set(Path(get_upload_folder()).glob(temp_prefix("package") + "*"))
 
-    client.predict(DEMO.name, "int8", api_name="/export_ctranslate2")
+    started = time.time() - 1
+    first = client.predict(DEMO.name, "int8", api_name="/export_ctranslate2")[0]
     before = ours()
-    client.predict(DEMO.name, "int8", api_name="/export_ctranslate2")  # each in a process of its own: seconds
-    assert ours() == before
+    second = client.predict(DEMO.name, "int8", api_name="/export_ctranslate2")[0]  # each in a process of its own
+    assert ours() == before and len(before) == 1
+    # the server's one copy is the one it made, in its folder of Gradio's cache; the client (this process) saved its
+    # own copies there too, and earlier runs theirs (a copy keeps its original's time: shutil.copy2)
+    made = {p for p in Path(get_upload_folder()).rglob(Path(first).name) if p.stat().st_mtime >= started}
+    assert [p.parent for p in made - {Path(first), Path(second)}] == list(before)
+    assert not list(Path(tempfile.gettempdir()).glob(temp_prefix("package") + "*"))
 
 
 def test_push_needs_a_token_then_uploads(client, monkeypatch):

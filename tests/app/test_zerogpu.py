@@ -14,7 +14,7 @@ import gradio as gr
 import pytest
 import spaces_standin
 import torch
-from helpers import client_of, named, reverse_pairs, tiny_cfg
+from helpers import client_of, free_port, named, reverse_pairs, tiny_cfg
 
 from playground.packages.store import load_package
 from playground.training.chunked import ChunkedRun, chunk_duration, in_fresh_process, train_chunk
@@ -172,7 +172,7 @@ def start_app(tmp_path, shared=True):
     from playground.ui.app import build_app
 
     demo = build_app(tmp_path / "models", shared=shared)
-    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=None, quiet=True)
+    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=free_port(), quiet=True)
     return demo, lambda: client_of(demo.local_url)
 
 

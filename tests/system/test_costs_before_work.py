@@ -276,5 +276,8 @@ def test_row_h_attention_exports_replace_each_other_where_the_sweep_looks(app):
     kept_serving(app, before, latencies, "H", growth_mb=40)
     tmp = root / "tmp"
     assert not list(tmp.glob("attention-*"))
-    written = [p for p in tmp.glob("package-*/*") if p.is_file()]
-    assert len(written) == 1 and written[0].name == "attention-cross.html"  # one per session, swept (sweep.py)
+    # one page per session, in its folder of Gradio's cache, which serves it without a copy of its own; swept
+    # (handlers.download_dir)
+    pages = list(tmp.rglob("*.html"))
+    assert len(pages) == 1 and pages[0].name == "attention-cross.html" and pages[0].parent.parent == tmp / "gradio"
+    assert pages[0].parent.name.startswith("package-")

@@ -12,7 +12,7 @@ from helpers import ALICE, BOB, REPO, shared_library
 
 from playground.packages.names import reserve_name
 from playground.packages.store import load_package, package_info, remove_package, save_package
-from playground.packages.sweep import sweep_leftovers
+from playground.packages.sweep import EXPORT_TTL_S, sweep_downloads, sweep_leftovers
 
 
 def test_a_package_another_process_wrote_stays_its_owners_while_the_mount_shows_it_late(bucket, tmp_path, tiny):
@@ -66,6 +66,27 @@ def test_reservations_live_in_the_process_and_a_fork_can_take_its_own(tmp_path):
 def dead_pid() -> int:
     done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     return int(done.stdout)
+
+
+def test_download_folders_are_swept_at_their_age_or_when_their_process_is_gone(tmp_path):
+    """The app serves its downloads from Gradio's cache, which ages files out after an hour: its folders there are
+    kept that long (a visitor's link works as long as Gradio's own copies did), the system's temporary folder's
+    EXPORT_TTL_S."""
+    hour, now = 3600, time.time()
+    server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # a live app's process
+    gone = tmp_path / f"package-{dead_pid()}-aa"
+    fresh, old, older = (tmp_path / f"package-{server.pid}-{key}" for key in ("bb", "cc", "dd"))
+    try:
+        for path, age in ((gone, 0), (fresh, EXPORT_TTL_S + 60), (old, hour + 60), (older, 2 * hour)):
+            path.mkdir()
+            os.utime(path, (now - age, now - age))
+        (tmp_path / "package-notes.txt").write_text("not a download folder")
+        assert sorted(sweep_downloads(tmp_path, hour)) == sorted([gone, old, older])
+        assert sweep_downloads(tmp_path) == [fresh]  # past EXPORT_TTL_S
+    finally:
+        server.kill()
+        server.wait()
+    assert [p.name for p in tmp_path.iterdir()] == ["package-notes.txt"]
 
 
 def test_the_sweep_removes_what_no_live_operation_owns(package, tmp_path):

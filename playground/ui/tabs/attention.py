@@ -15,7 +15,16 @@ from playground.insight import model_plots, plots
 from playground.serving import work
 from playground.serving.library import Library
 from playground.ui.caches import package_probe
-from playground.ui.handlers import IN_WORKERS, bind, cleared_export, quick_call, readable, request_lines, said_beside
+from playground.ui.handlers import (
+    IN_WORKERS,
+    bind,
+    cleared_export,
+    download_dir,
+    quick_call,
+    readable,
+    request_lines,
+    said_beside,
+)
 from playground.ui.numbers import Range, Slider, checked
 from playground.ui.pickers import default_model, model_names, model_picker, package_folder, picked_shape, shown
 from playground.ui.state import Session
@@ -200,11 +209,9 @@ def export_html(session: Session, kind: str = "cross", view: str = VIEWS[0], lay
                 offline: bool = False):
     """The current chart as an HTML file with zoom and hover: a few kB that load plotly.js from its CDN when
     opened, or (offline) self-contained with plotly.js inside (about 4.7 MB)."""
-    from playground.packages.sweep import export_dir
-
     fig = current_figure(session, kind, view, layer, head)
-    # one folder per session, emptied by its next export and swept with the other downloads' (packages.sweep)
-    path = export_dir("attention", str(id(session))) / f"attention-{kind}.html"
+    # one folder per session, emptied by its next export and swept with the other downloads (packages.sweep)
+    path = download_dir("attention", str(id(session))) / f"attention-{kind}.html"
     plots.write_html(fig, path, offline)
     return str(path)
 

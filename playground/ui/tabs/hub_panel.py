@@ -14,7 +14,7 @@ import gradio as gr
 
 from playground.serving import jobs
 from playground.serving.library import Library
-from playground.ui.handlers import IN_WORKERS, bind, cleared_export, job_call, readable, said_beside
+from playground.ui.handlers import IN_WORKERS, bind, cleared_export, download_dir, job_call, readable, said_beside
 from playground.ui.pickers import package_folder
 from playground.ui.state import Session, oauth_available, visitor_of
 
@@ -23,12 +23,9 @@ exported_in_job = job_call(jobs.export_archive, "Export a smaller model.")
 
 
 def export_zip(folder: Path, fmt: str, quantization: str, visitor: str) -> str:
-    """Export the package to `fmt` in the visitor's temporary folder for this package and format (their next export
-    of it replaces it) and zip it (the zip holds one folder; the sweep removes the temporary folder once Gradio has
-    copied the zip, as for the package zip)."""
-    from playground.packages.sweep import export_dir
-
-    return exported_in_job(str(folder), fmt, quantization, str(export_dir(visitor, folder.name, fmt, quantization)))
+    """Export the package to `fmt` in the visitor's download folder for this package and format (their next export
+    of it replaces it) and zip it (the zip holds one folder; handlers.download_dir)."""
+    return exported_in_job(str(folder), fmt, quantization, str(download_dir(visitor, folder.name, fmt, quantization)))
 
 
 # ----------------------------------------------------------------------------------------------------------

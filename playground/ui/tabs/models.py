@@ -18,7 +18,7 @@ from playground.serving import work
 from playground.serving.library import Library
 from playground.settings import KB, MB
 from playground.ui.caches import package_info
-from playground.ui.handlers import IN_WORKERS, bind, quick_call, readable, said_beside
+from playground.ui.handlers import IN_WORKERS, bind, download_dir, quick_call, readable, said_beside
 from playground.ui.pickers import default_model, model_dropdown, model_names, package_folder, shown
 from playground.ui.sessions import admit_import, current_address
 from playground.ui.state import Session, visitor_of
@@ -143,13 +143,11 @@ def model_card(library: Library, session: Session, name: str):
 def export_model(library: Library, session: Session, name: str, with_state: bool = False):
     """Zip a package (weights, tokenizer, config, card; with_state: also resume.*, to go on training it
     elsewhere) for download."""
-    from playground.packages.sweep import export_dir
     from playground.packages.zips import export_zip
 
     folder = package_folder(library, session, name)
-    # one folder per visitor and package, replaced by their next download of it; the sweep removes it once Gradio
-    # has copied the zip to its cache (playground.packages.sweep.sweep_leftovers)
-    return str(export_zip(folder, export_dir(visitor_of(library, session).key, folder.name, "package"),
+    # one folder per visitor and package, replaced by their next download of it (handlers.download_dir)
+    return str(export_zip(folder, download_dir(visitor_of(library, session).key, folder.name, "package"),
                           with_state=bool(with_state)))
 
 
