@@ -55,15 +55,16 @@ def test_repeated_exports_replace_each_other_and_are_stored_once(client):
     def ours() -> set:
         return set(Path(get_upload_folder()).glob(temp_prefix("package") + "*"))
 
-    started = time.time() - 1
+    started = time.time()
     first = client.predict(DEMO.name, "int8", api_name="/export_ctranslate2")[0]
     before = ours()
     second = client.predict(DEMO.name, "int8", api_name="/export_ctranslate2")[0]  # each in a process of its own
-    assert ours() == before and len(before) == 1
-    # the server's one copy is the one it made, in its folder of Gradio's cache; the client (this process) saved its
-    # own copies there too, and earlier runs theirs (a copy keeps its original's time: shutil.copy2)
+    assert ours() == before
+    # the server keeps one copy, the one it made, in its folder of Gradio's cache; the client (this process) saved
+    # its own copies there too, and earlier runs theirs (a copy keeps its original's time: shutil.copy2)
     made = {p for p in Path(get_upload_folder()).rglob(Path(first).name) if p.stat().st_mtime >= started}
-    assert [p.parent for p in made - {Path(first), Path(second)}] == list(before)
+    kept = made - {Path(first), Path(second)}
+    assert len(kept) == 1 and kept.pop().parent in before
     assert not list(Path(tempfile.gettempdir()).glob(temp_prefix("package") + "*"))
 
 
