@@ -10,6 +10,7 @@ import functools
 import itertools
 import json
 import os
+import random
 import resource
 import shutil
 import socket
@@ -155,25 +156,29 @@ def make_package(folder: Path, tokenizer, **shape) -> Path:
 # The app served for a test: in this process, or in a subprocess under a memory limit
 
 
-# Each xdist worker takes its servers' ports from a range of its own below Linux's ephemeral ports (32768-60999):
-# a port the kernel chose (bind to 0) is free only until the test's server binds it, and in that gap the kernel may
-# give the same port to another worker's free_port or to an outgoing connection.
-_PORTS_PER_WORKER = 500
-_WORKER_BASE = 20_000 + _PORTS_PER_WORKER * int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:] or 0)
-_next_ports = itertools.cycle(range(_WORKER_BASE, _WORKER_BASE + _PORTS_PER_WORKER))
+# Each xdist worker takes its servers' ports from a share of its own of 20000-32767, below Linux's ephemeral ports
+# (32768-60999): a port the kernel chose (bind to 0) is free only until the test's server binds it, and in that gap
+# the kernel may give the same port to another worker's free_port or to an outgoing connection. Each starts at a random
+# place in its share, so two runs on one machine do not walk the same ports in step.
+_WORKERS = max(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1), 1)
+_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:] or 0)
+_SHARE = 12_768 // _WORKERS
+_FIRST_PORT = 20_000 + _SHARE * _WORKER
+_next_ports = itertools.islice(itertools.cycle(range(_FIRST_PORT, _FIRST_PORT + _SHARE)),
+                               random.SystemRandom().randrange(_SHARE), None)
 
 
 def free_port() -> int:
     """A port nothing listens on now, for a test's own server on 127.0.0.1: the next free one of this worker's
-    range, so no other worker of the run is given it."""
-    for port in itertools.islice(_next_ports, _PORTS_PER_WORKER):
+    share, so no other worker of the run is given it."""
+    for port in itertools.islice(_next_ports, _SHARE):
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue  # in use (another program's, or a closed server's in TIME_WAIT)
             return port
-    raise RuntimeError("no free port left in this test worker's range")
+    raise RuntimeError("no free port left in this test worker's share")
 
 
 def client_of(url: str, **options) -> Client:

@@ -4,8 +4,9 @@ sweep can tell whose they are, and the sweep that removes those of no live opera
 
 from __future__ import annotations
 
-import hashlib
+import hmac
 import os
+import secrets
 import shutil
 import tempfile
 import time
@@ -17,6 +18,7 @@ from playground.packages.names import reserved
 STALE_AFTER_S = 24 * 3600  # a temporary folder this old belongs to no live operation, whatever its pid says
 EXPORT_TTL_S = 600  # a download folder's life by default (the app keeps those it serves as long as Gradio's cache)
 STARTED = time.time()  # this process's leftovers are the ones made after it started
+FOLDER_SECRET = secrets.token_bytes(32)  # export_dir's folder names cannot be worked out from their keys
 
 
 def pid_alive(pid: int, made_at: float) -> bool:
@@ -41,8 +43,10 @@ def temp_prefix(kind: str) -> str:
 def export_dir(*key: str, root: str | os.PathLike | None = None) -> Path:
     """An empty temporary folder for one kind of download, e.g. (visitor, package, format), in `root` (the system's
     temporary folder by default): the same key gets the same folder, emptied, so repeated downloads replace each other
-    instead of piling up until the sweep (sweep_downloads)."""
-    digest = hashlib.sha256("\0".join(key).encode()).hexdigest()[:16]
+    instead of piling up until the sweep (sweep_downloads). Its name is keyed by a secret of this process: in a
+    folder that a web server serves (the app's are in Gradio's cache), a visitor's key, which can be public (hf:NAME),
+    must not lead to the visitor's downloads."""
+    digest = hmac.new(FOLDER_SECRET, "\0".join(key).encode(), "sha256").hexdigest()[:32]
     folder = Path(root or tempfile.gettempdir()) / f"{temp_prefix('package')}{digest}"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True, exist_ok=True)

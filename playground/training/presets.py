@@ -32,7 +32,7 @@ PRESETS = {
         "About 10M parameters (3+3 layers, d_model 256, 8k BPE): right for Multi30k-sized data (~30k pairs). "
         "Dropout 0.3 for data this small, and a learning rate that decays to zero at the end of its minutes.",
         dict(d_model=256, n_heads=8, n_encoder_layers=3, n_decoder_layers=3, d_ff=1024, dropout=0.3,
-             vocab_size=8000, max_sentence_tokens=128, batch_tokens=4096, schedule="cosine", lr=1e-3,
+             vocab_size=8000, max_sentence_tokens=128, batch_tokens=4096, schedule="cosine", lr=1.4e-3,
              warmup_steps=1000, label_smoothing=0.1, max_minutes=30.0, eval_sentences=300),
     ),
     "base": Preset(

@@ -32,7 +32,7 @@ from playground.settings import GB, MB, env_int, env_megabytes, env_number
 
 log = logging.getLogger("playground.ui")
 FREED = threading.Event()  # something big was let go since the last sweep: give the memory back then
-UPLOAD_WINDOW_S = 3600  # Gradio's cache cleanup deletes uploads older than an hour (app.CACHE_CLEANUP)
+UPLOAD_WINDOW_S = 3600  # Gradio's cache cleanup deletes uploads older than an hour (handlers.CACHE_CLEANUP)
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -45,6 +45,16 @@ class Session:
     compared_runs: int = 0  # runs in the Compare tab's settings and scores tables
 
     _stats: tuple | None = None  # (the pairs list, its PairStats): statistics are computed once per data
+    _download_key: str | None = None  # download_key's, drawn at its first use
+
+    @property
+    def download_key(self) -> str:
+        """A random key of this session alone, for its download folders (handlers.download_dir): id(session) is
+        reused by a later session once this one is freed, and Gradio gives each session a deep copy of one Session,
+        so a default value would be shared by all."""
+        if self._download_key is None:
+            self._download_key = uuid.uuid4().hex
+        return self._download_key
 
     @property
     def pairs(self) -> list[tuple[str, str]]:

@@ -62,7 +62,13 @@ def test_repeated_exports_replace_each_other_and_are_stored_once(client):
     assert ours() == before
     # the server keeps one copy, the one it made, in its folder of Gradio's cache; the client (this process) saved
     # its own copies there too, and earlier runs theirs (a copy keeps its original's time: shutil.copy2)
-    made = {p for p in Path(get_upload_folder()).rglob(Path(first).name) if p.stat().st_mtime >= started}
+    def made_since(path: Path) -> bool:
+        try:
+            return path.stat().st_mtime >= started
+        except FileNotFoundError:  # another test's server swept it meanwhile
+            return False
+
+    made = {p for p in Path(get_upload_folder()).glob(f"*/{Path(first).name}") if made_since(p)}
     kept = made - {Path(first), Path(second)}
     assert len(kept) == 1 and kept.pop().parent in before
     assert not list(Path(tempfile.gettempdir()).glob(temp_prefix("package") + "*"))
@@ -174,3 +180,21 @@ def test_a_sign_in_that_cannot_create_repos_is_refused_before_any_request(signed
     session["scope"] = "openid profile write-repos"  # the scope this README used to ask for: the Hub answered 401
     message = refusal_of(client.predict(DEMO.name, "my-demo", True, False, "", api_name="/push_to_hub"))
     assert "contribute-repos" in message and "hf_oauth_scopes" in message and not hub.requests
+
+
+def test_a_failed_export_leaves_no_folder_in_the_served_cache(monkeypatch, tmp_path):
+    """The export runs in a job process that writes into the download folder, which Gradio serves: a failed or
+    timed-out job's half-written tree is removed, not left there for the cache's hour."""
+    from playground.errors import PlaygroundError
+
+    made = []
+
+    def failing_job(package, fmt, quantization, work):
+        made.append(Path(work))
+        (Path(work) / "demo-en-de-ct2-int8").mkdir()  # what the job had written when it failed
+        raise PlaygroundError("The export ran out of time.")
+
+    monkeypatch.setattr(hub_panel, "exported_in_job", failing_job)
+    with pytest.raises(PlaygroundError, match="out of time"):
+        hub_panel.export_zip(DEMO, "ctranslate2", "int8", "addr:0123")
+    assert len(made) == 1 and not made[0].exists()

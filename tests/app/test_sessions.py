@@ -215,3 +215,16 @@ def test_a_neighbour_does_not_change_my_run(app):
     if not any(b < ended and e > began for b, e in estimates):
         pytest.skip("the neighbour's estimates did not overlap the run this time")
     assert with_neighbour == alone
+
+
+def test_each_session_has_a_download_key_of_its_own():
+    """Its attention pages' folder: id(session) was the key, and a session made after one was freed can have its id
+    (then an old link served the new session's page)."""
+    import copy
+
+    from playground.ui.state import Session
+
+    template = Session()  # gr.State gives every browser session a deep copy of it
+    first, second = copy.deepcopy(template), copy.deepcopy(template)
+    assert first.download_key == first.download_key != second.download_key
+    assert copy.deepcopy(template).download_key not in (first.download_key, second.download_key)

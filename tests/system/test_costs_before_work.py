@@ -58,7 +58,8 @@ def app(tmp_path_factory, tokenizer):
     for i in range(5):
         with_history(make_package(models / f"long-{i}", tokenizer, **SMALL), 250_000)
     env = dict(PLAYGROUND_MAX_REQUEST_BODY_MB=str(BODY_MB), PLAYGROUND_MAX_TOKENIZER_BYTES=str(TOKENIZER_BYTES),
-               PLAYGROUND_MAX_ATTENTION_CELLS=str(ATTENTION_CELLS), TMPDIR=str(tmp))
+               PLAYGROUND_MAX_ATTENTION_CELLS=str(ATTENTION_CELLS), TMPDIR=str(tmp),
+               GRADIO_TEMP_DIR=str(tmp / "gradio"))
     with app_in_subprocess(models, MEMORY_LIMIT, **env) as (server, client, url):
         translate(client, SENTENCE)  # the demo model loaded, plotly imported: what every visitor's first calls cost
         client.predict(["long-0", "long-1"], "step", api_name="/compare")

@@ -211,7 +211,7 @@ def export_html(session: Session, kind: str = "cross", view: str = VIEWS[0], lay
     opened, or (offline) self-contained with plotly.js inside (about 4.7 MB)."""
     fig = current_figure(session, kind, view, layer, head)
     # one folder per session, emptied by its next export and swept with the other downloads (packages.sweep)
-    path = download_dir("attention", str(id(session))) / f"attention-{kind}.html"
+    path = download_dir("attention", session.download_key) / f"attention-{kind}.html"
     plots.write_html(fig, path, offline)
     return str(path)
 

@@ -7,6 +7,7 @@ account; elsewhere the HF_TOKEN environment variable of the person running the a
 gr.OAuthProfile annotations of the push handler to inject the token and the username."""
 
 import importlib.util
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -24,8 +25,14 @@ exported_in_job = job_call(jobs.export_archive, "Export a smaller model.")
 
 def export_zip(folder: Path, fmt: str, quantization: str, visitor: str) -> str:
     """Export the package to `fmt` in the visitor's download folder for this package and format (their next export
-    of it replaces it) and zip it (the zip holds one folder; handlers.download_dir)."""
-    return exported_in_job(str(folder), fmt, quantization, str(download_dir(visitor, folder.name, fmt, quantization)))
+    of it replaces it) and zip it (the zip holds one folder; handlers.download_dir). A failed export leaves nothing
+    there."""
+    work = download_dir(visitor, folder.name, fmt, quantization)
+    try:
+        return exported_in_job(str(folder), fmt, quantization, str(work))
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -147,7 +147,8 @@ def export_model(library: Library, session: Session, name: str, with_state: bool
 
     folder = package_folder(library, session, name)
     # one folder per visitor and package, replaced by their next download of it (handlers.download_dir)
-    return str(export_zip(folder, download_dir(visitor_of(library, session).key, folder.name, "package"),
+    kind = "package with state" if with_state else "package"  # both are NAME.zip: a link stays the zip it was
+    return str(export_zip(folder, download_dir(visitor_of(library, session).key, folder.name, kind),
                           with_state=bool(with_state)))
 
 
