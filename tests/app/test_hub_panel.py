@@ -60,14 +60,15 @@ def test_repeated_exports_replace_each_other_and_are_stored_once(client):
     before = ours()
     second = client.predict(DEMO.name, "int8", api_name="/export_ctranslate2")[0]  # each in a process of its own
     assert ours() == before
-    # the server keeps one copy, the one it made, in its folder of Gradio's cache; the client (this process) saved
-    # its own copies there too, and earlier runs theirs (a copy keeps its original's time: shutil.copy2)
+
     def made_since(path: Path) -> bool:
         try:
             return path.stat().st_mtime >= started
         except FileNotFoundError:  # another test's server swept it meanwhile
             return False
 
+    # the server keeps one copy, the one it made, in its folder of Gradio's cache; the client (this process) saved
+    # its own copies there too, and earlier runs theirs (a copy keeps its original's time: shutil.copy2)
     made = {p for p in Path(get_upload_folder()).glob(f"*/{Path(first).name}") if made_since(p)}
     kept = made - {Path(first), Path(second)}
     assert len(kept) == 1 and kept.pop().parent in before
@@ -182,7 +183,7 @@ def test_a_sign_in_that_cannot_create_repos_is_refused_before_any_request(signed
     assert "contribute-repos" in message and "hf_oauth_scopes" in message and not hub.requests
 
 
-def test_a_failed_export_leaves_no_folder_in_the_served_cache(monkeypatch, tmp_path):
+def test_a_failed_export_leaves_no_folder_in_the_served_cache(monkeypatch):
     """The export runs in a job process that writes into the download folder, which Gradio serves: a failed or
     timed-out job's half-written tree is removed, not left there for the cache's hour."""
     from playground.errors import PlaygroundError
