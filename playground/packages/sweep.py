@@ -40,15 +40,16 @@ def temp_prefix(kind: str) -> str:
     return f"{kind}-{os.getpid()}-"
 
 
-def export_dir(*key: str, root: str | os.PathLike | None = None) -> Path:
-    """An empty temporary folder for one kind of download, e.g. (visitor, package, format), in `root` (the system's
-    temporary folder by default): the same key gets the same folder, emptied, so repeated downloads replace each other
-    instead of piling up until the sweep (sweep_downloads). Its name is keyed by a secret of this process: in a
-    folder that a web server serves (the app's are in Gradio's cache), a visitor's key, which can be public (hf:NAME),
-    must not lead to the visitor's downloads."""
+def export_dir(*key: str, root: str | os.PathLike | None = None, empty: bool = True) -> Path:
+    """A temporary folder for one kind of download, e.g. (visitor, package, format), in `root` (the system's
+    temporary folder by default): the same key gets the same folder, emptied (unless not `empty`: its files are
+    replaced in place), so repeated downloads replace each other instead of piling up until the sweep
+    (sweep_downloads). Its name is keyed by a secret of this process: in a folder that a web server serves (the app's
+    are in Gradio's cache), a key, which can be public (hf:NAME), must not lead to the download."""
     digest = hmac.new(FOLDER_SECRET, "\0".join(key).encode(), "sha256").hexdigest()[:32]
     folder = Path(root or tempfile.gettempdir()) / f"{temp_prefix('package')}{digest}"
-    shutil.rmtree(folder, ignore_errors=True)
+    if empty:
+        shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True, exist_ok=True)
     return folder
 

@@ -11,6 +11,7 @@ import re
 import shutil
 import stat
 import tempfile
+import threading
 import zipfile
 from pathlib import Path
 from typing import Callable, Iterator
@@ -51,10 +52,18 @@ def export_zip(folder: str | os.PathLike, dest_dir: str | os.PathLike | None = N
     read_config(folder)
     dest = Path(dest_dir or tempfile.mkdtemp(prefix="playground-zip-")) / f"{folder.name}.zip"
     left_out = set() if with_state else {RESUME_TENSORS, RESUME_STATE}
-    with zipfile.ZipFile(dest, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for name in sorted(ALLOWED - left_out):
-            if (folder / name).is_file():
-                zf.write(folder / name, f"{folder.name}/{name}")
+    # written under a name of its own and renamed: a zip that is being served, or written by another call, is
+    # replaced whole
+    partial = dest.with_name(f".{dest.name}.{os.getpid()}-{threading.get_ident()}.partial")
+    try:
+        with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+            for name in sorted(ALLOWED - left_out):
+                if (folder / name).is_file():
+                    zf.write(folder / name, f"{folder.name}/{name}")
+        os.replace(partial, dest)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
     return dest
 
 

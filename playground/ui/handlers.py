@@ -153,7 +153,7 @@ def cleared_export() -> tuple:
 CACHE_CLEANUP = (600, 3600)
 
 
-def download_dir(*key: str) -> Path:
+def download_dir(*key: str, empty: bool = True) -> Path:
     """An empty folder for one kind of download (playground.packages.sweep.export_dir) inside Gradio's cache, which
     then serves the file where it is: a file returned from elsewhere is copied there, and a download was stored twice
     (a 4.7 MB chart page, a package zip, an export) until the sweep."""
@@ -161,7 +161,7 @@ def download_dir(*key: str) -> Path:
 
     from playground.packages.sweep import export_dir
 
-    return export_dir(*key, root=get_upload_folder())
+    return export_dir(*key, root=get_upload_folder(), empty=empty)
 
 
 # ----------------------------------------------------------------------------------------------------------

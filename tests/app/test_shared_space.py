@@ -10,6 +10,7 @@ import json
 import os
 import re
 import time
+import zipfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -452,3 +453,19 @@ def test_the_pickers_and_the_models_table_show_a_visitors_own_names_without_thei
     own_demo = tiny_package(library.add(DEMO, ALICE, 10_000)).name
     assert own_demo != DEMO and dict(model_dropdown(library, session)["choices"])[own_demo] == own_demo
     assert sorted(models_frame(library, session)["name"]) == sorted(["enfr", DEMO, own_demo])
+
+
+def test_visitors_downloading_one_package_share_one_zip_on_the_server(space):
+    """Each anonymous session is a visitor: keyed by visitor, thirty sessions downloading the demo kept thirty zips in
+    Gradio's cache for its hour (176 MB for this demo). Keyed by the package, they share one, replaced whole."""
+    from gradio.utils import get_upload_folder
+
+    from playground.packages.sweep import temp_prefix
+
+    url, _ = space
+    started = time.time()
+    downloads = [client_of(url).predict(DEMO, False, api_name="/export_model")[0] for _ in range(3)]
+    assert all(zipfile.ZipFile(path).testzip() is None for path in downloads)
+    served = [p for p in Path(get_upload_folder()).glob(f"{temp_prefix('package')}*/{DEMO}.zip")
+              if p.stat().st_mtime >= started]
+    assert len(served) == 1 and not list(served[0].parent.glob(".*partial"))

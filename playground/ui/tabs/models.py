@@ -146,10 +146,11 @@ def export_model(library: Library, session: Session, name: str, with_state: bool
     from playground.packages.zips import export_zip
 
     folder = package_folder(library, session, name)
-    # one folder per visitor and package, replaced by their next download of it (handlers.download_dir)
+    # one folder per package and kind, whoever asks (a visitor reaches only the packages they may see): thirty
+    # sessions downloading the demo share one zip instead of keeping thirty for Gradio's hour; each download replaces
+    # the zip whole (handlers.download_dir)
     kind = "package with state" if with_state else "package"  # both are NAME.zip: a link stays the zip it was
-    return str(export_zip(folder, download_dir(visitor_of(library, session).key, folder.name, kind),
-                          with_state=bool(with_state)))
+    return str(export_zip(folder, download_dir(str(folder.resolve()), kind, empty=False), with_state=bool(with_state)))
 
 
 # an upload's tokenizer is parsed by native code, its weights loaded: in a worker process (playground.serving.work)
