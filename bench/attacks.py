@@ -243,6 +243,14 @@ def row_i(url, client, folder: Path) -> None:
     return post(url, "/gradio_api/call/load_files", body, len(body), 0)
 
 
+def row_p(url, client, folder: Path) -> str:
+    """Not a row of the issue: the demo downloaded as a package zip, with its training state, and exported for
+    CTranslate2 with int8 weights (with --sessions, a flood of downloads from one address)."""
+    package = client.predict("demo-en-de", True, api_name="/export_model")[0]
+    ct2 = client.predict("demo-en-de", "int8", api_name="/export_ctranslate2")[0]
+    return f"zips of {Path(package).stat().st_size / 1e6:.1f} and {Path(ct2).stat().st_size / 1e6:.1f} MB"
+
+
 LONG = [f"long-{i}" for i in range(5)]
 
 
@@ -270,4 +278,4 @@ def row_k(url, client, folder: Path) -> str:
 # once before a row's replays; the others are their own preparation
 PREPARE = {"C": import_bytes, "D": import_pieces, "K": import_long_histories, "M": import_bytes}
 ROWS = {"A": row_a, "B": row_b, "C": row_c, "D": row_d, "E": row_e, "F": row_f, "G": row_g, "H": row_h, "I": row_i,
-        "K": row_k, "M": row_m, "S": row_s}
+        "K": row_k, "M": row_m, "P": row_p, "S": row_s}

@@ -16,7 +16,7 @@ visitor, each from its own client address:
    --attackers of them, each from its own, each with --sessions sessions: a flood from one address) replays it
    again and again, from a process of its own (each row is run once before, to make its
    files and import its packages) while the translator sends the same requests;
-   the server's resident memory is read before and after.
+   the server's resident memory and what its Gradio cache holds on disk are read before and after.
 
 Prints p50 / p95 / max per phase and their ratio; --json puts them on the last line. The issue's target: p95 under
 1 s while loaded or attacked (never over 3 s), on 2 cores. The app's torch threads are what it sets itself (the
@@ -54,9 +54,13 @@ def summary(latencies: list[float]) -> dict:
             "max_s": max(latencies)}
 
 
+CACHE = RESULTS_DIR / "shared_load_cache"  # the server's Gradio cache (uploads, and the downloads it serves)
+
+
 def start_server(port: int, models: str) -> subprocess.Popen:
     env = {**os.environ, "PLAYGROUND_SHARED": "1", "PLAYGROUND_TRUST_FORWARDED": "1", "GRADIO_SERVER_PORT": str(port),
-           "GRADIO_SERVER_NAME": "127.0.0.1", "PLAYGROUND_MODELS_DIR": models, "GRADIO_ANALYTICS_ENABLED": "False"}
+           "GRADIO_SERVER_NAME": "127.0.0.1", "PLAYGROUND_MODELS_DIR": models, "GRADIO_ANALYTICS_ENABLED": "False",
+           "GRADIO_TEMP_DIR": str(CACHE)}
     log = open(RESULTS_DIR / "shared_load_server.log", "w")
     server = subprocess.Popen([sys.executable, "app.py"], cwd=REPO_ROOT, env=env, stdout=log, stderr=log)
     deadline = time.monotonic() + 180
@@ -88,6 +92,11 @@ def translate_times(translator, requests: int, pause_s: float) -> list[float]:
 def rss_mb(pid: int) -> float:
     with open(f"/proc/{pid}/status") as status:
         return int(status.read().split("VmRSS:")[1].split()[0]) / 1024
+
+
+def cache_mb() -> float:
+    """What the server's Gradio cache holds on disk: uploads, and the downloads it serves."""
+    return sum(path.stat().st_size for path in CACHE.rglob("*") if path.is_file()) / 1e6
 
 
 def attack(url: str, row: str, addresses: list[str], started, done, results) -> None:
@@ -134,13 +143,14 @@ def under_attack(url: str, pid: int, translator, row: str, requests: int, pause_
     attackers_process.start()
     while not started.wait(1):
         assert attackers_process.is_alive(), "the attackers' process ended before its replays began"
-    before = rss_mb(pid)
+    before, cache_before = rss_mb(pid), cache_mb()
     latencies = translate_times(translator, requests, pause_s)
     done.set()
     replays, failures, answers = results.get(timeout=600)
     attackers_process.join(timeout=60)
     return {**summary(latencies), "replays": len(replays), "replay_s": statistics.median(replays) if replays else None,
-            "raised": failures, "answered": answers, "rss_before_mb": before, "rss_after_mb": rss_mb(pid)}
+            "raised": failures, "answered": answers, "rss_before_mb": before, "rss_after_mb": rss_mb(pid),
+            "cache_before_mb": cache_before, "cache_after_mb": cache_mb()}
 
 
 def heaviest_lines(method: str) -> int:
@@ -175,7 +185,7 @@ def main() -> None:
 
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     models = RESULTS_DIR / "shared_load_models"
-    subprocess.run(["rm", "-rf", str(models)], check=True)
+    subprocess.run(["rm", "-rf", str(models), str(CACHE)], check=True)
     server = start_server(args.port, str(models))
     url = f"http://127.0.0.1:{args.port}/"
     try:
@@ -241,11 +251,13 @@ def report_rows(args, info: dict, alone: list[float], attacked: dict, emit: bool
     """The table of the translator's latencies under each row's attack (and, emit, the JSON line)."""
     rows = [[name, result["n"], f"{result['p50_s']:.3f}", f"{result['p95_s']:.3f}", f"{result['max_s']:.3f}",
              result["replays"], f"{result['replay_s'] or 0:.2f}",
-             f"{result['rss_before_mb']:.0f} -> {result['rss_after_mb']:.0f}"]
+             f"{result['rss_before_mb']:.0f} -> {result['rss_after_mb']:.0f}",
+             f"{result['cache_before_mb']:.0f} -> {result['cache_after_mb']:.0f}"]
             for name, result in [("alone", {**summary(alone), "replays": 0, "replay_s": 0, "rss_before_mb": 0,
-                                            "rss_after_mb": 0}), *attacked.items()]]
+                                            "rss_after_mb": 0, "cache_before_mb": 0, "cache_after_mb": 0}),
+                                 *attacked.items()]]
     print_table("One-sentence translate (demo-en-de, greedy) while an attacker replays each row of issue 32",
-                ["row", "n", "p50 s", "p95 s", "max s", "replays", "replay s", "server RSS MB"], rows)
+                ["row", "n", "p50 s", "p95 s", "max s", "replays", "replay s", "server RSS MB", "cache MB"], rows)
     for name, result in attacked.items():
         print(f"{name}: {result['answered'] or result['raised']}")
     if emit:

@@ -8,7 +8,6 @@ import hmac
 import os
 import secrets
 import shutil
-import tempfile
 import time
 from pathlib import Path
 
@@ -16,7 +15,6 @@ from playground.packages.format import is_package
 from playground.packages.names import reserved
 
 STALE_AFTER_S = 24 * 3600  # a temporary folder this old belongs to no live operation, whatever its pid says
-EXPORT_TTL_S = 600  # a download folder's life by default (the app keeps those it serves as long as Gradio's cache)
 STARTED = time.time()  # this process's leftovers are the ones made after it started
 FOLDER_SECRET = secrets.token_bytes(32)  # export_dir's folder names cannot be worked out from their keys
 
@@ -40,14 +38,14 @@ def temp_prefix(kind: str) -> str:
     return f"{kind}-{os.getpid()}-"
 
 
-def export_dir(*key: str, root: str | os.PathLike | None = None, empty: bool = True) -> Path:
-    """A temporary folder for one kind of download, e.g. (visitor, package, format), in `root` (the system's
-    temporary folder by default): the same key gets the same folder, emptied (unless not `empty`: its files are
-    replaced in place), so repeated downloads replace each other instead of piling up until the sweep
-    (sweep_downloads). Its name is keyed by a secret of this process: in a folder that a web server serves (the app's
-    are in Gradio's cache), a key, which can be public (hf:NAME), must not lead to the download."""
+def export_dir(*key: str, root: str | os.PathLike, empty: bool = True) -> Path:
+    """A folder in `root` for one kind of download, e.g. (package, format): the same key gets the same folder,
+    emptied (unless not `empty`: its files are replaced in place), so repeated downloads replace each other instead
+    of piling up until the sweep (sweep_downloads). Its name is keyed by a secret of this process: in a folder that a
+    web server serves (the app's are in Gradio's cache), a key, which can be public (hf:NAME), must not lead to the
+    download."""
     digest = hmac.new(FOLDER_SECRET, "\0".join(key).encode(), "sha256").hexdigest()[:32]
-    folder = Path(root or tempfile.gettempdir()) / f"{temp_prefix('package')}{digest}"
+    folder = Path(root) / f"{temp_prefix('download')}{digest}"
     if empty:
         shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True, exist_ok=True)
@@ -65,11 +63,11 @@ def made_by_dead(path: Path, pid_part: str, ttl: float = STALE_AFTER_S) -> bool:
     return pid_part.isdigit() and not pid_alive(int(pid_part), made_at)
 
 
-def sweep_leftovers(models_dir: str | os.PathLike, tmp_dir: str | os.PathLike | None = None) -> list[Path]:
-    """Remove what belongs to no live operation: `.import-*` and `.NAME.tmp-*` folders of crashed imports and saves,
-    `.NAME.old` of a save that crashed between its two renames (put back when NAME is gone), `.NAME.lock` folders
-    (older versions' on-disk reservations), `.NAME.snapshots` whose package is gone, and `package-*` export folders
-    in tmp_dir (the system's temporary folder by default). Returns what was removed. Safe to run at any time."""
+def sweep_leftovers(models_dir: str | os.PathLike) -> list[Path]:
+    """Remove what belongs to no live operation in the models folder: `.import-*` and `.NAME.tmp-*` folders of
+    crashed imports and saves, `.NAME.old` of a save that crashed between its two renames (put back when NAME is
+    gone), `.NAME.lock` folders (older versions' on-disk reservations) and `.NAME.snapshots` whose package is gone.
+    Returns what was removed. Safe to run at any time."""
     models_dir, removed = Path(models_dir), []
     candidates: list[Path] = []
     if models_dir.is_dir():
@@ -90,14 +88,14 @@ def sweep_leftovers(models_dir: str | os.PathLike, tmp_dir: str | os.PathLike | 
     for path in candidates:
         shutil.rmtree(path, ignore_errors=True)
         removed.append(path)
-    return removed + sweep_downloads(tmp_dir or tempfile.gettempdir())
+    return removed
 
 
-def sweep_downloads(folder: str | os.PathLike, ttl: float = EXPORT_TTL_S) -> list[Path]:
-    """Remove the download folders (export_dir's package-PID-digest) in `folder` that a dead process made or that are
-    older than `ttl` seconds. Returns what was removed."""
+def sweep_downloads(folder: str | os.PathLike, ttl: float) -> list[Path]:
+    """Remove the download folders (export_dir's download-PID-digest) in `folder` that a dead process made or that
+    are older than `ttl` seconds. Returns what was removed."""
     removed = []
-    for path in Path(folder).glob("package-*"):
+    for path in Path(folder).glob("download-*"):
         if path.is_dir() and made_by_dead(path, path.name.split("-")[1], ttl):
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)

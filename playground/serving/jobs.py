@@ -35,16 +35,15 @@ def read_pairs(path: str, tgt_path: str | None, max_words: int,
     return data
 
 
-def export_archive(package_folder: str, fmt: str, quantization: str, work: str) -> str:
-    """The package exported to `fmt` (playground.export) in the folder `work`, zipped there (the zip holds one
-    folder); returns the zip's path."""
+def export_archive(package_folder: str, fmt: str, quantization: str, scratch: str, dest: str) -> str:
+    """The package exported to `fmt` (playground.export) and zipped (the zip holds one folder) in the folder
+    `scratch`, then moved into `dest`, replacing a zip of the same name whole; returns the zip's path."""
     from playground.export import export_package
 
     name = Path(package_folder).name + ("-transformers" if fmt == "transformers" else f"-ct2-{quantization}")
-    export_package(package_folder, fmt, str(Path(work) / name), quantization)
-    archive = shutil.make_archive(str(Path(work) / name), "zip", work, name)
-    shutil.rmtree(Path(work) / name)
-    return archive
+    export_package(package_folder, fmt, str(Path(scratch) / name), quantization)
+    archive = shutil.make_archive(str(Path(scratch) / name), "zip", scratch, name)
+    return str(Path(archive).replace(Path(dest) / Path(archive).name))
 
 
 def pool():

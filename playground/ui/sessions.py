@@ -10,6 +10,7 @@ system (its visitor is remembered, so a visitor coming back still has their mode
     PLAYGROUND_SESSION_IDLE_MINUTES   a session is let go after this long without a request (default 30)
     PLAYGROUND_MAX_SESSIONS_DATA_MB   all sessions' sentence pairs together (default: a quarter of the memory)
     PLAYGROUND_MAX_UPLOAD_MB_PER_ADDRESS / PLAYGROUND_MAX_UPLOAD_MB   uploads per hour from one client address / all
+                                      (Hub imports and the downloads made for one session count as uploads)
     PLAYGROUND_MAX_WAITING_RUNS / PLAYGROUND_MAX_WAITING_EVENTS   runs / events of any kind one client address (or
                                       one signed-in account) may have waiting in the queue (default 2 / 60)
 
@@ -272,8 +273,9 @@ class UploadBounds:
             return await self.refuse(send, 429, refusal)
         return await self.app(scope, receive, send)
 
-    def admit(self, address: str, size: int, now: float | None = None) -> str | None:
-        """Record an upload of size bytes from address, or say why it is refused."""
+    def admit(self, address: str, size: int, now: float | None = None, smaller: str = "upload a smaller file"
+              ) -> str | None:
+        """Record an upload of size bytes from address, or say why it is refused (`smaller`: how to send less)."""
         now = time.monotonic() if now is None else now
         with self.lock:
             while self.recent and now - self.recent[0][0] > self.window_s:
@@ -282,8 +284,8 @@ class UploadBounds:
             everybody = sum(n for _, _, n in self.recent)
             if mine + size > self.per_address:
                 first = next((t for t, a, _ in self.recent if a == address), now)
-                advice = (f"Try again in {(self.window_s - (now - first)) / 60:.0f} minutes, or upload a smaller "
-                          "file." if mine else "Upload a smaller file.")
+                advice = (f"Try again in {(self.window_s - (now - first)) / 60:.0f} minutes, or {smaller}." if mine
+                          else f"{smaller[0].upper()}{smaller[1:]}.")
                 return (f"This server takes at most {self.per_address / MB:,.0f} MB of uploads an hour from one "
                         f"network; yours has sent {mine / MB:,.0f} MB. {advice}")
             if everybody + size > self.total:
@@ -306,3 +308,11 @@ def admit_import(address: str, size: int) -> str | None:
     """A Hub import's bytes counted as one of the app's uploads from `address` (shared mode): None, or why not."""
     refusal = UploadBounds(None).admit(address, size)
     return f"Importing this model would pass this server's bound: {refusal}" if refusal else None
+
+
+def admit_download(address: str, size: int, what: str, smaller: str) -> str | None:
+    """A download the app wrote into Gradio's cache for one session (shared mode), counted as one of the uploads
+    from `address`: Gradio keeps both an hour, and sessions cost nothing to open, so a bound per session is none.
+    None, or why not (`what` is the file, `smaller`: how to get a smaller one)."""
+    refusal = UploadBounds(None).admit(address, size, smaller=smaller)
+    return f"{what} is not kept: downloads count as uploads here. {refusal}" if refusal else None

@@ -53,7 +53,7 @@ def test_repeated_exports_replace_each_other_and_are_stored_once(client):
     from playground.packages.sweep import temp_prefix
 
     def ours() -> set:
-        return set(Path(get_upload_folder()).glob(temp_prefix("package") + "*"))
+        return set(Path(get_upload_folder()).glob(temp_prefix("download") + "*"))
 
     started = time.time()
     first = client.predict(DEMO.name, "int8", api_name="/export_ctranslate2")[0]
@@ -72,7 +72,7 @@ def test_repeated_exports_replace_each_other_and_are_stored_once(client):
     made = {p for p in Path(get_upload_folder()).glob(f"*/{Path(first).name}") if made_since(p)}
     kept = made - {Path(first), Path(second)}
     assert len(kept) == 1 and kept.pop().parent in before
-    assert not list(Path(tempfile.gettempdir()).glob(temp_prefix("package") + "*"))
+    assert not list(Path(tempfile.gettempdir()).glob(temp_prefix("download") + "*"))
 
 
 def test_push_needs_a_token_then_uploads(client, monkeypatch):
@@ -183,19 +183,27 @@ def test_a_sign_in_that_cannot_create_repos_is_refused_before_any_request(signed
     assert "contribute-repos" in message and "hf_oauth_scopes" in message and not hub.requests
 
 
-def test_a_failed_export_leaves_no_folder_in_the_served_cache(monkeypatch):
+def test_a_failed_export_leaves_nothing_in_the_served_cache(monkeypatch):
     """The export runs in a job process that writes into the download folder, which Gradio serves: a failed or
-    timed-out job's half-written tree is removed, not left there for the cache's hour."""
+    timed-out job's half-written tree is removed, not left there for the cache's hour, and the zip another export
+    left there is kept."""
     from playground.errors import PlaygroundError
+    from playground.ui.handlers import download_dir
 
     made = []
 
-    def failing_job(package, fmt, quantization, work):
-        made.append(Path(work))
-        (Path(work) / "demo-en-de-ct2-int8").mkdir()  # what the job had written when it failed
+    def failing_job(package, fmt, quantization, scratch, dest):
+        made.append((Path(scratch), Path(dest)))
+        (Path(scratch) / "demo-en-de-ct2-int8").mkdir()  # what the job had written when it failed
         raise PlaygroundError("The export ran out of time.")
 
     monkeypatch.setattr(hub_panel, "exported_in_job", failing_job)
+    # the folder every visitor's export of the demo shares, with the zip an earlier export left
+    shared = download_dir(str(DEMO.resolve()), "ctranslate2", "int8", empty=False)
+    (shared / "demo-en-de-ct2-int8.zip").write_bytes(b"an earlier export")
+    before = sorted(shared.iterdir())
     with pytest.raises(PlaygroundError, match="out of time"):
-        hub_panel.export_zip(DEMO, "ctranslate2", "int8", "addr:0123")
-    assert len(made) == 1 and not made[0].exists()
+        hub_panel.export_zip(DEMO, "ctranslate2", "int8")
+    [(scratch, dest)] = made
+    assert dest == shared and scratch.parent == dest and not scratch.exists()
+    assert sorted(dest.iterdir()) == before and (dest / "demo-en-de-ct2-int8.zip").read_bytes() == b"an earlier export"

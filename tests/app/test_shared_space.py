@@ -306,6 +306,34 @@ def test_the_upload_bound_counts_an_hour_per_address_and_in_all():
         bounds.admit("e", 11 * MB, now=3700)
 
 
+def test_offline_attention_pages_count_with_the_uploads_of_their_address(tmp_path, monkeypatch):
+    """An offline page (plotly.js inside, 4.8 MB) is kept an hour in Gradio's cache for its session, and sessions cost
+    nothing to open: one network's pages count with its uploads, checked before the page is written."""
+    monkeypatch.setenv("PLAYGROUND_TRUST_FORWARDED", "1")
+    monkeypatch.setenv("PLAYGROUND_MAX_UPLOAD_MB_PER_ADDRESS", "12")  # room for two offline pages an hour
+
+    def attention(url: str, address: str) -> Client:
+        client = visitor(url, address)
+        client.predict(DEMO, "A man rides a bike.", "the model's translation", "", "cross", "one head", 0, 0,
+                       api_name="/attention")
+        return client
+
+    def export(client: Client, offline: bool) -> tuple:
+        return client.predict("cross", "one head", 0, 0, offline, api_name="/export_attention_html")
+
+    with serving(tmp_path / "models", True) as url:
+        pages = [export(attention(url, "198.51.100.41"), True) for _ in range(2)]  # two sessions of one network
+        assert all(note == "" and Path(path).stat().st_size > 4_000_000 for path, note in pages)
+        third = attention(url, "198.51.100.41")
+        _, note = export(third, True)
+        assert "The offline page is not kept" in note and "at most 12 MB of uploads an hour" in note
+        assert 'export without "HTML for offline viewing"' in note
+        path, note = export(third, False)  # a page that loads plotly.js when opened: a few kB, not counted
+        assert note == "" and Path(path).stat().st_size < 100_000
+        path, note = export(attention(url, "198.51.100.42"), True)  # another network
+        assert note == "" and Path(path).stat().st_size > 4_000_000
+
+
 def test_uploads_without_a_session_are_bounded_per_address_whatever_the_client_writes(monkeypatch):
     import asyncio
 
@@ -457,7 +485,8 @@ def test_the_pickers_and_the_models_table_show_a_visitors_own_names_without_thei
 
 def test_visitors_downloading_one_package_share_one_zip_on_the_server(space):
     """Each anonymous session is a visitor: keyed by visitor, thirty sessions downloading the demo kept thirty zips in
-    Gradio's cache for its hour (176 MB for this demo). Keyed by the package, they share one, replaced whole."""
+    Gradio's cache for its hour (176 MB for this demo). Keyed by the package (and format), they share one, replaced
+    whole."""
     from gradio.utils import get_upload_folder
 
     from playground.packages.sweep import temp_prefix
@@ -466,6 +495,12 @@ def test_visitors_downloading_one_package_share_one_zip_on_the_server(space):
     started = time.time()
     downloads = [client_of(url).predict(DEMO, False, api_name="/export_model")[0] for _ in range(3)]
     assert all(zipfile.ZipFile(path).testzip() is None for path in downloads)
-    served = [p for p in Path(get_upload_folder()).glob(f"{temp_prefix('package')}*/{DEMO}.zip")
+    served = [p for p in Path(get_upload_folder()).glob(f"{temp_prefix('download')}*/{DEMO}.zip")
               if p.stat().st_mtime >= started]
     assert len(served) == 1 and not list(served[0].parent.glob(".*partial"))
+    # the exports for CTranslate2 too: one served zip, and no export's working folder left beside it
+    exports = [client_of(url).predict(DEMO, "int8", api_name="/export_ctranslate2")[0] for _ in range(2)]
+    assert all(zipfile.ZipFile(path).testzip() is None for path in exports)
+    served = [p for p in Path(get_upload_folder()).glob(f"{temp_prefix('download')}*/{DEMO}-ct2-int8.zip")
+              if p.stat().st_mtime >= started]
+    assert len(served) == 1 and [p.name for p in served[0].parent.iterdir()] == [served[0].name]

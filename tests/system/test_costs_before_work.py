@@ -281,4 +281,4 @@ def test_row_h_attention_exports_replace_each_other_where_the_sweep_looks(app):
     # (handlers.download_dir)
     pages = list(tmp.rglob("*.html"))
     assert len(pages) == 1 and pages[0].name == "attention-cross.html" and pages[0].parent.parent == tmp / "gradio"
-    assert pages[0].parent.name.startswith("package-")
+    assert pages[0].parent.name.startswith("download-")

@@ -12,7 +12,7 @@ from helpers import ALICE, BOB, REPO, shared_library
 
 from playground.packages.names import reserve_name
 from playground.packages.store import load_package, package_info, remove_package, save_package
-from playground.packages.sweep import EXPORT_TTL_S, sweep_downloads, sweep_leftovers
+from playground.packages.sweep import sweep_downloads, sweep_leftovers
 
 
 def test_a_package_another_process_wrote_stays_its_owners_while_the_mount_shows_it_late(bucket, tmp_path, tiny):
@@ -70,35 +70,34 @@ def dead_pid() -> int:
 
 def test_download_folders_are_swept_at_their_age_or_when_their_process_is_gone(tmp_path):
     """The app serves its downloads from Gradio's cache, which ages files out after an hour: its folders there are
-    kept that long (a visitor's link works as long as Gradio's own copies did), the system's temporary folder's
-    EXPORT_TTL_S."""
+    kept that long (a visitor's link works as long as Gradio's own copies did), and other folders are left alone."""
     hour, now = 3600, time.time()
     server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # a live app's process
-    gone = tmp_path / f"package-{dead_pid()}-aa"
-    fresh, old, older = (tmp_path / f"package-{server.pid}-{key}" for key in ("bb", "cc", "dd"))
+    gone = tmp_path / f"download-{dead_pid()}-aa"
+    fresh, old, older = (tmp_path / f"download-{server.pid}-{key}" for key in ("bb", "cc", "dd"))
+    others = [tmp_path / "download-notes.txt", tmp_path / f"package-{dead_pid()}-ee"]
     try:
-        for path, age in ((gone, 0), (fresh, EXPORT_TTL_S + 60), (old, hour + 60), (older, 2 * hour)):
+        for path, age in ((gone, 0), (fresh, hour - 60), (old, hour + 60), (older, 2 * hour)):
             path.mkdir()
             os.utime(path, (now - age, now - age))
-        (tmp_path / "package-notes.txt").write_text("not a download folder")
+        others[0].write_text("not a download folder")
+        others[1].mkdir()  # another program's
         assert sorted(sweep_downloads(tmp_path, hour)) == sorted([gone, old, older])
-        assert sweep_downloads(tmp_path) == [fresh]  # past EXPORT_TTL_S
+        assert sweep_downloads(tmp_path, 600) == [fresh]
     finally:
         server.kill()
         server.wait()
-    assert [p.name for p in tmp_path.iterdir()] == ["package-notes.txt"]
+    assert sorted(tmp_path.iterdir()) == sorted(others)
 
 
 def test_the_sweep_removes_what_no_live_operation_owns(package, tmp_path):
-    models, tmp = tmp_path / "models", tmp_path / "tmp"
-    tmp.mkdir()
+    models = tmp_path / "models"
     tiny = load_package(package)
     kept = save_package(models / "kept", tiny.model, tiny.tokenizer)
     gone = dead_pid()
     leftovers = [models / f".import-{gone}-x1", models / f".kept.tmp-{gone}-abcd", models / ".old-run.lock",
-                 models / ".running.lock", models / ".deleted.snapshots", tmp / f"package-{gone}-zz"]
-    live = [models / f".import-{os.getpid()}-x2", models / ".kept.snapshots", models / ".running.snapshots",
-            tmp / f"package-{os.getpid()}-yy"]
+                 models / ".running.lock", models / ".deleted.snapshots"]
+    live = [models / f".import-{os.getpid()}-x2", models / ".kept.snapshots", models / ".running.snapshots"]
     for path in leftovers + live:
         path.mkdir(parents=True)
     (models / ".deleted.snapshots" / "step-00000010").mkdir()
@@ -106,7 +105,7 @@ def test_the_sweep_removes_what_no_live_operation_owns(package, tmp_path):
     (models / ".old-run.lock" / "pid").write_text(str(gone))
     (models / ".running.lock" / "pid").write_text(str(os.getpid()))  # on-disk reservations are no more
     with reserve_name(models, "running", exact=True):  # a run in progress: its snapshots stay
-        assert sorted(sweep_leftovers(models, tmp)) == sorted(leftovers)
+        assert sorted(sweep_leftovers(models)) == sorted(leftovers)
     assert all(p.exists() for p in live) and not any(p.exists() for p in leftovers)
     assert package_info(kept)["snapshot_bytes"] == 5000  # counted toward the package's size (and quotas)
     remove_package(kept)

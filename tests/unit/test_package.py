@@ -71,9 +71,9 @@ def test_interrupted_swap_is_recovered_by_the_sweep_never_by_a_listing(saved):
     models = saved.parent
     with reserve_name(models, "tiny", exact=True):  # a save in progress, between its two renames
         os.replace(saved, models / ".tiny.old")
-        assert list_packages(models) == [] and sweep_leftovers(models, models) == []
+        assert list_packages(models) == [] and sweep_leftovers(models) == []
         assert (models / ".tiny.old").is_dir()  # left for the save's second rename
-    assert sweep_leftovers(models, models) == [] and list_packages(models) == [saved]  # a crash: put back
+    assert sweep_leftovers(models) == [] and list_packages(models) == [saved]  # a crash: put back
 
 
 @pytest.mark.parametrize("damage, message", [

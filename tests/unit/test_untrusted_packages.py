@@ -161,7 +161,7 @@ def test_the_sweep_never_takes_a_package_named_like_snapshots(package, tmp_path)
     tiny = load_package(package)
     save_package(models / "x-snapshots", tiny.model, tiny.tokenizer)
     save_package(models / "x.snapshots", tiny.model, tiny.tokenizer)
-    assert sweep_leftovers(models, tmp_path) == []
+    assert sweep_leftovers(models) == []
     assert is_package(models / "x-snapshots") and is_package(models / "x.snapshots")
 
 

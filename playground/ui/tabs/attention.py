@@ -27,6 +27,7 @@ from playground.ui.handlers import (
 )
 from playground.ui.numbers import Range, Slider, checked
 from playground.ui.pickers import default_model, model_names, model_picker, package_folder, picked_shape, shown
+from playground.ui.sessions import admit_download, current_address
 from playground.ui.state import Session
 
 KINDS = [("Cross-attention (decoder → encoder)", "cross"), ("Encoder self-attention", "encoder"),
@@ -205,11 +206,18 @@ def current_figure(session: Session, kind: str, view: str, layer: int, head: int
 
 
 @readable
-def export_html(session: Session, kind: str = "cross", view: str = VIEWS[0], layer: int = 0, head: int = 0,
-                offline: bool = False):
+def export_html(library: Library, session: Session, kind: str = "cross", view: str = VIEWS[0], layer: int = 0,
+                head: int = 0, offline: bool = False):
     """The current chart as an HTML file with zoom and hover: a few kB that load plotly.js from its CDN when
     opened, or (offline) self-contained with plotly.js inside (about 4.7 MB)."""
     fig = current_figure(session, kind, view, layer, head)
+    # an offline page counts with the uploads of its address, by its bulk (plotly.js), before anything is written:
+    # the page it would replace stays when it is refused (a page that loads plotly.js is a few kB)
+    refusal = library.shared and offline and admit_download(
+        current_address(), plots.plotly_bundle().stat().st_size, "The offline page",
+        "export without \"HTML for offline viewing\" (a page of a few kB that loads plotly.js when opened)")
+    if refusal:
+        raise PlaygroundError(refusal)
     # one folder per session, emptied by its next export and swept with the other downloads (packages.sweep)
     path = download_dir("attention", session.download_key) / f"attention-{kind}.html"
     plots.write_html(fig, path, offline)
@@ -324,7 +332,7 @@ def build(session: gr.State, library: Library) -> AttentionTab:
                        api_visibility="private", show_progress="hidden", trigger_mode="always_last")
     c.model.change(readable(bind(model_sliders, library)), [session, c.kind, c.layer, c.head, c.model],
                    [c.layer, c.head], api_visibility="private", show_progress="hidden")
-    c.html_btn.click(**said_beside(export_html, [c.export], c.export_note),
+    c.html_btn.click(**said_beside(bind(export_html, library), [c.export], c.export_note),
                      **checked([*view_inputs, c.offline], checks), api_name="export_attention_html")
     c.png_btn.click(None, js=PNG_JS)
     gr.on([c.show.click, c.source.submit, c.kind.change, c.view.change, c.layer.change, c.head.change,

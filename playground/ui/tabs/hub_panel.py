@@ -8,6 +8,7 @@ gr.OAuthProfile annotations of the push handler to inject the token and the user
 
 import importlib.util
 import shutil
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -17,22 +18,23 @@ from playground.serving import jobs
 from playground.serving.library import Library
 from playground.ui.handlers import IN_WORKERS, bind, cleared_export, download_dir, job_call, readable, said_beside
 from playground.ui.pickers import package_folder
-from playground.ui.state import Session, oauth_available, visitor_of
+from playground.ui.state import Session, oauth_available
 
 # the export parses the package's tokenizer and loads and converts its weights: in a job process of its own
 exported_in_job = job_call(jobs.export_archive, "Export a smaller model.")
 
 
-def export_zip(folder: Path, fmt: str, quantization: str, visitor: str) -> str:
-    """Export the package to `fmt` in the visitor's download folder for this package and format (their next export
-    of it replaces it) and zip it (the zip holds one folder; handlers.download_dir). A failed export leaves nothing
-    there."""
-    work = download_dir(visitor, folder.name, fmt, quantization)
+def export_zip(folder: Path, fmt: str, quantization: str) -> str:
+    """Export the package to `fmt` and zip it (the zip holds one folder) into the download folder of this package
+    and format (handlers.download_dir), which every visitor who may see the package shares: the next export replaces
+    the zip whole. Each export works in a folder of its own there, removed afterwards, also when the job failed or
+    was stopped."""
+    dest = download_dir(str(folder.resolve()), fmt, quantization, empty=False)
+    scratch = tempfile.mkdtemp(prefix=".export-", dir=dest)
     try:
-        return exported_in_job(str(folder), fmt, quantization, str(work))
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
+        return exported_in_job(str(folder), fmt, quantization, scratch, str(dest))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -42,15 +44,13 @@ def export_zip(folder: Path, fmt: str, quantization: str, visitor: str) -> str:
 @readable
 def transformers_zip(library: Library, session: Session, name: str):
     """Zip the package exported for 🤗 transformers (AutoModelForSeq2SeqLM + AutoTokenizer)."""
-    return export_zip(package_folder(library, session, name), "transformers", "float32",
-                      visitor_of(library, session).key)
+    return export_zip(package_folder(library, session, name), "transformers", "float32")
 
 
 @readable
 def ctranslate2_zip(library: Library, session: Session, name: str, quantization: str):
     """Zip the package exported for CTranslate2 (float32 or int8 weights)."""
-    return export_zip(package_folder(library, session, name), "ctranslate2", quantization,
-                      visitor_of(library, session).key)
+    return export_zip(package_folder(library, session, name), "ctranslate2", quantization)
 
 
 @readable
