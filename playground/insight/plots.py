@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 import shutil
 from collections.abc import Sequence
 from importlib import resources
@@ -19,6 +18,8 @@ from pathlib import Path
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
+
+from playground.packages.sweep import written_whole
 
 HEIGHT = 300
 MAX_POINTS = 2000  # longer curves are thinned before drawing (the browser stays quick during long runs)
@@ -73,22 +74,16 @@ def write_html(fig: go.Figure, path: Path, offline: bool) -> None:
         return
     cdn, opening, closing = loaders
     before, after = page.split(PLOTLY_JS_TAG)
-    partial = path.with_name(path.name + ".partial")
-    try:
-        with open(partial, "wb") as out:
-            out.write(before.encode())
-            if offline:
-                out.write(opening.encode())
-                with plotly_bundle().open("rb") as bundle:
-                    shutil.copyfileobj(bundle, out)
-                out.write(closing.encode())
-            else:
-                out.write(cdn.encode())
-            out.write(after.encode())
-        os.replace(partial, path)
-    except BaseException:  # a full disk, a cancelled request: no half page left beside the finished ones
-        partial.unlink(missing_ok=True)
-        raise
+    with written_whole(path) as partial, open(partial, "wb") as out:
+        out.write(before.encode())
+        if offline:
+            out.write(opening.encode())
+            with plotly_bundle().open("rb") as bundle:
+                shutil.copyfileobj(bundle, out)
+            out.write(closing.encode())
+        else:
+            out.write(cdn.encode())
+        out.write(after.encode())
 
 
 def frame(title: str, height: int, margin: dict) -> dict:

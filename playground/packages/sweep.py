@@ -4,11 +4,14 @@ sweep can tell whose they are, and the sweep that removes those of no live opera
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import os
 import secrets
 import shutil
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from playground.packages.format import is_package
@@ -50,6 +53,20 @@ def export_dir(*key: str, root: str | os.PathLike, empty: bool = True) -> Path:
         shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+@contextlib.contextmanager
+def written_whole(path: Path) -> Iterator[Path]:
+    """A name beside `path` to write the file under, renamed over `path` when the block ends: a reader (a web server
+    serving it, another call writing it) only ever finds a whole file. Removed when the block fails (a full disk, a
+    cancelled request): no half file is left beside the finished ones."""
+    partial = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}.partial")
+    try:
+        yield partial
+        os.replace(partial, path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
 
 
 def made_by_dead(path: Path, pid_part: str, ttl: float = STALE_AFTER_S) -> bool:

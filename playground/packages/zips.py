@@ -11,7 +11,6 @@ import re
 import shutil
 import stat
 import tempfile
-import threading
 import zipfile
 from pathlib import Path
 from typing import Callable, Iterator
@@ -38,7 +37,7 @@ from playground.packages.marian import (
 )
 from playground.packages.names import check_name, reserve_name, safe_stem
 from playground.packages.store import load_package
-from playground.packages.sweep import temp_prefix
+from playground.packages.sweep import temp_prefix, written_whole
 from playground.settings import GB
 
 MAX_ZIP_BYTES = 2 * GB  # uncompressed total a package zip may expand to
@@ -52,18 +51,11 @@ def export_zip(folder: str | os.PathLike, dest_dir: str | os.PathLike | None = N
     read_config(folder)
     dest = Path(dest_dir or tempfile.mkdtemp(prefix="playground-zip-")) / f"{folder.name}.zip"
     left_out = set() if with_state else {RESUME_TENSORS, RESUME_STATE}
-    # written under a name of its own and renamed: a zip that is being served, or written by another call, is
-    # replaced whole
-    partial = dest.with_name(f".{dest.name}.{os.getpid()}-{threading.get_ident()}.partial")
-    try:
-        with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-            for name in sorted(ALLOWED - left_out):
-                if (folder / name).is_file():
-                    zf.write(folder / name, f"{folder.name}/{name}")
-        os.replace(partial, dest)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
+    # a zip that is being served, or written by another call, is replaced whole
+    with written_whole(dest) as partial, zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name in sorted(ALLOWED - left_out):
+            if (folder / name).is_file():
+                zf.write(folder / name, f"{folder.name}/{name}")
     return dest
 
 
