@@ -18,7 +18,7 @@ import numpy as np
 from playground.core.model import Transformer
 from playground.core.tokenizer import BOS_ID, EOS_ID, SPECIAL_TOKENS, UNK_ID
 from playground.errors import PlaygroundError
-from playground.export.optional import QUANTIZATIONS, require
+from playground.export.optional import check_quantization, require
 
 NEVER = -1e9  # a logit bias that no token's logit overcomes
 
@@ -113,8 +113,7 @@ def export_ctranslate2(package_folder: str | os.PathLike, out: str | os.PathLike
 def write_ctranslate2(model: Transformer, tokenizer, out: Path, quantization: str = "float32") -> None:
     """Convert a model and its PairTokenizer into the folder `out` (replaced if it exists)."""
     ctranslate2 = require("ctranslate2")
-    if quantization not in QUANTIZATIONS:
-        raise PlaygroundError(f"Unknown quantization {quantization!r}: choose one of {', '.join(QUANTIZATIONS)}.")
+    check_quantization(quantization)
     spec = model_spec(model, vocabulary(tokenizer.src_tokenizer), vocabulary(tokenizer.tgt_tokenizer))
 
     class ModelConverter(ctranslate2.converters.Converter):

@@ -13,6 +13,12 @@ QUANTIZATIONS = ("float32", "int8", "int8_float32", "float16")  # CTranslate2 we
 INSTALL_HINT = "pip install -r requirements-export.txt"
 
 
+def check_quantization(quantization: str) -> None:
+    """Refuse a CTranslate2 weight type it does not write, before any work for it."""
+    if quantization not in QUANTIZATIONS:
+        raise PlaygroundError(f"Unknown quantization {quantization!r}: choose one of {', '.join(QUANTIZATIONS)}.")
+
+
 def require(module: str) -> ModuleType:
     """Import an optional library, or say how to install it."""
     try:

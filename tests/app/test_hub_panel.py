@@ -43,6 +43,13 @@ def test_export_zips(client):
     assert {"demo-en-de-ct2-int8/model.bin", "demo-en-de-ct2-int8/tokenizer.json"} <= set(names)
 
 
+def test_an_export_without_a_weight_type_is_refused_beside_the_button(client):
+    """A Radio lets a client send no value: that was a crash of the handler (a folder named after None), an error
+    with no sentence in the page."""
+    _, note = client.predict(DEMO.name, None, api_name="/export_ctranslate2")
+    assert "Unknown quantization None: choose one of float32, int8" in note
+
+
 def test_repeated_exports_replace_each_other_and_are_stored_once(client):
     """Each download used to leave its own folder in /tmp for 10 minutes: a loop could fill the disk. And Gradio copied
     each into its cache: a download took its size twice."""

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import gradio as gr
 
+from playground.export.optional import check_quantization
 from playground.serving import jobs
 from playground.serving.library import Library
 from playground.ui.handlers import IN_WORKERS, bind, cleared_export, download_dir, job_call, readable, said_beside
@@ -50,6 +51,7 @@ def transformers_zip(library: Library, session: Session, name: str):
 @readable
 def ctranslate2_zip(library: Library, session: Session, name: str, quantization: str):
     """Zip the package exported for CTranslate2 (float32 or int8 weights)."""
+    check_quantization(quantization)  # a client may send none: refused before a folder is named after it
     return export_zip(package_folder(library, session, name), "ctranslate2", quantization)
 
 
