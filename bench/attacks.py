@@ -112,6 +112,11 @@ def unbounded_wordpiece() -> dict:
 # The rows
 
 
+def file_or_note(path, note: str) -> str:
+    """A download's answer: the file's size, or, refused, the note beside it (the file is left as it was)."""
+    return f"{Path(path).stat().st_size / 1e6:.1f} MB file" if isinstance(path, str) else note
+
+
 def row_a(url, client, folder: Path) -> str:
     """The demo whose tokenizer.json has a Precompiled normalizer with a garbage charsmap, imported."""
     from gradio_client import handle_file
@@ -232,8 +237,8 @@ def row_h(url, client, folder: Path) -> None:
     client.predict("demo-en-de", "A man rides a bike.", "the model's translation", "", "cross", "one head", 0, 0,
                    api_name="/attention")
     for _ in range(20):
-        path, note = client.predict("cross", "one head", 0, 0, True, api_name="/export_attention_html")
-    return f"{Path(path).stat().st_size / 1e6:.1f} MB file {note}"
+        answer = client.predict("cross", "one head", 0, 0, True, api_name="/export_attention_html")
+    return file_or_note(*answer)
 
 
 def row_i(url, client, folder: Path) -> None:
@@ -248,9 +253,7 @@ def row_p(url, client, folder: Path) -> str:
     CTranslate2 with int8 weights (with --sessions, a flood of downloads from one address)."""
     answers = [client.predict("demo-en-de", True, api_name="/export_model"),
                client.predict("demo-en-de", "int8", api_name="/export_ctranslate2")]
-    # a refusal comes as the note beside the file, which is left as it was
-    return " | ".join(f"zip of {Path(path).stat().st_size / 1e6:.1f} MB" if isinstance(path, str) else note
-                      for path, note in answers)
+    return " | ".join(file_or_note(*answer) for answer in answers)
 
 
 LONG = [f"long-{i}" for i in range(5)]
