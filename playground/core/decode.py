@@ -76,13 +76,15 @@ def never_stop() -> None:
 class DecodeBounds:
     """What one decoding call may use, set by its caller: the characters of a line kept before it is encoded, the
     bytes of one batch's decoder caches (batches shrink to fit, down to one sentence), the attention weights drawn
-    with a translation (attention_maps), and a check called between steps that raises to stop the search (a
-    deadline). None: no bound."""
+    with a translation (attention_maps), a check called between steps that raises to stop the search (a
+    deadline), and whether the searches may use oneDNN's copies of the weights (core/packed_weights.py: not in a
+    training run, whose own kernels theirs would push out of oneDNN's cache). None: no bound."""
 
     line_chars: int | None = None
     batch_bytes: int | None = None
     attention_cells: int | None = None
     stop_check: Callable[[], None] = never_stop
+    weight_copies: bool = True
 
     def cut_line(self, text: str) -> str:
         """A line cut to line_chars before it is encoded: encoding a megabyte only to keep its first few hundred
@@ -219,9 +221,9 @@ def next_token_logprobs(cfg: TransformerConfig, next_logits: Step, tokens: torch
 
 @torch.inference_mode()
 def greedy_or_sample(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
-                     stop_check: Callable[[], None] = never_stop) -> SearchResult:
+                     stop_check: Callable[[], None] = never_stop, weight_copies: bool = True) -> SearchResult:
     """One token per step for every sentence; finished rows leave the batch so the rest runs on fewer. stop_check
-    is called before each step (DecodeBounds)."""
+    is called before each step, and weight_copies says whether the steps may use oneDNN's (DecodeBounds)."""
     cfg, B = model.cfg, src.size(0)
     limits = length_limits(model, src, opts.max_output_tokens)
     output_steps = int(limits.max())
@@ -232,7 +234,7 @@ def greedy_or_sample(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
             generator.seed()  # a fresh seed for this generator only: torch.seed() would re-seed everyone's global RNG
         else:
             generator.manual_seed(opts.seed)
-    state, next_logits = model.start_decoding(src, output_steps), decoder_step(model)
+    state, next_logits = model.start_decoding(src, output_steps), decoder_step(model, weight_copies)
     tokens = torch.full((B,), cfg.bos_id, dtype=torch.long, device=src.device)
     rows = torch.arange(B, device=src.device)  # which sentence each live row belongs to
     row_limits, shortest_limit = limits, int(limits.min())  # limits[rows]; the smallest of them
@@ -322,7 +324,8 @@ def scored_hypothesis(path: BeamPath, length_penalty: float) -> Hypothesis:
 
 @torch.inference_mode()
 def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
-                trace: list[dict] | None = None, stop_check: Callable[[], None] = never_stop) -> SearchResult:
+                trace: list[dict] | None = None, stop_check: Callable[[], None] = never_stop,
+                weight_copies: bool = True) -> SearchResult:
     """Beam search: K beams per sentence; a hypothesis ends at <eos>; a sentence ends with K finished ones.
 
     The decoder and the choice of the 2K best candidates run as tensors; what follows from those 2K per sentence
@@ -339,8 +342,7 @@ def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
     cfg, B, K = model.cfg, src.size(0), opts.beam_size
     limits = length_limits(model, src, opts.max_output_tokens).tolist()
     device = src.device
-    state, next_logits = model.start_decoding(src, max(limits)), decoder_step(model)
-    state.select(torch.arange(B, device=device).repeat_interleave(K))  # each source encoded once, a copy per beam
+    state, next_logits = model.start_decoding(src, max(limits)), decoder_step(model, weight_copies)
     scores = torch.full((B, K), float("-inf"), device=device)
     scores[:, 0] = 0.0  # all beams start identical: let only the first one expand
     tokens = torch.full((B * K,), cfg.bos_id, dtype=torch.long, device=device)
@@ -349,7 +351,10 @@ def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
     for step in range(max(limits)):
         stop_check()
-        logp = next_token_logprobs(cfg, next_logits, tokens, state)  # [n*K, V]
+        if step == 0:  # the K beams are one: the first step runs on one row per sentence, then the rows are copied
+            logp = next_token_logprobs(cfg, next_logits, tokens[::K], state).repeat_interleave(K, dim=0)
+        else:
+            logp = next_token_logprobs(cfg, next_logits, tokens, state)  # [n*K, V]
         # 2K candidates: at most K of them end in <eos> (one per beam), so K open ones remain
         candidates = [c.tolist() for c in best_continuations(scores, logp, 2 * K)]  # 4 x [n][2K]
         record = {"sentences": sentences, "parents": [], "tokens": [], "scores": [], "finished": []}
@@ -374,8 +379,11 @@ def beam_search(model: Transformer, src: torch.Tensor, opts: DecodeOptions,
         if not kept:
             break
         leaving = len(kept) < len(sentences)  # a sentence is done: its group leaves the batch
-        # among one source's beams the encoder side is the same: it is selected only when groups leave
-        state.select(torch.tensor(rows, device=device), memory=leaving)
+        if step == 0:  # one row per sentence so far: each beam's row is its sentence's, the encoder side too
+            state.select(torch.tensor([row // K for row in rows], device=device))
+        elif leaving or rows != list(range(len(rows))):  # no copy when every beam extends its own row
+            # among one source's beams the encoder side is the same: it is selected only when groups leave
+            state.select(torch.tensor(rows, device=device), memory=leaving)
         sentences, paths = kept, next_paths
         scores = torch.tensor(next_scores, dtype=logp.dtype, device=device)
         tokens = torch.tensor(next_tokens, device=device)
@@ -457,7 +465,7 @@ def translate(model: Transformer, tokenizer, sentences: list[str], opts: DecodeO
     for start in range(0, len(order), batch_size):
         chunk = order[start : start + batch_size]
         src = pad_batch([ids[i] for i in chunk], pad_id=model.cfg.pad_id).to(device)
-        found = search(model, src, opts, stop_check=bounds.stop_check)
+        found = search(model, src, opts, stop_check=bounds.stop_check, weight_copies=bounds.weight_copies)
         for i, hyps in zip(chunk, found.hypotheses):
             for h in hyps:
                 h.text = tokenizer.decode_tgt(h.ids)

@@ -4,9 +4,13 @@ weights, gathered once per search into plain tensors (int8 layers: their packed 
 A decoding step at batch 1 multiplies one row by each weight matrix: each of its 65 module calls (3 layers: the
 layers, the residual wrappers, dropout that does nothing in eval mode, the attention modules and their helpers)
 costs a few µs of Python around operations of 5-30 µs: the module path took 1.4x this step's time at batch 1
-(bench/decode_speed.py). model.py stays the readable definition, and this step is tested equal
-to it, bit for bit (tests/unit/test_decoder_step.py). A model with hooks on any module decodes through its
+(bench/decode_speed.py). model.py stays the readable definition, and this step is tested equal to it, bit for bit
+with the same weights (tests/unit/test_decoder_step.py). A model with hooks on any module decodes through its
 modules, which call them.
+
+On an x86 CPU, a step of a few rows (FEW_ROWS: one sentence, its beams) does its float32 products with oneDNN over
+copies of the weights made for it (core/packed_weights.py), in a half to a sixth of F.linear's time; they then
+differ from the modules' in the last bits (tested within 1e-5).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import torch.nn.functional as F
 
 from playground.core.kv_cache import DecoderState
 from playground.core.model import Transformer
+from playground.core.packed_weights import FEW_ROWS, packed
+from playground.core.packed_weights import linear as packed_linear
 from playground.core.quantize import Int8Linear
 
 Step = Callable[[torch.Tensor, DecoderState], torch.Tensor]  # tokens [B], state -> next-token logits [B,V]
@@ -28,21 +34,40 @@ LINEAR_INT8 = getattr(torch.ops.quantized.linear_dynamic, "_op", torch.ops.quant
 ACTIVATIONS = {nn.ReLU: torch.relu, nn.GELU: F.gelu, nn.SiLU: F.silu}  # what each module's forward calls
 
 
-def decoder_step(model: Transformer) -> Step:
-    """The fastest step that computes what model.decode_step computes: a FlatDecoderStep, or the model's own method
-    where a module has hooks (the flat step would skip them) or the model is training (dropout is active)."""
+def decoder_step(model: Transformer, weight_copies: bool = True) -> Step:
+    """The fastest step that computes what model.decode_step computes: a FlatDecoderStep (with weight_copies, over
+    oneDNN's copies of the float32 weights at a few rows), or the model's own method where a module has hooks (the
+    flat step would skip them) or the model is training (dropout is active)."""
     hooked = any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
     plain_activation = all(type(layer.ff.act) in ACTIVATIONS for layer in model.decoder)
     if hooked or model.training or not plain_activation or nn.modules.module._global_forward_hooks:
         return model.decode_step
-    return FlatDecoderStep(model)
+    return FlatDecoderStep(model, weight_copies)
 
 
-def linear(layer: nn.Module) -> tuple[Callable, object, object]:
-    """(function, a, b) with function(x, a, b) = layer(x): F.linear's weights, or an int8 layer's packed weights."""
+def linear(layer: nn.Module, copy: bool) -> tuple[Callable, object, object]:
+    """(function, a, b) with function(x, a, b) = layer(x): an int8 layer's packed weights, a float32 one's oneDNN copy
+    (if `copy`, where one applies), or F.linear's weights."""
     if isinstance(layer, Int8Linear):
         return LINEAR_INT8, layer.packed, True  # reduce_range=True, as Int8Linear.forward
+    weight = packed(layer.weight) if copy else None
+    if weight is not None:
+        return packed_linear, weight, layer.bias
     return torch._C._nn.linear, layer.weight, layer.bias
+
+
+def products(model: Transformer, copies: bool) -> tuple[list[tuple], tuple]:
+    """Per decoder layer, what FlatDecoderStep calls (products, activation, layer norms), and the output projection;
+    with `copies`, the products over oneDNN's copies where they apply."""
+    def product(layer: nn.Module) -> tuple[Callable, object, object]:
+        return linear(layer, copies)
+
+    layers = [(product(layer.self_attn.qkv), product(layer.self_attn.out), product(layer.cross_attn.q),
+               product(layer.cross_attn.out), product(layer.ff.up), ACTIVATIONS[type(layer.ff.act)],
+               product(layer.ff.down), norm(layer.self_block.norm), norm(layer.cross_block.norm),
+               norm(layer.ff_block.norm))
+              for layer in model.decoder]
+    return layers, product(model.output)
 
 
 def norm(layer: nn.LayerNorm) -> tuple:
@@ -54,20 +79,18 @@ class FlatDecoderStep:
     """One decoding step as a flat function of tensor operations (see the module's docstring); the weights are the
     model's own tensors, so it sees every in-place change to them, but not a module replaced after it was made."""
 
-    def __init__(self, model: Transformer):
+    def __init__(self, model: Transformer, weight_copies: bool = True):
         cfg = model.cfg
         self.n_heads, self.d_model, self.pre = cfg.n_heads, cfg.d_model, cfg.norm_placement == "pre"
         embed = model.tgt_embed
         self.embedding, self.scale = embed.tokens.weight, embed.scale
         self.positions = embed.positions.weight if hasattr(embed, "positions") else embed.table
-        self.layers = [(linear(layer.self_attn.qkv), linear(layer.self_attn.out), linear(layer.cross_attn.q),
-                        linear(layer.cross_attn.out), linear(layer.ff.up), ACTIVATIONS[type(layer.ff.act)],
-                        linear(layer.ff.down), norm(layer.self_block.norm), norm(layer.cross_block.norm),
-                        norm(layer.ff_block.norm))
-                       for layer in model.decoder]
         self.final_norm = norm(model.decoder_norm) if self.pre else None
-        self.output = linear(model.output)
         self.logits_bias = model.final_logits_bias if cfg.final_logits_bias else None
+        self.layers, self.output = products(model, copies=False)
+        # steps of a few rows over oneDNN's copies (F.linear's products follow autocast, theirs would not)
+        copies = weight_copies and not torch.is_autocast_enabled("cpu")
+        self.few_rows = products(model, copies=True) if copies else None
 
     @torch.inference_mode()
     def __call__(self, tokens: torch.Tensor, state: DecoderState) -> torch.Tensor:
@@ -76,10 +99,11 @@ class FlatDecoderStep:
         the products skip their reshapes to 2-D and back)."""
         B, H, D, pre = tokens.size(0), self.n_heads, self.d_model, self.pre
         ln, attend = torch.layer_norm, F.scaled_dot_product_attention
+        layers, output = self.few_rows if self.few_rows and B <= FEW_ROWS else (self.layers, self.output)
         start = state.length
         x = torch.embedding(self.embedding, tokens) * self.scale + self.positions[start]  # [B,D]
         for (qkv, out, cross_q, cross_out, up, act, down, norm1, norm2, norm3), cache, (memory_k, memory_v) in zip(
-                self.layers, state.caches, state.memory_kv):
+                layers, state.caches, state.memory_kv):
             # self-attention over the cache (SelfAttention.forward with a cache)
             h = ln(x, *norm1) if pre else x
             q_kv = qkv[0](h, qkv[1], qkv[2]).view(B, 1, 3, H, D // H)
@@ -99,7 +123,7 @@ class FlatDecoderStep:
             x = x + y if pre else ln(x + y, *norm3)
         if pre:
             x = ln(x, *self.final_norm)
-        logits = self.output[0](x, self.output[1], self.output[2])
+        logits = output[0](x, output[1], output[2])
         if self.logits_bias is not None:
             logits = logits + self.logits_bias.to(logits.dtype)
         state.length += 1

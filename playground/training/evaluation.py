@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+from dataclasses import replace
 from typing import Sequence
 
 import torch
@@ -67,7 +68,7 @@ def translation_scores(model: Transformer, tokenizer: PairTokenizer, pairs: list
             try:
                 with time_limit(left, "") if left is not None else contextlib.nullcontext():
                     hyps += [t.text for t in translate(model, tokenizer, sources, DecodeOptions("greedy"),
-                                                       server_bounds())]
+                                                       replace(server_bounds(), weight_copies=False))]
             except TimeLimit:
                 break
             start += len(sources)

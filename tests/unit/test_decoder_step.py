@@ -1,10 +1,13 @@
-"""The flat decoding step (core/decoder_step.py) computes what the model's modules compute, bit for bit."""
+"""The flat decoding step (core/decoder_step.py) computes what the model's modules compute: bit for bit with the
+modules' weights, within float32 rounding with oneDNN's packed copies of them."""
 
 import pytest
 import torch
 
+from playground.core import packed_weights
 from playground.core.decoder_step import FlatDecoderStep, decoder_step
 from playground.core.model import Transformer
+from playground.core.packed_weights import PackedWeights, packed
 from playground.core.quantize import int8_linears
 from tests.unit.test_model import batch, tiny_config
 
@@ -21,22 +24,72 @@ def model_of(changes: dict, int8: bool) -> Transformer:
     return int8_linears(model) if int8 else model
 
 
-@pytest.mark.parametrize("int8", [False, True], ids=["fp32", "int8"])
-@pytest.mark.parametrize("changes", VARIANTS)
-def test_the_flat_step_equals_the_modules_step_exactly(changes, int8):
-    model = model_of(changes, int8)
-    src, tgt = batch()  # two of the three sources padded: the source mask is applied
+def steps_of_both(model: Transformer, step, src: torch.Tensor, tgt: torch.Tensor):
+    """Each step's logits from `step` and from the model's modules, side by side."""
     modules, flat = model.start_decoding(src, output_steps=10), model.start_decoding(src, output_steps=10)
-    step = decoder_step(model)
-    assert isinstance(step, FlatDecoderStep)
     for t in range(tgt.size(1)):
         if t == 3:  # beams reorder and duplicate rows
             order = torch.tensor([2, 2, 0])
             modules.select(order)
             flat.select(order)
             tgt = tgt[order]
-        assert torch.equal(step(tgt[:, t], flat), model.decode_step(tgt[:, t], modules))
+        yield step(tgt[:, t], flat), model.decode_step(tgt[:, t], modules)
     assert flat.length == modules.length == tgt.size(1)
+
+
+@pytest.mark.parametrize("int8", [False, True], ids=["fp32", "int8"])
+@pytest.mark.parametrize("changes", VARIANTS)
+def test_the_flat_step_equals_the_modules_step_exactly(changes, int8):
+    model = model_of(changes, int8)
+    src, tgt = batch()  # two of the three sources padded: the source mask is applied
+    step = decoder_step(model, weight_copies=False)
+    assert isinstance(step, FlatDecoderStep)
+    for flat, modules in steps_of_both(model, step, src, tgt):
+        assert torch.equal(flat, modules)
+
+
+@pytest.mark.skipif(not packed_weights.AVAILABLE, reason="oneDNN's packed weights are used on x86 CPUs only")
+@pytest.mark.parametrize("changes", VARIANTS)
+def test_with_packed_weights_the_step_equals_the_modules_step_within_rounding(changes):
+    model = model_of(changes, int8=False)
+    src, tgt = batch()
+    step = decoder_step(model)
+    assert step.few_rows[1][0] is packed_weights.linear  # at a few rows the products go to oneDNN
+    for flat, modules in steps_of_both(model, step, src, tgt):
+        torch.testing.assert_close(flat, modules, rtol=1e-5, atol=1e-5)
+        assert torch.equal(flat.argmax(-1), modules.argmax(-1))
+
+
+@pytest.mark.skipif(not packed_weights.AVAILABLE, reason="oneDNN's packed weights are used on x86 CPUs only")
+def test_a_weight_is_packed_once_and_again_after_it_changes_in_place():
+    model = model_of({}, int8=False)
+    weight = model.output.weight
+    first = packed(weight)
+    assert packed(weight) is first  # the next search reuses it
+    src, tgt = batch()
+    before = decoder_step(model)(tgt[:, 0], model.start_decoding(src, output_steps=2))
+    with torch.no_grad():
+        weight.mul_(2)  # what an optimizer step or a load does: in place
+    assert packed(weight) is not first
+    after = decoder_step(model)(tgt[:, 0], model.start_decoding(src, output_steps=2))
+    torch.testing.assert_close(after, model.decode_step(tgt[:, 0], model.start_decoding(src, output_steps=2)),
+                               rtol=1e-5, atol=1e-5)
+    assert not torch.allclose(after, before)
+    with torch.inference_mode():
+        assert packed(torch.ones(3, 2)) is None  # an inference tensor has no version to check: left as it is
+    assert packed(weight.double()) is None
+
+
+@pytest.mark.skipif(not packed_weights.AVAILABLE, reason="oneDNN's packed weights are used on x86 CPUs only")
+def test_copies_stay_within_their_budget_and_leave_with_their_weights():
+    copies = PackedWeights(budget=3 * 4 * 100)  # three 10 x 10 float32 weights
+    weights = [torch.nn.Parameter(torch.randn(10, 10)) for _ in range(4)]
+    assert all(copies(w) is not None for w in weights[:3])
+    assert copies.used == 1200
+    assert copies(weights[3]) is None  # past the budget: used as it is
+    del weights[0]  # a model let go: its copies with it
+    assert copies.used == 800
+    assert copies(weights[2]) is not None  # now it fits
 
 
 def test_at_batch_1_without_a_source_mask():
@@ -57,3 +110,31 @@ def test_hooks_and_training_keep_the_modules_path():
     handle.remove()
     assert isinstance(decoder_step(model), FlatDecoderStep)
     assert decoder_step(model.train()) == model.decode_step  # dropout is on
+
+
+@pytest.mark.skipif(not packed_weights.AVAILABLE, reason="oneDNN's packed weights are used on x86 CPUs only")
+def test_more_rows_than_a_few_and_autocast_keep_f_linear():
+    model = model_of({}, int8=False)
+    src, tgt = batch()
+    rows = torch.arange(3).repeat(6)  # 18 rows: past FEW_ROWS, where oneDNN would compile a kernel per row count
+    assert len(rows) > packed_weights.FEW_ROWS
+    compared = list(steps_of_both(model, decoder_step(model), src[rows], tgt[rows]))
+    assert all(torch.equal(flat, modules) for flat, modules in compared[:3])  # then a reorder leaves 3 rows
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert decoder_step(model).few_rows is None  # oneDNN's products would not follow autocast
+
+
+def test_a_training_runs_validations_decode_without_copies(monkeypatch):
+    from playground.core import decode
+    from playground.core.tokenizer import train_tokenizer
+    from playground.training.evaluation import translation_scores
+
+    pairs = [("a small dog", "ein kleiner hund"), ("a big cat", "eine grosse katze")] * 4
+    tokenizer = train_tokenizer(pairs, vocab_size=50)
+    model = Transformer(tiny_config(src_vocab_size=tokenizer.src_vocab_size,
+                                    tgt_vocab_size=tokenizer.tgt_vocab_size)).eval()
+    asked = []
+    monkeypatch.setattr(decode, "decoder_step", lambda m, copies=True: asked.append(copies) or decoder_step(m, copies))
+    scores, _ = translation_scores(model, tokenizer, pairs, torch.device("cpu"), "fp32")
+    assert asked and not any(asked)  # their kernels would push the training's own out of oneDNN's cache
+    assert decode.translate(model, tokenizer, ["a dog"])[0].text is not None and asked[-1]  # elsewhere they may
