@@ -8,19 +8,23 @@ costs a few µs of Python around operations of 5-30 µs: the module path took 1.
 with the same weights (tests/unit/test_decoder_step.py). A model with hooks on any module decodes through its
 modules, which call them.
 
-On an x86 CPU, a step of a few rows (FEW_ROWS: one sentence, its beams) does its float32 products with oneDNN over
-copies of the weights made for it (core/packed_weights.py), in a half to a sixth of F.linear's time; they then
-differ from the modules' in the last bits (tested within 1e-5).
+On an x86 CPU, a step of a few rows (FEW_ROWS: one sentence, its beams) may do its float32 products with oneDNN over
+copies of the weights made for it (core/packed_weights.py): where they were measured faster on this machine (a half
+to a third of F.linear's time on an AMD EPYC, slower on an Intel Xeon). They then differ from the modules' in the
+last bits (tested within 1e-5).
 """
 
 from __future__ import annotations
 
+import statistics
+import time
 from collections.abc import Callable
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from playground.core import packed_weights
 from playground.core.kv_cache import DecoderState
 from playground.core.model import Transformer
 from playground.core.packed_weights import FEW_ROWS, packed
@@ -32,6 +36,9 @@ Step = Callable[[torch.Tensor, DecoderState], torch.Tensor]  # tokens [B], state
 # the operator itself: the packet's Python __call__ around it adds ~2 µs to each of a step's 19 calls of ~20 µs
 LINEAR_INT8 = getattr(torch.ops.quantized.linear_dynamic, "_op", torch.ops.quantized.linear_dynamic)
 ACTIVATIONS = {nn.ReLU: torch.relu, nn.GELU: F.gelu, nn.SiLU: F.silu}  # what each module's forward calls
+FEW_ROWS_MEASURED = 5  # the rows a step of 2 to FEW_ROWS rows is measured at: one sentence's 5 beams
+CALIBRATION_STEPS = 6  # timed steps of each kind
+COPIES_FASTER: dict[tuple, bool] = {}  # (decoder shapes, rows measured, threads) -> whether the copies were faster
 
 
 def decoder_step(model: Transformer, weight_copies: bool = True) -> Step:
@@ -54,6 +61,12 @@ def linear(layer: nn.Module, copy: bool) -> tuple[Callable, object, object]:
     if weight is not None:
         return packed_linear, weight, layer.bias
     return torch._C._nn.linear, layer.weight, layer.bias
+
+
+def decoder_linears(model: Transformer) -> list[nn.Module]:
+    """The decoder's linear layers and the output projection: the products of a step."""
+    return [linear for layer in model.decoder for linear in (layer.self_attn.qkv, layer.self_attn.out,
+            layer.cross_attn.q, layer.cross_attn.out, layer.ff.up, layer.ff.down)] + [model.output]
 
 
 def products(model: Transformer, copies: bool) -> tuple[list[tuple], tuple]:
@@ -81,25 +94,69 @@ class FlatDecoderStep:
 
     def __init__(self, model: Transformer, weight_copies: bool = True):
         cfg = model.cfg
-        self.n_heads, self.d_model, self.pre = cfg.n_heads, cfg.d_model, cfg.norm_placement == "pre"
+        self.model, self.n_heads, self.d_model, self.pre = model, cfg.n_heads, cfg.d_model, cfg.norm_placement == "pre"
         embed = model.tgt_embed
         self.embedding, self.scale = embed.tokens.weight, embed.scale
         self.positions = embed.positions.weight if hasattr(embed, "positions") else embed.table
         self.final_norm = norm(model.decoder_norm) if self.pre else None
         self.logits_bias = model.final_logits_bias if cfg.final_logits_bias else None
-        self.layers, self.output = products(model, copies=False)
-        # steps of a few rows over oneDNN's copies (F.linear's products follow autocast, theirs would not)
-        copies = weight_copies and not torch.is_autocast_enabled("cpu")
-        self.few_rows = products(model, copies=True) if copies else None
+        self.plain, self.copied = products(model, copies=False), None
+        # F.linear's products follow autocast; oneDNN's over the copies would not
+        self.weight_copies = (weight_copies and packed_weights.AVAILABLE and not torch.is_autocast_enabled("cpu")
+                              and self.embedding.device.type == "cpu")
+        self.shapes = (cfg.d_model, cfg.d_ff, cfg.n_heads, cfg.n_decoder_layers, cfg.tgt_vocab_size, cfg.activation,
+                       cfg.norm_placement)
 
     @torch.inference_mode()
     def __call__(self, tokens: torch.Tensor, state: DecoderState) -> torch.Tensor:
-        """tokens [B] -> next-token logits [B,V]; advances the state. Model.decode_step's operations on [B,D] rows
-        where it has [B,1,D] (the same values in the same layout: each kernel computes what it computes there, and
-        the products skip their reshapes to 2-D and back)."""
+        """tokens [B] -> next-token logits [B,V]; advances the state. Over oneDNN's copies of the weights where they
+        were measured faster for this many rows (copies_pay_off), else over the weights themselves."""
+        if self.weight_copies and tokens.size(0) <= FEW_ROWS and self.copies_pay_off(tokens.size(0)):
+            return self.run(tokens, state, *self.copied)
+        return self.run(tokens, state, *self.plain)
+
+    def copies_pay_off(self, rows: int) -> bool:
+        """Whether a step of `rows` rows was faster over the copies on this machine: measured once per process for a
+        decoder of these shapes, thread count and row class (one row: greedy; a few: one sentence's beams). On an AMD
+        EPYC the copies took a half to a third of F.linear's time; on an Intel Xeon, with the same PyTorch, 1.2-1.6x
+        as long (docs/BENCHMARKS.md, section 2)."""
+        measured = 1 if rows == 1 else FEW_ROWS_MEASURED
+        key = (self.shapes, measured, torch.get_num_threads())
+        faster = COPIES_FASTER.get(key)
+        if faster is None:
+            faster = COPIES_FASTER[key] = self.copies_were_faster(measured)
+        if faster and self.copied is None:
+            self.copied = products(self.model, copies=True)
+        return faster
+
+    @torch.inference_mode()
+    def copies_were_faster(self, rows: int) -> bool:
+        """Time CALIBRATION_STEPS steps of `rows` rows over the copies and over the weights, alternating, on a
+        made-up source; the copies stay only where their median step took under 95% of the other's."""
+        cfg = self.model.cfg
+        src = torch.full((rows, 16), cfg.eos_id, device=self.embedding.device)
+        tokens = torch.full((rows,), cfg.bos_id, device=self.embedding.device)
+        kinds = {"plain": self.plain, "copied": products(self.model, copies=True)}
+        states = {kind: self.model.start_decoding(src, CALIBRATION_STEPS + 2) for kind in kinds}
+        seconds: dict[str, list[float]] = {kind: [] for kind in kinds}
+        for step in range(CALIBRATION_STEPS + 2):  # the first two untimed: oneDNN compiles its kernels at the first
+            for kind, (layers, output) in kinds.items():
+                began = time.perf_counter()
+                self.run(tokens, states[kind], layers, output)
+                if step >= 2:
+                    seconds[kind].append(time.perf_counter() - began)
+        faster = statistics.median(seconds["copied"]) < 0.95 * statistics.median(seconds["plain"])
+        if not faster:
+            for layer in decoder_linears(self.model):
+                packed.release(layer.weight)
+        return faster
+
+    def run(self, tokens: torch.Tensor, state: DecoderState, layers: list[tuple], output: tuple) -> torch.Tensor:
+        """The step over these products (`products`). Model.decode_step's operations on [B,D] rows where it has
+        [B,1,D] (the same values in the same layout: each kernel computes what it computes there, and the products
+        skip their reshapes to 2-D and back)."""
         B, H, D, pre = tokens.size(0), self.n_heads, self.d_model, self.pre
         ln, attend = torch.layer_norm, F.scaled_dot_product_attention
-        layers, output = self.few_rows if self.few_rows and B <= FEW_ROWS else (self.layers, self.output)
         start = state.length
         x = torch.embedding(self.embedding, tokens) * self.scale + self.positions[start]  # [B,D]
         for (qkv, out, cross_q, cross_out, up, act, down, norm1, norm2, norm3), cache, (memory_k, memory_v) in zip(

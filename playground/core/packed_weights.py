@@ -2,16 +2,17 @@
 
 F.linear on a CPU goes to MKL's sgemm, which re-reads the weight in its plain layout at every call. At the one to a
 few hundred rows of a decoding step, oneDNN's product over a copy of the weight reordered into its blocked layout
-took a half to a sixth of MKL's time (small preset, 2 threads: the output projection at beam search's 5 rows, 67
-against 370 µs; an OPUS-MT model's, 2.3 against 14 ms; bench/decode_speed.py, docs/BENCHMARKS.md section 2). The
-results differ from F.linear's in the last bits only.
+took a half to a sixth of MKL's time on an AMD EPYC (small preset, 2 threads: the output projection at beam search's
+5 rows, 67 against 370 µs; an OPUS-MT model's, 2.3 against 14 ms; docs/BENCHMARKS.md section 2). The results differ
+from F.linear's in the last bits only.
 
 A copy costs the weight's bytes again, so the copies one process keeps are bounded (BUDGET_BYTES): past it, a weight
 is used as it is. A copy lives as long as its weight and is made again when the weight has changed in place since
 (an optimizer step, a load): its version counter has moved. oneDNN also compiles a kernel for each number of rows
 it meets, and keeps it (up to ONEDNN_PRIMITIVE_CACHE_CAPACITY): the five shapes of the small preset's decoder took
 37 MB for the row counts 1-16 and 158 MB for 1-64, so the copies serve steps of at most FEW_ROWS rows (one
-sentence and its beams: where MKL is slowest), and larger ones stay with F.linear.
+sentence and its beams: where MKL is slowest), and larger ones stay with F.linear. Not every x86 CPU gains: the
+decoding step uses the copies only where it measured them faster (core/decoder_step.py, copies_pay_off).
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ class PackedWeights:
 
     def __init__(self, budget: int):
         self.budget, self.used = budget, 0
-        self.kept: WeakIdKeyDictionary = WeakIdKeyDictionary()  # weight -> (its version when copied, the copy)
+        # weight -> (its version when copied, the copy, the finalizer that gives its bytes back when the weight goes)
+        self.kept: WeakIdKeyDictionary = WeakIdKeyDictionary()
         self.lock = threading.Lock()
 
     def __call__(self, weight: torch.Tensor) -> torch.Tensor | None:
@@ -54,12 +56,19 @@ class PackedWeights:
             copy = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), FOR_ROWS)
             if kept is None:
                 self.used += size
-                weakref.finalize(weight, self.forget, size)
-            self.kept[weight] = version, copy
+                kept = None, None, weakref.finalize(weight, self.forget, size)
+            self.kept[weight] = version, copy, kept[2]
             return copy
 
+    def release(self, weight: torch.Tensor) -> None:
+        """Drop the copy of `weight`, if any (a step found it no faster)."""
+        with self.lock:
+            kept = self.kept.pop(weight, None)
+        if kept is not None and kept[2].detach() is not None:
+            self.forget(weight.numel() * weight.element_size())
+
     def forget(self, size: int) -> None:
-        """A weight is gone, and its copy with it (the dictionary holds it weakly)."""
+        """A copy is gone: with its weight (the dictionary holds it weakly), or released."""
         with self.lock:
             self.used -= size
 

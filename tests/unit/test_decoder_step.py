@@ -4,8 +4,9 @@ modules' weights, within float32 rounding with oneDNN's packed copies of them.""
 import pytest
 import torch
 
+from playground.core import decoder_step as decoder_step_module
 from playground.core import packed_weights
-from playground.core.decoder_step import FlatDecoderStep, decoder_step
+from playground.core.decoder_step import FlatDecoderStep, decoder_linears, decoder_step
 from playground.core.model import Transformer
 from playground.core.packed_weights import PackedWeights, packed
 from playground.core.quantize import int8_linears
@@ -48,20 +49,55 @@ def test_the_flat_step_equals_the_modules_step_exactly(changes, int8):
         assert torch.equal(flat, modules)
 
 
-@pytest.mark.skipif(not packed_weights.AVAILABLE, reason="oneDNN's packed weights are used on x86 CPUs only")
+ONEDNN = pytest.mark.skipif(not packed_weights.AVAILABLE, reason="oneDNN's copies are made on x86 CPUs only")
+
+
+def copies_measured(monkeypatch, faster: bool) -> list[int]:
+    """Whether the copies pay off, as if measured (here: `faster`); returns the row counts measured."""
+    measured = []
+    monkeypatch.setattr(decoder_step_module, "COPIES_FASTER", {})
+    monkeypatch.setattr(FlatDecoderStep, "copies_were_faster", lambda step, rows: measured.append(rows) or faster)
+    return measured
+
+
+@ONEDNN
 @pytest.mark.parametrize("changes", VARIANTS)
-def test_with_packed_weights_the_step_equals_the_modules_step_within_rounding(changes):
+def test_over_the_copies_the_step_equals_the_modules_step_within_rounding(changes, monkeypatch):
+    copies_measured(monkeypatch, faster=True)
     model = model_of(changes, int8=False)
     src, tgt = batch()
     step = decoder_step(model)
-    assert step.few_rows[1][0] is packed_weights.linear  # at a few rows the products go to oneDNN
     for flat, modules in steps_of_both(model, step, src, tgt):
         torch.testing.assert_close(flat, modules, rtol=1e-5, atol=1e-5)
         assert torch.equal(flat.argmax(-1), modules.argmax(-1))
+    assert step.copied[1][0] is packed_weights.linear  # the products went to oneDNN
 
 
-@pytest.mark.skipif(not packed_weights.AVAILABLE, reason="oneDNN's packed weights are used on x86 CPUs only")
-def test_a_weight_is_packed_once_and_again_after_it_changes_in_place():
+@ONEDNN
+def test_the_copies_are_used_only_where_they_were_measured_faster(monkeypatch):
+    measured = copies_measured(monkeypatch, faster=False)
+    model = model_of({}, int8=False)
+    src, tgt = batch()
+    for flat, modules in steps_of_both(model, decoder_step(model), src, tgt):
+        assert torch.equal(flat, modules)  # F.linear's products, bit for bit
+    step, flat, modules = decoder_step(model), model.start_decoding(src[:1], 3), model.start_decoding(src[:1], 3)
+    for t in range(3):
+        assert torch.equal(step(tgt[:1, t], flat), model.decode_step(tgt[:1, t], modules))
+    assert measured == [5, 1]  # once per row class in a process: 3 rows are measured as a beam's 5, then 1 row
+
+
+@ONEDNN
+def test_a_measurement_keeps_the_copies_only_if_they_were_faster():
+    model = model_of({}, int8=False)
+    step = decoder_step(model)
+    faster = step.copies_were_faster(5)  # this machine's answer, either way
+    kept = [packed.kept.get(layer.weight) is not None for layer in decoder_linears(model)]
+    assert all(kept) if faster else not any(kept)
+
+
+@ONEDNN
+def test_a_weight_is_packed_once_and_again_after_it_changes_in_place(monkeypatch):
+    copies_measured(monkeypatch, faster=True)
     model = model_of({}, int8=False)
     weight = model.output.weight
     first = packed(weight)
@@ -80,7 +116,7 @@ def test_a_weight_is_packed_once_and_again_after_it_changes_in_place():
     assert packed(weight.double()) is None
 
 
-@pytest.mark.skipif(not packed_weights.AVAILABLE, reason="oneDNN's packed weights are used on x86 CPUs only")
+@ONEDNN
 def test_copies_stay_within_their_budget_and_leave_with_their_weights():
     copies = PackedWeights(budget=3 * 4 * 100)  # three 10 x 10 float32 weights
     weights = [torch.nn.Parameter(torch.randn(10, 10)) for _ in range(4)]
@@ -89,7 +125,11 @@ def test_copies_stay_within_their_budget_and_leave_with_their_weights():
     assert copies(weights[3]) is None  # past the budget: used as it is
     del weights[0]  # a model let go: its copies with it
     assert copies.used == 800
-    assert copies(weights[2]) is not None  # now it fits
+    copies.release(weights[1])  # found no faster
+    assert copies.used == 400 and weights[1] not in copies.kept
+    del weights[1]
+    assert copies.used == 400  # counted once
+    assert copies(weights[1]) is not None  # the fourth fits now
 
 
 def test_at_batch_1_without_a_source_mask():
@@ -112,8 +152,9 @@ def test_hooks_and_training_keep_the_modules_path():
     assert decoder_step(model.train()) == model.decode_step  # dropout is on
 
 
-@pytest.mark.skipif(not packed_weights.AVAILABLE, reason="oneDNN's packed weights are used on x86 CPUs only")
-def test_more_rows_than_a_few_and_autocast_keep_f_linear():
+@ONEDNN
+def test_more_rows_than_a_few_and_autocast_keep_f_linear(monkeypatch):
+    copies_measured(monkeypatch, faster=True)
     model = model_of({}, int8=False)
     src, tgt = batch()
     rows = torch.arange(3).repeat(6)  # 18 rows: past FEW_ROWS, where oneDNN would compile a kernel per row count
@@ -121,7 +162,7 @@ def test_more_rows_than_a_few_and_autocast_keep_f_linear():
     compared = list(steps_of_both(model, decoder_step(model), src[rows], tgt[rows]))
     assert all(torch.equal(flat, modules) for flat, modules in compared[:3])  # then a reorder leaves 3 rows
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        assert decoder_step(model).few_rows is None  # oneDNN's products would not follow autocast
+        assert not decoder_step(model).weight_copies  # oneDNN's products would not follow autocast
 
 
 def test_a_training_runs_validations_decode_without_copies(monkeypatch):
