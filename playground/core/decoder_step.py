@@ -104,8 +104,9 @@ class FlatDecoderStep:
         # F.linear's products follow autocast; oneDNN's over the copies would not
         self.weight_copies = (weight_copies and packed_weights.AVAILABLE and not torch.is_autocast_enabled("cpu")
                               and self.embedding.device.type == "cpu")
+        weights = "int8" if isinstance(model.output, Int8Linear) else str(model.output.weight.dtype)
         self.shapes = (cfg.d_model, cfg.d_ff, cfg.n_heads, cfg.n_decoder_layers, cfg.tgt_vocab_size, cfg.activation,
-                       cfg.norm_placement)
+                       cfg.norm_placement, weights)
 
     @torch.inference_mode()
     def __call__(self, tokens: torch.Tensor, state: DecoderState) -> torch.Tensor:
@@ -134,12 +135,15 @@ class FlatDecoderStep:
         """Time CALIBRATION_STEPS steps of `rows` rows over the copies and over the weights, alternating, on a
         made-up source; the copies stay only where their median step took under 95% of the other's."""
         cfg = self.model.cfg
-        src = torch.full((rows, 16), cfg.eos_id, device=self.embedding.device)
+        steps = min(CALIBRATION_STEPS + 2, cfg.max_positions - 1)  # the first two untimed: oneDNN compiles at first
+        if steps < 4 or all(isinstance(layer, Int8Linear) for layer in decoder_linears(self.model)):
+            return False  # a toy model of a few positions, or int8 weights: nothing to measure
+        src = torch.full((rows, min(16, cfg.max_positions)), cfg.eos_id, device=self.embedding.device)
         tokens = torch.full((rows,), cfg.bos_id, device=self.embedding.device)
         kinds = {"plain": self.plain, "copied": products(self.model, copies=True)}
-        states = {kind: self.model.start_decoding(src, CALIBRATION_STEPS + 2) for kind in kinds}
+        states = {kind: self.model.start_decoding(src, steps) for kind in kinds}
         seconds: dict[str, list[float]] = {kind: [] for kind in kinds}
-        for step in range(CALIBRATION_STEPS + 2):  # the first two untimed: oneDNN compiles its kernels at the first
+        for step in range(steps):
             for kind, (layers, output) in kinds.items():
                 began = time.perf_counter()
                 self.run(tokens, states[kind], layers, output)

@@ -87,6 +87,18 @@ def test_the_copies_are_used_only_where_they_were_measured_faster(monkeypatch):
 
 
 @ONEDNN
+@pytest.mark.parametrize("positions", [4, 10])
+def test_a_model_of_few_positions_is_measured_within_them(positions, monkeypatch):
+    monkeypatch.setattr(decoder_step_module, "COPIES_FASTER", {})
+    model = model_of({"max_positions": positions}, int8=False)
+    src, tgt = batch()
+    src = src[:, :positions]
+    step, flat, modules = decoder_step(model), model.start_decoding(src, 2), model.start_decoding(src, 2)
+    torch.testing.assert_close(step(tgt[:, 0], flat), model.decode_step(tgt[:, 0], modules), rtol=1e-5, atol=1e-5)
+    assert len(decoder_step_module.COPIES_FASTER) == 1  # measured (or, at 4 positions, settled without copies)
+
+
+@ONEDNN
 def test_a_measurement_keeps_the_copies_only_if_they_were_faster():
     model = model_of({}, int8=False)
     step = decoder_step(model)
@@ -179,3 +191,19 @@ def test_a_training_runs_validations_decode_without_copies(monkeypatch):
     scores, _ = translation_scores(model, tokenizer, pairs, torch.device("cpu"), "fp32")
     assert asked and not any(asked)  # their kernels would push the training's own out of oneDNN's cache
     assert decode.translate(model, tokenizer, ["a dog"])[0].text is not None and asked[-1]  # elsewhere they may
+
+
+@ONEDNN
+def test_an_int8_model_is_not_measured_and_leaves_its_float32_twin_measured_apart(monkeypatch):
+    measured = []
+    monkeypatch.setattr(decoder_step_module, "COPIES_FASTER", {})
+    real = FlatDecoderStep.copies_were_faster
+    monkeypatch.setattr(FlatDecoderStep, "copies_were_faster",
+                        lambda step, rows: measured.append(rows) or real(step, rows))
+    src, tgt = batch()
+    for int8 in (True, False):
+        model = model_of({}, int8=int8)
+        decoder_step(model)(tgt[:, 0], model.start_decoding(src, 2))
+    assert measured == [5, 5]  # the same shapes, two kinds of weights: two answers
+    answers = {key[0][-1]: faster for key, faster in decoder_step_module.COPIES_FASTER.items()}
+    assert set(answers) == {"int8", "torch.float32"} and answers["int8"] is False  # int8: nothing to copy
