@@ -17,6 +17,7 @@ last bits (tested within 1e-5).
 from __future__ import annotations
 
 import statistics
+import threading
 import time
 from collections.abc import Callable
 
@@ -39,6 +40,7 @@ ACTIVATIONS = {nn.ReLU: torch.relu, nn.GELU: F.gelu, nn.SiLU: F.silu}  # what ea
 FEW_ROWS_MEASURED = 5  # the rows a step of 2 to FEW_ROWS rows is measured at: one sentence's 5 beams
 CALIBRATION_STEPS = 6  # timed steps of each kind
 COPIES_FASTER: dict[tuple, bool] = {}  # (decoder shapes, rows measured, threads) -> whether the copies were faster
+MEASURING = threading.Lock()
 
 
 def decoder_step(model: Transformer, weight_copies: bool = True) -> Step:
@@ -83,6 +85,12 @@ def products(model: Transformer, copies: bool) -> tuple[list[tuple], tuple]:
     return layers, product(model.output)
 
 
+def uses_copies(step_products: tuple[list[tuple], tuple]) -> bool:
+    """Whether any of these products (`products`) goes over a oneDNN copy."""
+    layers, output = step_products
+    return any(product[0] is packed_linear for layer in layers for product in (*layer[:5], layer[6], output))
+
+
 def norm(layer: nn.LayerNorm) -> tuple:
     """torch.layer_norm's arguments after the input."""
     return layer.normalized_shape, layer.weight, layer.bias, layer.eps
@@ -90,7 +98,8 @@ def norm(layer: nn.LayerNorm) -> tuple:
 
 class FlatDecoderStep:
     """One decoding step as a flat function of tensor operations (see the module's docstring); the weights are the
-    model's own tensors, so it sees every in-place change to them, but not a module replaced after it was made."""
+    model's own tensors, so it sees every in-place change to them (not its oneDNN copies, made when they first serve
+    it: one step object serves one search), nor a module replaced after it was made."""
 
     def __init__(self, model: Transformer, weight_copies: bool = True):
         cfg = model.cfg
@@ -125,33 +134,44 @@ class FlatDecoderStep:
         key = (self.shapes, measured, torch.get_num_threads())
         faster = COPIES_FASTER.get(key)
         if faster is None:
-            faster = COPIES_FASTER[key] = self.copies_were_faster(measured)
+            with MEASURING:  # one measurement at a time: two at once would time each other
+                faster = COPIES_FASTER.get(key)
+                if faster is None:
+                    faster = self.copies_were_faster(measured)
+                    if faster is not None:  # None: no copy could be made (the budget spent): ask again later
+                        COPIES_FASTER[key] = faster
         if faster and self.copied is None:
             self.copied = products(self.model, copies=True)
-        return faster
+        return bool(faster)
 
     @torch.inference_mode()
-    def copies_were_faster(self, rows: int) -> bool:
+    def copies_were_faster(self, rows: int) -> bool | None:
         """Time CALIBRATION_STEPS steps of `rows` rows over the copies and over the weights, alternating, on a
-        made-up source; the copies stay only where their median step took under 95% of the other's."""
+        made-up source; the copies stay only where their median step took under 95% of the other's. None where no
+        copy could be made."""
         cfg = self.model.cfg
         steps = min(CALIBRATION_STEPS + 2, cfg.max_positions - 1)  # the first two untimed: oneDNN compiles at first
         if steps < 4 or all(isinstance(layer, Int8Linear) for layer in decoder_linears(self.model)):
             return False  # a toy model of a few positions, or int8 weights: nothing to measure
+        kinds = {"plain": self.plain, "copied": products(self.model, copies=True)}
+        if not uses_copies(kinds["copied"]):
+            return None
         src = torch.full((rows, min(16, cfg.max_positions)), cfg.eos_id, device=self.embedding.device)
         tokens = torch.full((rows,), cfg.bos_id, device=self.embedding.device)
-        kinds = {"plain": self.plain, "copied": products(self.model, copies=True)}
-        states = {kind: self.model.start_decoding(src, steps) for kind in kinds}
         seconds: dict[str, list[float]] = {kind: [] for kind in kinds}
-        for step in range(steps):
-            for kind, (layers, output) in kinds.items():
-                began = time.perf_counter()
-                self.run(tokens, states[kind], layers, output)
-                if step >= 2:
-                    seconds[kind].append(time.perf_counter() - began)
-        faster = statistics.median(seconds["copied"]) < 0.95 * statistics.median(seconds["plain"])
-        if not faster:
-            for layer in decoder_linears(self.model):
+        try:
+            states = {kind: self.model.start_decoding(src, steps) for kind in kinds}
+            for step in range(steps):
+                for kind, (layers, output) in kinds.items():
+                    began = time.perf_counter()
+                    self.run(tokens, states[kind], layers, output)
+                    if step >= 2:
+                        seconds[kind].append(time.perf_counter() - began)
+            faster = statistics.median(seconds["copied"]) < 0.95 * statistics.median(seconds["plain"])
+        except (RuntimeError, MemoryError):  # oneDNN out of memory under a worker's limit: F.linear does without
+            faster = False
+        if not faster and not any(yes for key, yes in COPIES_FASTER.items() if key[0] == self.shapes):
+            for layer in decoder_linears(self.model):  # used by no row class of these shapes
                 packed.release(layer.weight)
         return faster
 

@@ -37,40 +37,54 @@ class PackedWeights:
 
     def __init__(self, budget: int):
         self.budget, self.used = budget, 0
-        # weight -> (its version when copied, the copy, the finalizer that gives its bytes back when the weight goes)
+        # weight -> (its version, storage and shape when copied, the copy); held weakly: gone with the weight
         self.kept: WeakIdKeyDictionary = WeakIdKeyDictionary()
-        self.lock = threading.Lock()
+        self.sizes: dict[int, int] = {}  # id(weight) -> the bytes of its copy, counted in `used`
+        self.watched: set[int] = set()  # id(weight) of the weights whose end is watched (gone)
+        # reentrant: a weight's finalizer (forget) can run in this thread whenever an allocation starts a collection
+        self.lock = threading.RLock()
 
     def __call__(self, weight: torch.Tensor) -> torch.Tensor | None:
         """`weight` [out, in] reordered for `linear`, or None where no copy applies: not a float32 CPU weight, no
-        oneDNN, an inference tensor (it has no version counter to check), or the budget spent."""
+        oneDNN, an inference tensor (it has no version counter to check), the budget spent, or oneDNN failed."""
         if not AVAILABLE or weight.device.type != "cpu" or weight.dtype != torch.float32 or weight.is_inference():
             return None
-        version, size = weight._version, weight.numel() * weight.element_size()
+        # `weight.data = ...` and `.half().float()` replace the storage without moving the version
+        stamp, size = (weight._version, weight.data_ptr(), tuple(weight.shape)), weight.numel() * weight.element_size()
         with self.lock:  # one thread makes a copy, the others wait for it rather than make their own
             kept = self.kept.get(weight)
-            if kept is not None and kept[0] == version:
+            if kept is not None and kept[0] == stamp:
                 return kept[1]
-            if kept is None and self.used + size > self.budget:
+            self.release(weight)  # a stale copy, if any
+            if self.used + size > self.budget:
                 return None
-            copy = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), FOR_ROWS)
-            if kept is None:
-                self.used += size
-                kept = None, None, weakref.finalize(weight, self.forget, size)
-            self.kept[weight] = version, copy, kept[2]
+            try:
+                copy = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), FOR_ROWS)
+            except (RuntimeError, MemoryError):  # out of memory under a worker's limit: F.linear does without
+                return None
+            self.kept[weight], self.sizes[id(weight)] = (stamp, copy), size
+            self.used += size
+            if id(weight) not in self.watched:
+                self.watched.add(id(weight))
+                weakref.finalize(weight, self.gone, id(weight))
             return copy
 
     def release(self, weight: torch.Tensor) -> None:
-        """Drop the copy of `weight`, if any (a step found it no faster)."""
+        """Drop the copy of `weight`, if any (stale, or found no faster)."""
         with self.lock:
-            kept = self.kept.pop(weight, None)
-        if kept is not None and kept[2].detach() is not None:
-            self.forget(weight.numel() * weight.element_size())
+            self.kept.pop(weight, None)
+            self.forget(id(weight))
 
-    def forget(self, size: int) -> None:
-        """A copy is gone: with its weight (the dictionary holds it weakly), or released."""
+    def forget(self, weight_id: int) -> None:
+        """The bytes of a copy no longer kept."""
         with self.lock:
-            self.used -= size
+            self.used -= self.sizes.pop(weight_id, 0)
+
+    def gone(self, weight_id: int) -> None:
+        """A weight is gone, and its copy with it (the dictionary holds it weakly)."""
+        with self.lock:
+            self.watched.discard(weight_id)
+            self.forget(weight_id)
 
 
 packed = PackedWeights(BUDGET_BYTES)

@@ -1,6 +1,9 @@
 """The flat decoding step (core/decoder_step.py) computes what the model's modules compute: bit for bit with the
 modules' weights, within float32 rounding with oneDNN's packed copies of them."""
 
+import gc
+import threading
+
 import pytest
 import torch
 
@@ -207,3 +210,60 @@ def test_an_int8_model_is_not_measured_and_leaves_its_float32_twin_measured_apar
     assert measured == [5, 5]  # the same shapes, two kinds of weights: two answers
     answers = {key[0][-1]: faster for key, faster in decoder_step_module.COPIES_FASTER.items()}
     assert set(answers) == {"int8", "torch.float32"} and answers["int8"] is False  # int8: nothing to copy
+
+
+@ONEDNN
+def test_a_weight_collected_while_a_copy_is_made_does_not_deadlock():
+    copies = PackedWeights(budget=10**8)
+
+    class Holder:
+        pass
+
+    def copy_while_collecting():
+        for _ in range(20):  # weights in reference cycles: only a collection frees them, and their finalizers run
+            holder = Holder()
+            holder.weight, holder.me = torch.nn.Parameter(torch.randn(8, 8)), holder
+            copies(holder.weight)
+            del holder
+        other, threshold = torch.nn.Parameter(torch.randn(8, 8)), gc.get_threshold()
+        gc.set_threshold(1)  # a collection at (almost) every allocation, inside the copies' lock too
+        try:
+            for _ in range(200):
+                with torch.no_grad():
+                    other.add_(0)  # a new version: a new copy each time
+                copies(other)
+        finally:
+            gc.set_threshold(*threshold)
+        gc.collect()
+        assert copies.used == 8 * 8 * 4  # only `other` is left
+
+    worker = threading.Thread(target=copy_while_collecting, daemon=True)
+    worker.start()
+    worker.join(60)
+    assert not worker.is_alive()
+
+
+@ONEDNN
+def test_a_weight_whose_storage_is_replaced_gets_a_new_copy():
+    copies = PackedWeights(budget=10**8)
+    weight = torch.nn.Parameter(torch.randn(6, 4))
+    first = copies(weight)
+    weight.data = torch.randn(10, 4)  # `.half().float()` does this: the version stays
+    second = copies(weight)
+    assert second is not first and copies.used == 10 * 4 * 4
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(packed_weights.linear(x, second, None), x @ weight.detach().T)
+
+
+@ONEDNN
+def test_with_no_copy_possible_the_answer_is_left_for_later(monkeypatch):
+    monkeypatch.setattr(decoder_step_module, "COPIES_FASTER", {})
+    monkeypatch.setattr(packed, "budget", packed.used)  # spent
+    model = model_of({}, int8=False)
+    src, tgt = batch()
+    step = decoder_step(model)
+    step(tgt[:, 0], model.start_decoding(src, 2))
+    assert decoder_step_module.COPIES_FASTER == {}  # not "slower" for good: asked again once copies can be made
+    monkeypatch.setattr(packed, "budget", packed.used + 10**8)
+    decoder_step(model)(tgt[:, 0], model.start_decoding(src, 2))
+    assert len(decoder_step_module.COPIES_FASTER) == 1
