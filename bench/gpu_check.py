@@ -224,7 +224,8 @@ def small_preset_run(data: str | None, device: torch.device, seed: int, minutes:
     result["package"] = str(out_dir)
     if device.type == "cuda":
         package = load_package(out_dir)
-        estimate = training_memory_bytes(package.model.cfg, cfg.batch_tokens, summary.get("precision", "fp32"))
+        estimate = training_memory_bytes(package.model.cfg, cfg.batch_tokens, summary.get("precision", "fp32"),
+                                         device.type)
         result |= {"peak_cuda_allocated_mb": torch.cuda.max_memory_allocated(device) / MB,
                    "memory_estimate_mb": estimate / MB}
     return result

@@ -30,14 +30,22 @@ ONEDNN_KERNELS_KEPT = "512"
 # the whole process. Measured under `ulimit -v`; at most 72 bytes per asked token.
 TOKENIZER_BYTES_PER_TOKEN = 72
 BYTES = 4  # fp32 master weights, gradients, Adam moments and logits (the loss is computed in fp32)
+LOSS_CHUNK_ROWS = 256  # logit rows the loss turns to float32 at a time on a CPU (8 MB at an 8k vocabulary)
+# On a GPU memory is not what binds a small model's step: the host thread launching kernels is, and each chunk is a
+# dozen launches. Chunks of 256 rows left the small preset's step at 0.92x the fair baseline's speed on an H200; whole
+# (one chunk) it ran at 1.11-1.20x (docs/BENCHMARKS.md, section 10). A chunk there holds up to this many bytes.
+GPU_LOSS_CHUNK_BYTES = 256 * 2**20
 HEADROOM = 0.9  # leave a tenth of the free memory to the rest of the process
 
 
-def training_memory_bytes(cfg: TransformerConfig, batch_tokens: int, precision: str = "fp32") -> int:
+def training_memory_bytes(cfg: TransformerConfig, batch_tokens: int, precision: str = "fp32",
+                          device_type: str = "cpu") -> int:
     """Weights + gradients + Adam's two moments, plus the activations kept for the backward pass of one batch
     (batch_tokens source + target tokens): per layer the sublayer inputs/outputs, the feed-forward hidden units and
-    the attention weights (for sentences of up to 128 tokens, or max_positions when fewer), and the logits over the
-    target vocabulary with their softmax and gradient."""
+    the attention weights (for sentences of up to 128 tokens, or max_positions when fewer), the logits over the
+    target vocabulary with their softmax and gradient, and the chunk of them the loss holds in float32 on this
+    device type (loss_chunk_rows: on a GPU the small preset's whole batch, 79 MB, which the estimate missed: its peak
+    on an H200 was 713 MB against 663 estimated; docs/BENCHMARKS.md section 10)."""
     states = 4 * cfg.num_parameters() * BYTES
     half = batch_tokens // 2  # about half of a batch's tokens are on each side
     d, f, h, length = cfg.d_model, cfg.d_ff, cfg.n_heads, min(cfg.max_positions, 128)
@@ -45,7 +53,16 @@ def training_memory_bytes(cfg: TransformerConfig, batch_tokens: int, precision: 
     activations = half * (cfg.n_encoder_layers * per_token["encoder"] + cfg.n_decoder_layers * per_token["decoder"])
     activation_bytes = 2 if precision in ("bf16", "fp16") else 4  # autocast keeps matmul outputs in 16 bits
     logits = 3 * half * cfg.tgt_vocab_size
-    return states + activations * activation_bytes + (logits + position_table(cfg)) * BYTES
+    loss_chunk = min(half, loss_chunk_rows(cfg.tgt_vocab_size, device_type)) * cfg.tgt_vocab_size
+    return states + activations * activation_bytes + (logits + loss_chunk + position_table(cfg)) * BYTES
+
+
+def loss_chunk_rows(vocab_size: int, device_type: str) -> int:
+    """Rows of logits the loss (training/loss.py) turns to float32 at a time on a device of this type: LOSS_CHUNK_ROWS
+    on a CPU, up to GPU_LOSS_CHUNK_BYTES of them on a GPU."""
+    if device_type == "cpu":
+        return LOSS_CHUNK_ROWS
+    return max(LOSS_CHUNK_ROWS, GPU_LOSS_CHUNK_BYTES // (4 * vocab_size))
 
 
 def position_table(cfg: TransformerConfig) -> int:
@@ -117,7 +134,7 @@ def check_training_fits(cfg: TransformerConfig, batch_tokens: int, device: torch
     check_parameter_limit(cfg.num_parameters())
     check_shape_limits(cfg)
     free = free_memory_bytes(device)
-    need = training_memory_bytes(cfg, batch_tokens, precision)
+    need = training_memory_bytes(cfg, batch_tokens, precision, device.type)
     if free is not None and need > HEADROOM * free:
         raise TrainingError(
             f"This run needs about {need / GB:.1f} GB but {device.type} has {free / GB:.1f} GB free: lower batch "

@@ -8,18 +8,12 @@ from __future__ import annotations
 
 import torch
 
-CHUNK_ROWS = 256  # logit rows turned to float32 at a time on a CPU (8 MB at an 8k vocabulary)
-# On a GPU memory is not what binds a small model's step: the host thread launching kernels is, and each chunk is a
-# dozen launches. Chunks of 256 rows left the small preset's step at 0.92x the fair baseline's speed on an H200; whole
-# (one chunk) it ran at 1.11-1.20x (docs/BENCHMARKS.md, section 10). A chunk there holds up to this many bytes.
-GPU_CHUNK_BYTES = 256 * 2**20
+from playground.runtime.memory import loss_chunk_rows
 
 
 def chunk_rows_for(logits: torch.Tensor) -> int:
-    """Rows of logits [N,V] the loss turns to float32 at a time on their device."""
-    if logits.device.type == "cpu":
-        return CHUNK_ROWS
-    return max(CHUNK_ROWS, GPU_CHUNK_BYTES // (4 * logits.size(-1)))
+    """Rows of logits [N,V] the loss turns to float32 at a time on their device (runtime.memory.loss_chunk_rows)."""
+    return loss_chunk_rows(logits.size(-1), logits.device.type)
 
 
 def smoothed_loss_sum(logits: torch.Tensor, target: torch.Tensor, smoothing: float, pad_id: int,

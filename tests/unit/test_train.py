@@ -221,6 +221,15 @@ def test_settings_errors_are_clear():
         Trainer(tiny_cfg(d_model=30, n_heads=4), DATA, "unused")
 
 
+def test_the_memory_estimate_counts_the_float32_chunk_the_loss_holds_on_its_device():
+    small = TransformerConfig(src_vocab_size=8000, tgt_vocab_size=8000, d_model=256, n_heads=8, n_encoder_layers=3,
+                              n_decoder_layers=3, d_ff=1024)
+    on_cpu, on_gpu = (memory.training_memory_bytes(small, 4952, "fp32", kind) for kind in ("cpu", "cuda"))
+    # on a GPU the loss takes the batch's 2,476 target rows in one chunk, on a CPU 256 at a time (chunk_rows_for)
+    assert on_gpu - on_cpu == (2476 - 256) * 8000 * 4
+    assert chunk_rows_for(torch.empty(2476, 8000, device="meta")) >= 2476
+
+
 def test_a_run_that_cannot_fit_in_memory_is_refused_before_it_starts(tmp_path, monkeypatch):
 
     base = TransformerConfig(src_vocab_size=37000, tgt_vocab_size=37000)  # the paper's base model
