@@ -13,6 +13,7 @@ import pytest
 from helpers import REPO, TINY_MODEL_FLAGS
 
 from playground.packages.store import list_packages, load_package
+from playground.packages.sweep import sweep_leftovers
 
 
 def write_pairs(path: Path, n: int = 60) -> Path:
@@ -48,6 +49,8 @@ def test_training_killed_hard_leaves_a_package_that_loads_and_resumes(tmp_path):
         time.sleep(1.0 + rng.random())
         proc.send_signal(signal.SIGKILL)
         proc.wait()
+        # a kill between a save's two renames leaves .run.old: what the app's start and --resume do first puts it back
+        sweep_leftovers(out.parent)
         packages = list_packages(out.parent)
         assert packages == [out], f"attempt {attempt}: {list(out.parent.iterdir())}"
         assert load_package(out).training["steps"] >= 1
@@ -57,3 +60,20 @@ def test_training_killed_hard_leaves_a_package_that_loads_and_resumes(tmp_path):
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.strip().splitlines()[-1])["steps"] == steps_before + 3
+
+
+@pytest.mark.slow
+def test_a_resume_puts_back_a_package_killed_between_the_two_renames_of_its_save(tmp_path):
+    data = write_pairs(tmp_path / "pairs.tsv")
+    out = tmp_path / "models" / "run"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    first = subprocess.run(train_command(data, out, "--max-steps", "2"), cwd=tmp_path, env=env, capture_output=True,
+                           text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    os.replace(out, out.with_name(".run.old"))  # where a SIGKILL between the renames leaves it
+    assert list_packages(out.parent) == []
+    result = subprocess.run(train_command(data, out, "--max-steps", "1", "--resume", str(out), "--json"),
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.strip().splitlines()[-1])["steps"] == 3
+    assert list_packages(out.parent) == [out] and not out.with_name(".run.old").exists()
