@@ -65,30 +65,30 @@ def linear(layer: nn.Module, copy: bool) -> tuple[Callable, object, object]:
     return torch._C._nn.linear, layer.weight, layer.bias
 
 
+def layer_linears(layer: nn.Module) -> tuple[nn.Module, ...]:
+    """A decoder layer's linear layers, in the order its products come in `products`."""
+    return (layer.self_attn.qkv, layer.self_attn.out, layer.cross_attn.q, layer.cross_attn.out, layer.ff.up,
+            layer.ff.down)
+
+
 def decoder_linears(model: Transformer) -> list[nn.Module]:
     """The decoder's linear layers and the output projection: the products of a step."""
-    return [linear for layer in model.decoder for linear in (layer.self_attn.qkv, layer.self_attn.out,
-            layer.cross_attn.q, layer.cross_attn.out, layer.ff.up, layer.ff.down)] + [model.output]
+    return [module for layer in model.decoder for module in layer_linears(layer)] + [model.output]
 
 
 def products(model: Transformer, copies: bool) -> tuple[list[tuple], tuple]:
-    """Per decoder layer, what FlatDecoderStep calls (products, activation, layer norms), and the output projection;
-    with `copies`, the products over oneDNN's copies where they apply."""
-    def product(layer: nn.Module) -> tuple[Callable, object, object]:
-        return linear(layer, copies)
-
-    layers = [(product(layer.self_attn.qkv), product(layer.self_attn.out), product(layer.cross_attn.q),
-               product(layer.cross_attn.out), product(layer.ff.up), ACTIVATIONS[type(layer.ff.act)],
-               product(layer.ff.down), norm(layer.self_block.norm), norm(layer.cross_block.norm),
-               norm(layer.ff_block.norm))
+    """Per decoder layer, what FlatDecoderStep.run calls (its six products, the activation, the three layer norms),
+    and the output projection; with `copies`, the products over oneDNN's copies where they apply."""
+    layers = [(*(linear(module, copies) for module in layer_linears(layer)), ACTIVATIONS[type(layer.ff.act)],
+               norm(layer.self_block.norm), norm(layer.cross_block.norm), norm(layer.ff_block.norm))
               for layer in model.decoder]
-    return layers, product(model.output)
+    return layers, linear(model.output, copies)
 
 
 def uses_copies(step_products: tuple[list[tuple], tuple]) -> bool:
     """Whether any of these products (`products`) goes over a oneDNN copy."""
     layers, output = step_products
-    return any(product[0] is packed_linear for layer in layers for product in (*layer[:5], layer[6], output))
+    return any(product[0] is packed_linear for layer in layers for product in (*layer[:6], output))
 
 
 def norm(layer: nn.LayerNorm) -> tuple:
@@ -170,7 +170,9 @@ class FlatDecoderStep:
             faster = statistics.median(seconds["copied"]) < 0.95 * statistics.median(seconds["plain"])
         except (RuntimeError, MemoryError):  # oneDNN out of memory under a worker's limit: F.linear does without
             faster = False
-        if not faster and not any(yes for key, yes in COPIES_FASTER.items() if key[0] == self.shapes):
+        if faster:
+            self.copied = kinds["copied"]
+        elif not any(yes for key, yes in COPIES_FASTER.items() if key[0] == self.shapes):
             for layer in decoder_linears(self.model):  # used by no row class of these shapes
                 packed.release(layer.weight)
         return faster
@@ -183,7 +185,7 @@ class FlatDecoderStep:
         ln, attend = torch.layer_norm, F.scaled_dot_product_attention
         start = state.length
         x = torch.embedding(self.embedding, tokens) * self.scale + self.positions[start]  # [B,D]
-        for (qkv, out, cross_q, cross_out, up, act, down, norm1, norm2, norm3), cache, (memory_k, memory_v) in zip(
+        for (qkv, out, cross_q, cross_out, up, down, act, norm1, norm2, norm3), cache, (memory_k, memory_v) in zip(
                 layers, state.caches, state.memory_kv):
             # self-attention over the cache (SelfAttention.forward with a cache)
             h = ln(x, *norm1) if pre else x

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import platform
 import threading
-import weakref
 
 import torch
 from torch.utils.weak import WeakIdKeyDictionary
@@ -36,13 +35,16 @@ class PackedWeights:
     """The copies one process keeps: weight -> its copy, made on first use, within `budget` bytes."""
 
     def __init__(self, budget: int):
-        self.budget, self.used = budget, 0
-        # weight -> (its version, storage and shape when copied, the copy); held weakly: gone with the weight
+        self.budget = budget
+        # weight -> (its version, storage and shape when copied, the copy, its bytes); held weakly: an entry goes with
+        # its weight, and with it the bytes `used` counts
         self.kept: WeakIdKeyDictionary = WeakIdKeyDictionary()
-        self.sizes: dict[int, int] = {}  # id(weight) -> the bytes of its copy, counted in `used`
-        self.watched: set[int] = set()  # id(weight) of the weights whose end is watched (gone)
-        # reentrant: a weight's finalizer (forget) can run in this thread whenever an allocation starts a collection
-        self.lock = threading.RLock()
+        self.lock = threading.Lock()
+
+    @property
+    def used(self) -> int:
+        """The bytes of the copies kept."""
+        return sum(size for _, _, size in list(self.kept.values()))
 
     def __call__(self, weight: torch.Tensor) -> torch.Tensor | None:
         """`weight` [out, in] reordered for `linear`, or None where no copy applies: not a float32 CPU weight, no
@@ -55,36 +57,20 @@ class PackedWeights:
             kept = self.kept.get(weight)
             if kept is not None and kept[0] == stamp:
                 return kept[1]
-            self.release(weight)  # a stale copy, if any
+            self.kept.pop(weight, None)  # a stale copy
             if self.used + size > self.budget:
                 return None
             try:
                 copy = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), FOR_ROWS)
             except (RuntimeError, MemoryError):  # out of memory under a worker's limit: F.linear does without
                 return None
-            self.kept[weight], self.sizes[id(weight)] = (stamp, copy), size
-            self.used += size
-            if id(weight) not in self.watched:
-                self.watched.add(id(weight))
-                weakref.finalize(weight, self.gone, id(weight))
+            self.kept[weight] = stamp, copy, size
             return copy
 
     def release(self, weight: torch.Tensor) -> None:
-        """Drop the copy of `weight`, if any (stale, or found no faster)."""
+        """Drop the copy of `weight`, if any (found no faster)."""
         with self.lock:
             self.kept.pop(weight, None)
-            self.forget(id(weight))
-
-    def forget(self, weight_id: int) -> None:
-        """The bytes of a copy no longer kept."""
-        with self.lock:
-            self.used -= self.sizes.pop(weight_id, 0)
-
-    def gone(self, weight_id: int) -> None:
-        """A weight is gone, and its copy with it (the dictionary holds it weakly)."""
-        with self.lock:
-            self.watched.discard(weight_id)
-            self.forget(weight_id)
 
 
 packed = PackedWeights(BUDGET_BYTES)
