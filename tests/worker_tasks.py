@@ -56,3 +56,7 @@ def finish_after(seconds: float) -> float:
 
     time.sleep(seconds)
     return time.time()
+
+
+def environment(name: str) -> str | None:
+    return os.environ.get(name)

@@ -45,6 +45,7 @@ from typing import Callable
 
 from playground import limits
 from playground.errors import PlaygroundError, is_rust_panic
+from playground.runtime.memory import ONEDNN_KERNELS_KEPT
 from playground.runtime.threads import available_cpus
 
 log = logging.getLogger("playground.workers")
@@ -162,7 +163,11 @@ def python_command(module: str, *args: str) -> tuple[list[str], dict[str, str]]:
     working directory: how a worker (and a training process, playground.training.chunked) is started."""
     checkout = str(Path(__file__).resolve().parents[2])
     path = os.pathsep.join(filter(None, [checkout, os.environ.get("PYTHONPATH")]))
-    return [sys.executable, "-m", module, *args], {**os.environ, "PYTHONPATH": path}
+    # a worker meets many models' shapes, and the decoding step's weight copies have oneDNN compile a kernel for each
+    # shape and row count: bounded as a training run's are (runtime.memory.keep_allocator_compact)
+    kernels = os.environ.get("ONEDNN_PRIMITIVE_CACHE_CAPACITY", ONEDNN_KERNELS_KEPT)
+    return [sys.executable, "-m", module, *args], {**os.environ, "PYTHONPATH": path,
+                                                    "ONEDNN_PRIMITIVE_CACHE_CAPACITY": kernels}
 
 
 def too_many_calls(held: int) -> str:

@@ -12,6 +12,7 @@ import worker_tasks as tasks
 from helpers import REPO
 
 from playground.errors import PackageError
+from playground.runtime.memory import ONEDNN_KERNELS_KEPT
 from playground.runtime.workers import WorkerPool, WorkStopped
 
 MB = 1024**2
@@ -24,6 +25,17 @@ def pool():
         workers = WorkerPool(1, memory_bytes=256 * MB, max_result_bytes=1 * MB, preload=["worker_tasks"])
         yield workers
     workers.close()
+
+
+def test_a_workers_onednn_kernels_are_bounded_as_a_training_runs_are(monkeypatch):
+    # the decoding step's weight copies compile a kernel per model shape and row count (core/packed_weights.py)
+    monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", raising=False)  # the server sets none of its own
+    monkeypatch.setenv("PYTHONPATH", str(REPO / "tests"))
+    workers = WorkerPool(1, memory_bytes=256 * MB, max_result_bytes=1 * MB, preload=["worker_tasks"], spare=0)
+    try:
+        assert workers.call(tasks.environment, "ONEDNN_PRIMITIVE_CACHE_CAPACITY", seconds=60) == ONEDNN_KERNELS_KEPT
+    finally:
+        workers.close()
 
 
 def test_a_crash_a_runaway_allocation_a_loop_or_a_huge_answer_costs_one_call(pool):
