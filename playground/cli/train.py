@@ -130,12 +130,15 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from playground.packages.names import average_name, reserve_package
-    from playground.packages.sweep import sweep_leftovers
+    from playground.packages.names import average_name, reserve_package, reserved
+    from playground.packages.sweep import recover_interrupted_save
     from playground.training.distributed import process_group, torchrun_ranks
 
     if args.resume:  # a run killed between a save's two renames left its package as .NAME.old: put back first
-        sweep_leftovers(Path(args.resume).resolve().parent)
+        resumed = Path(args.resume)
+        interrupted = resumed.with_name(f".{resumed.name}.old")
+        if interrupted.is_dir() and not reserved(resumed):  # reserved: a live save's second rename is due
+            recover_interrupted_save(interrupted)
     cfg = train_config(args)
     main = torchrun_ranks().is_main
     board = TensorBoardLog(args.tensorboard) if args.tensorboard and main else None

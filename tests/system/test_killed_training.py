@@ -71,9 +71,11 @@ def test_a_resume_puts_back_a_package_killed_between_the_two_renames_of_its_save
                            text=True, timeout=120)
     assert first.returncode == 0, first.stderr
     os.replace(out, out.with_name(".run.old"))  # where a SIGKILL between the renames leaves it
+    (out.parent / ".other.lock").mkdir()  # not this run's: a resume repairs its own package only
     assert list_packages(out.parent) == []
     result = subprocess.run(train_command(data, out, "--max-steps", "1", "--resume", str(out), "--json"),
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.strip().splitlines()[-1])["steps"] == 3
     assert list_packages(out.parent) == [out] and not out.with_name(".run.old").exists()
+    assert (out.parent / ".other.lock").is_dir()
