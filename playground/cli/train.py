@@ -130,14 +130,13 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from playground.packages.names import average_name, reserve_package, reserved
+    from playground.packages.names import average_name, reserve_package
     from playground.packages.sweep import recover_interrupted_save
     from playground.training.distributed import process_group, torchrun_ranks
 
     if args.resume:  # a run killed between a save's two renames left its package as .NAME.old: put back first
-        resumed = Path(args.resume)
-        interrupted = resumed.with_name(f".{resumed.name}.old")
-        if interrupted.is_dir() and not reserved(resumed):  # reserved: a live save's second rename is due
+        interrupted = Path(args.resume).with_name(f".{Path(args.resume).name}.old")
+        if interrupted.is_dir():
             recover_interrupted_save(interrupted)
     cfg = train_config(args)
     main = torchrun_ranks().is_main

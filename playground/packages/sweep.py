@@ -96,8 +96,7 @@ def sweep_leftovers(models_dir: str | os.PathLike) -> list[Path]:
             elif name.startswith(".") and name.endswith(".lock"):  # an on-disk reservation of an older version
                 candidates.append(path)
             elif name.startswith(".") and name.endswith(".old") and path.is_dir():
-                if not reserved(path.with_name(name[1:-4])):  # a live save's second rename is due any instant
-                    removed += [] if recover_interrupted_save(path) else [path]
+                removed += [path] if recover_interrupted_save(path) is False else []
             elif name.startswith(".import-"):  # .import-PID-random
                 candidates += [path] if made_by_dead(path, name.split("-")[1]) else []
             elif name.startswith(".") and ".tmp-" in name:  # .NAME.tmp-PID-random
@@ -119,10 +118,12 @@ def sweep_downloads(folder: str | os.PathLike, ttl: float) -> list[Path]:
     return removed
 
 
-def recover_interrupted_save(old: Path) -> bool:
+def recover_interrupted_save(old: Path) -> bool | None:
     """A crash between the two renames of a save leaves only `.NAME.old`: put it back (True); when NAME exists, the
-    old copy is deleted (False)."""
+    old copy is deleted (False); while a live save holds NAME, its second rename is due any instant: left (None)."""
     target = old.parent / old.name[1:-4]
+    if reserved(target):
+        return None
     if not target.exists():
         os.replace(old, target)
         return True
